@@ -1,0 +1,47 @@
+"""All ``CUVIL_*`` environment switches, read in this one module.
+
+=====================  ======================================================================
+variable               meaning
+=====================  ======================================================================
+CUVIL_CACHE_DIR        native-kernel cache directory (else $XDG_CACHE_HOME/cuvil-perception,
+                       else ~/.cache/cuvil-perception)
+CUVIL_DUMP_IR          a directory: write every compiled kernel's optimised IR (.ll) and
+                       assembly (.s) there
+CUVIL_PERF_MAP         ``1``: append ``address size name`` lines to /tmp/perf-<pid>.map for
+                       every loaded kernel, so ``perf`` names JIT'd code
+CUVIL_NO_DISK_CACHE    ``1``: compile in memory only, never read or write the disk cache
+=====================  ======================================================================
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def cache_dir() -> Path:
+    """The native-kernel cache directory (not created here)."""
+    explicit = os.environ.get("CUVIL_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "cuvil-perception"
+
+
+def dump_ir_dir() -> Path | None:
+    """Directory to dump optimised IR and assembly into, or None."""
+    value = os.environ.get("CUVIL_DUMP_IR", "").strip()
+    return Path(value).expanduser() if value else None
+
+
+def perf_map_enabled() -> bool:
+    return _flag("CUVIL_PERF_MAP")
+
+
+def disk_cache_disabled() -> bool:
+    return _flag("CUVIL_NO_DISK_CACHE")

@@ -1,0 +1,106 @@
+"""Every error cuvil-perception raises on purpose, in one place.
+
+Hierarchy::
+
+    CuvilError                      base; ``exit_code`` is what the CLI exits with
+    ├── UsageError (exit 2)         the user asked for something that cannot be done
+    │   ├── PipelineError           a pipeline description is wrong (YAML or Python API);
+    │   │                           carries file, line, column, stage and field
+    │   ├── InputError              data from the outside world is unusable
+    │   │   ├── DriveError          a recorded drive (missing stream, bad timestamps, bad .bin)
+    │   │   ├── CameraError         a camera device or video file that cannot deliver frames
+    │   │   └── ModelError          an ONNX file that does not have the expected layout
+    │   └── ConfigError             a parameter object (PillarConfig, ...) that is inconsistent
+    ├── CompileError                a native kernel failed to build (a bug, not a user mistake)
+    └── ExecutionError              a run stopped: a stage raised, or an ``on_miss: fail`` fired
+        └── DeadlineFailure         the ``fail`` miss policy stopped the run (carries the report)
+
+User mistakes (``UsageError`` and below) are reported by the CLI as one line on stderr and exit
+code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class CuvilError(Exception):
+    """Base of all deliberate errors."""
+
+    exit_code = 1
+
+
+class UsageError(CuvilError):
+    """Something the user can fix: a wrong path, option, file or parameter."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in a pipeline description something is: file, 1-based line and column."""
+
+    file: str = "<python>"
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        if self.line <= 0:
+            return self.file
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+class PipelineError(UsageError):
+    """A pipeline description is invalid.
+
+    The message reads ``file:line:col: stage 'id' field 'name': what is wrong``.
+    """
+
+    def __init__(self, message: str, location: Location | None = None,
+                 stage: str | None = None, field: str | None = None):
+        self.location = location or Location()
+        self.stage = stage
+        self.field = field
+        self.reason = message
+        where = [str(self.location)]
+        if stage is not None:
+            where.append(f"stage '{stage}'")
+        if field is not None:
+            where.append(f"field '{field}'")
+        super().__init__(": ".join(where) + f": {message}")
+
+
+class InputError(UsageError):
+    """Unusable input data; the message names the file or device and what is wrong."""
+
+
+class DriveError(InputError):
+    """A recorded drive cannot be read (layout, timestamps, point files, calibration)."""
+
+
+class CameraError(InputError):
+    """A camera or video source cannot be opened or delivers no frames."""
+
+
+class ModelError(InputError):
+    """A model file does not match the layout an op expects; names the node when it can."""
+
+
+class ConfigError(UsageError):
+    """A configuration object is inconsistent (empty range, voxel size not dividing it, ...)."""
+
+
+class CompileError(CuvilError):
+    """A native kernel failed to generate, verify or compile. Names the kernel."""
+
+
+class ExecutionError(CuvilError):
+    """A run stopped because a stage failed."""
+
+
+class DeadlineFailure(ExecutionError):
+    """An ``on_miss: fail`` policy stopped the run; ``report`` holds what happened."""
+
+    def __init__(self, message: str, report: dict | None = None):
+        super().__init__(message)
+        self.report = report or {}

@@ -1,0 +1,13 @@
+"""The pipeline DSL: ops, typed ports, the Pipeline DAG, the strict YAML loader."""
+
+from .op import FrameInfo, Op, ParamProblem, RunContext, Sample, Sink, Source, lookup, register, registered
+from .params import Param
+from .pipeline import MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
+from .ports import PortSpec
+from .yaml_loader import load_pipeline, parse_pipeline
+
+__all__ = [
+    "Degrade", "FrameInfo", "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
+    "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",
+    "parse_pipeline", "register", "registered",
+]

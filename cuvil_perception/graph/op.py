@@ -1,0 +1,181 @@
+"""The op contract every stage implementation follows, and the registry that names ops.
+
+An op class declares its name, default tag, parameters and ports. The executor builds one
+instance per stage (plus one per ``degrade`` variant) and calls, in order::
+
+    kernels()        native kernels to prewarm before frame 0 (compile.KernelSpec list)
+    open(ctx)        allocate static buffers, bind kernels, open files or devices
+    process(...)     once per frame, on numpy arrays; returns a dict port name -> array
+    close()          release everything; must be safe after a failed open
+
+Sources (no inputs) implement ``read()`` instead of ``process()``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .params import Param
+from .ports import PortSpec
+
+TAGS = ("io", "compute")
+
+
+@dataclass
+class FrameInfo:
+    """What a stage knows about the frame it processes.
+
+    ``timestamp_ns`` is the frame's sensor time (ns since the epoch, from the drive's
+    timestamps.txt or the camera clock); ``stamps`` holds each stream's own time.
+    ``stale`` maps ``stage/port`` to the original frame index of a reused (stale) value.
+    """
+
+    index: int
+    timestamp_ns: int
+    stamps: dict[str, int] = field(default_factory=dict)
+    stale: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Sample:
+    """One synchronised read of a source: its outputs and the sensor time of each stream (ns)."""
+
+    timestamp_ns: int
+    outputs: dict[str, np.ndarray]
+    stamps: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RunContext:
+    """Run-wide facts an op may need when it opens.
+
+    ``base_dir`` is the pipeline file's folder; ``out_dir`` is where run outputs go; ``live``
+    is True for camera input (keep only the newest frame); ``warn`` prints a warning line.
+    """
+
+    base_dir: Path = Path(".")
+    out_dir: Path | None = None
+    live: bool = False
+    warn: Any = None
+    extra: dict = field(default_factory=dict)
+
+    def warning(self, message: str) -> None:
+        if self.warn is not None:
+            self.warn(message)
+
+
+class Op:
+    """Base class of stage implementations. Subclasses set the class attributes below."""
+
+    name: ClassVar[str] = ""
+    tag: ClassVar[str] = "compute"
+    params: ClassVar[tuple[Param, ...]] = ()
+    doc: ClassVar[str] = ""
+    variadic_inputs: ClassVar[bool] = False  # sinks: accept any input name and spec
+
+    def __init__(self, params: dict[str, Any], inputs: dict[str, PortSpec]):
+        self.p = params
+        self.connected = inputs
+
+    # -- declarations, used before the first frame ----------------------------------------
+    def input_ports(self) -> tuple[PortSpec, ...]:
+        """Declared inputs (may depend on params)."""
+        return ()
+
+    def output_ports(self) -> tuple[PortSpec, ...]:
+        """Declared outputs (may depend on params and on ``self.connected`` specs)."""
+        return ()
+
+    def kernels(self) -> list:
+        """Native kernels (``compile.KernelSpec``) this stage calls; prewarmed before frame 0."""
+        return []
+
+    def check(self) -> None:
+        """Cross-parameter validation; raise ValueError(field, reason) style via ``ParamProblem``."""
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def open(self, ctx: RunContext) -> None:
+        pass
+
+    def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
+        raise NotImplementedError(f"op {self.name} does not implement process()")
+
+    def close(self) -> None:
+        pass
+
+
+class Source(Op):
+    """A stage with no inputs that produces frames from the outside world."""
+
+    tag: ClassVar[str] = "io"
+
+    def read(self) -> Sample | None:
+        """The next synchronised sample, or None at the end of the stream."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        """Number of frames if known (replay), else 0."""
+        return 0
+
+
+class Sink(Op):
+    """A stage with no outputs that writes results somewhere."""
+
+    tag: ClassVar[str] = "io"
+    variadic_inputs: ClassVar[bool] = True
+
+
+class ParamProblem(ValueError):
+    """Raised by ``Op.check`` to blame one parameter: ``ParamProblem(param_name, reason)``."""
+
+    def __init__(self, param: str, reason: str):
+        super().__init__(reason)
+        self.param = param
+        self.reason = reason
+
+
+_REGISTRY: dict[str, type[Op]] = {}
+
+
+def register(cls: type[Op]) -> type[Op]:
+    """Class decorator: make an op available to pipelines under ``cls.name``."""
+    if not cls.name:
+        raise TypeError(f"{cls.__qualname__} has no name")
+    if cls.tag not in TAGS:
+        raise TypeError(f"{cls.__qualname__}.tag must be one of {TAGS}")
+    existing = _REGISTRY.get(cls.name)
+    if existing is not None and existing is not cls:
+        raise TypeError(f"op name {cls.name!r} is already taken by {existing.__qualname__}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def lookup(name: str) -> type[Op] | None:
+    _load_builtin_ops()
+    return _REGISTRY.get(name)
+
+
+def registered() -> dict[str, type[Op]]:
+    _load_builtin_ops()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def suggest(word: str, choices) -> str:
+    """`` (did you mean 'x'?)`` or an empty string."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+_loaded = False
+
+
+def _load_builtin_ops() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from .. import ops  # noqa: F401  (registers the built-in ops)

@@ -1,0 +1,191 @@
+"""Pipeline validation in layers: stage fields, params, wiring, cycles, port specs.
+
+Each failure raises ``PipelineError`` naming file:line:column, the stage and the field.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import PipelineError
+from .op import TAGS, ParamProblem, lookup, registered, suggest
+from .pipeline import MISS_POLICIES, Pipeline, Stage
+
+
+def validate(p: Pipeline) -> None:
+    ids: dict[str, Stage] = {}
+    for stage in p.stages:
+        if stage.id in ids:
+            first = ids[stage.id].loc("id")
+            raise PipelineError(f"duplicate stage id (first defined at {first})",
+                                stage.loc("id"), stage.id, "id")
+        ids[stage.id] = stage
+    if p.e2e_deadline_ms is not None:
+        _check_deadline(p.e2e_deadline_ms, p.locs.get("e2e_deadline_ms"), None,
+                        "e2e_deadline_ms")
+    for stage in p.stages:
+        _check_fields(stage)
+        _resolve_params(stage, p)
+    order = _topological_order(p, ids)
+    for stage_id in order:
+        _resolve_ports(ids[stage_id], ids)
+    p.order = order
+
+
+def _check_deadline(value, loc, stage_id, field) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise PipelineError(f"must be a positive number of milliseconds, got {value!r}", loc,
+                            stage_id, field)
+
+
+def _check_fields(stage: Stage) -> None:
+    if not isinstance(stage.id, str) or not stage.id or "/" in stage.id:
+        raise PipelineError(f"stage id must be a non-empty string without '/', got {stage.id!r}",
+                            stage.loc("id"), None, "id")
+    cls = lookup(stage.op) if isinstance(stage.op, str) else None
+    if cls is None:
+        raise PipelineError(f"unknown op '{stage.op}'{suggest(str(stage.op), registered())}",
+                            stage.loc("op"), stage.id, "op")
+    stage.op_cls = cls
+    if stage.tag is not None and stage.tag not in TAGS:
+        raise PipelineError(f"unknown tag '{stage.tag}', expected one of: {', '.join(TAGS)}"
+                            f"{suggest(str(stage.tag), TAGS)}", stage.loc("tag"), stage.id, "tag")
+    if stage.deadline_ms is not None:
+        _check_deadline(stage.deadline_ms, stage.loc("deadline_ms"), stage.id, "deadline_ms")
+    if stage.on_miss not in MISS_POLICIES:
+        raise PipelineError(f"unknown on_miss '{stage.on_miss}', expected one of: "
+                            f"{', '.join(MISS_POLICIES)}{suggest(str(stage.on_miss), MISS_POLICIES)}",
+                            stage.loc("on_miss"), stage.id, "on_miss")
+    if stage.on_miss == "degrade" and stage.degrade is None:
+        raise PipelineError("on_miss 'degrade' needs a 'degrade:' block with the cheaper params",
+                            stage.loc("on_miss"), stage.id, "on_miss")
+    if stage.degrade is not None and (not isinstance(stage.degrade.frames, int)
+                                      or stage.degrade.frames < 1):
+        raise PipelineError(f"degrade frames must be a positive integer, got "
+                            f"{stage.degrade.frames!r}", stage.loc("degrade.frames"), stage.id,
+                            "degrade.frames")
+
+
+def _fill(stage: Stage, p: Pipeline, given: dict, prefix: str) -> dict:
+    declared = {param.name: param for param in stage.op_cls.params}
+    resolved = {}
+    for name, value in given.items():
+        if name not in declared:
+            known = ", ".join(declared) or "none"
+            raise PipelineError(f"unknown param '{name}' for op '{stage.op}'"
+                                f"{suggest(name, declared)} (params: {known})",
+                                stage.loc(f"{prefix}{name}"), stage.id, f"{prefix}{name}")
+        try:
+            resolved[name] = declared[name].coerce(value, p.base_dir)
+        except ValueError as exc:
+            raise PipelineError(str(exc), stage.loc(f"{prefix}{name}"), stage.id,
+                                f"{prefix}{name}") from None
+    for name, param in declared.items():
+        if name not in resolved:
+            if param.required:
+                raise PipelineError(f"missing required param '{name}' ({param.type_name()}) "
+                                    f"for op '{stage.op}'", stage.loc("params"), stage.id,
+                                    f"{prefix}{name}")
+            resolved[name] = param.default
+    return resolved
+
+
+def _resolve_params(stage: Stage, p: Pipeline) -> None:
+    if not isinstance(stage.params, dict):
+        raise PipelineError("params must be a mapping", stage.loc("params"), stage.id, "params")
+    stage.resolved_params = _fill(stage, p, stage.params, "params.")
+    stage.degrade_params = None
+    if stage.degrade is not None:
+        merged = dict(stage.params)
+        merged.update(stage.degrade.params)
+        stage.degrade_params = _fill(stage, p, merged, "degrade.params.")
+
+
+def _topological_order(p: Pipeline, ids: dict[str, Stage]) -> list[str]:
+    for stage in p.stages:
+        for port, ref in stage.inputs.items():
+            if ref.stage not in ids:
+                raise PipelineError(f"input '{port}' is wired to '{ref}', but there is no stage "
+                                    f"'{ref.stage}'{suggest(ref.stage, ids)}",
+                                    stage.loc(f"inputs.{port}"), stage.id, f"inputs.{port}")
+    # Kahn's algorithm, ties broken by declaration order so the order is deterministic.
+    position = {s.id: i for i, s in enumerate(p.stages)}
+    indegree = {s.id: len({r.stage for r in s.inputs.values()}) for s in p.stages}
+    users: dict[str, list[str]] = {s.id: [] for s in p.stages}
+    for s in p.stages:
+        for upstream in {r.stage for r in s.inputs.values()}:
+            users[upstream].append(s.id)
+    ready = sorted((i for i, d in indegree.items() if d == 0), key=position.get)
+    order = []
+    while ready:
+        current = ready.pop(0)
+        order.append(current)
+        for user in users[current]:
+            indegree[user] -= 1
+            if indegree[user] == 0:
+                ready.append(user)
+                ready.sort(key=position.get)
+    if len(order) != len(p.stages):
+        stuck = [s for s in p.stages if s.id not in order]
+        cycle = _find_cycle(stuck)
+        first = ids[cycle[0]]
+        raise PipelineError(f"cycle: {' -> '.join(cycle + cycle[:1])}", first.loc("inputs"),
+                            first.id, "inputs")
+    return order
+
+
+def _find_cycle(stuck: list[Stage]) -> list[str]:
+    by_id = {s.id: s for s in stuck}
+    start = stuck[0].id
+    path, seen = [start], {start}
+    while True:
+        nxt = next(r.stage for r in by_id[path[-1]].inputs.values() if r.stage in by_id)
+        if nxt in seen:
+            return path[path.index(nxt):]
+        path.append(nxt)
+        seen.add(nxt)
+
+
+def _resolve_ports(stage: Stage, ids: dict[str, Stage]) -> None:
+    cls = stage.op_cls
+    connected = {}
+    for port, ref in stage.inputs.items():
+        upstream = ids[ref.stage]
+        if ref.port not in upstream.output_specs:
+            known = ", ".join(upstream.output_specs) or "none"
+            raise PipelineError(f"input '{port}' is wired to '{ref}', but stage '{ref.stage}' "
+                                f"has no output '{ref.port}'{suggest(ref.port, upstream.output_specs)}"
+                                f" (outputs: {known})", stage.loc(f"inputs.{port}"), stage.id,
+                                f"inputs.{port}")
+        connected[port] = upstream.output_specs[ref.port]
+    op = cls(dict(stage.resolved_params), connected)
+    try:
+        op.check()
+        if stage.degrade_params is not None:
+            cls(dict(stage.degrade_params), connected).check()
+    except ParamProblem as exc:
+        raise PipelineError(exc.reason, stage.loc(f"params.{exc.param}"), stage.id,
+                            f"params.{exc.param}") from None
+    declared = {spec.name: spec for spec in op.input_ports()}
+    if not cls.variadic_inputs:
+        for port in stage.inputs:
+            if port not in declared:
+                known = ", ".join(declared) or "none"
+                raise PipelineError(f"op '{stage.op}' has no input '{port}'"
+                                    f"{suggest(port, declared)} (inputs: {known})",
+                                    stage.loc(f"inputs.{port}"), stage.id, f"inputs.{port}")
+        for port in declared:
+            if port not in stage.inputs:
+                raise PipelineError(f"input '{port}' of op '{stage.op}' is not wired",
+                                    stage.loc("inputs"), stage.id, f"inputs.{port}")
+    for port, spec in connected.items():
+        want = declared.get(port)
+        if want is None:
+            continue
+        problem = spec.mismatch(want)
+        if problem:
+            raise PipelineError(f"'{stage.inputs[port]}' cannot feed input '{port}': {problem}",
+                                stage.loc(f"inputs.{port}"), stage.id, f"inputs.{port}")
+    stage.input_specs = connected
+    stage.output_specs = {spec.name: spec for spec in op.output_ports()}

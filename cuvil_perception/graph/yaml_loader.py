@@ -1,0 +1,178 @@
+"""Strict YAML loader for pipelines that keeps file:line:column for every field.
+
+Top-level fields and stage fields are listed in ``PIPELINE_FIELDS`` / ``STAGE_FIELDS`` (also the
+table in docs/pipeline-yaml.md); unknown keys are rejected with a "did you mean".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import Location, PipelineError
+from .op import suggest
+from .pipeline import Degrade, Pipeline, PortRef, Stage
+
+PIPELINE_FIELDS = ("pipeline", "description", "e2e_deadline_ms", "rt", "stages")
+STAGE_FIELDS = ("id", "op", "params", "inputs", "tag", "deadline_ms", "on_miss", "degrade")
+DEGRADE_FIELDS = ("params", "frames")
+
+
+def load_pipeline(path: str | Path) -> Pipeline:
+    """Parse and validate a pipeline YAML file. Raises PipelineError with file:line:col."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PipelineError("pipeline file not found", Location(str(path))) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PipelineError(f"cannot read pipeline file: {exc}", Location(str(path))) from None
+    pipeline = parse_pipeline(text, str(path), base_dir=path.resolve().parent)
+    return pipeline.validate()
+
+
+def parse_pipeline(text: str, filename: str = "<string>", base_dir: Path | None = None) -> Pipeline:
+    """Build an unvalidated Pipeline from YAML text."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = Location(filename, mark.line + 1, mark.column + 1) if mark else Location(filename)
+        raise PipelineError(f"YAML syntax error: {exc.problem or exc}", loc) from None
+    except yaml.YAMLError as exc:
+        raise PipelineError(f"YAML syntax error: {exc}", Location(filename)) from None
+    reader = _Reader(filename)
+    if root is None:
+        raise PipelineError("the file is empty; expected a mapping with 'stages'",
+                            Location(filename, 1, 1))
+    top = reader.mapping(root, "the pipeline file", PIPELINE_FIELDS)
+    pipeline = Pipeline(source=filename, base_dir=base_dir or Path.cwd())
+    pipeline.locs = {k: reader.loc(node) for k, (node, _) in top.items()}
+    if "pipeline" in top:
+        pipeline.name = reader.scalar(top["pipeline"][1], str, "pipeline")
+    if "description" in top:
+        pipeline.description = reader.scalar(top["description"][1], str, "description")
+    if "e2e_deadline_ms" in top:
+        pipeline.e2e_deadline_ms = reader.plain(top["e2e_deadline_ms"][1])
+    if "rt" in top:
+        pipeline.rt = reader.plain(top["rt"][1])
+        if not isinstance(pipeline.rt, dict):
+            raise PipelineError("'rt' must be a mapping", reader.loc(top["rt"][1]), None, "rt")
+    if "stages" not in top:
+        raise PipelineError("missing 'stages' (a list of stages)", reader.loc(root), None,
+                            "stages")
+    stages_node = top["stages"][1]
+    if not isinstance(stages_node, yaml.SequenceNode):
+        raise PipelineError("'stages' must be a list", reader.loc(stages_node), None, "stages")
+    for item in stages_node.value:
+        pipeline.stages.append(_stage(reader, item))
+    return pipeline
+
+
+def _stage(reader: "_Reader", node: yaml.Node) -> Stage:
+    fields = reader.mapping(node, "a stage", STAGE_FIELDS)
+    locs = {"": reader.loc(node)}
+    for key, (key_node, value_node) in fields.items():
+        locs[key] = reader.loc(value_node)
+    stage_id = reader.plain(fields["id"][1]) if "id" in fields else None
+    if "id" not in fields:
+        raise PipelineError("stage has no 'id'", locs[""], None, "id")
+    if not isinstance(stage_id, str):
+        raise PipelineError(f"stage id must be a string, got {stage_id!r}", locs["id"], None, "id")
+    if "op" not in fields:
+        raise PipelineError("stage has no 'op'", locs[""], stage_id, "op")
+    stage = Stage(id=stage_id, op=reader.plain(fields["op"][1]), locs=locs)
+    if "params" in fields:
+        params_node = fields["params"][1]
+        params = reader.submapping(params_node, stage_id, "params")
+        for name, (_, value_node) in params.items():
+            locs[f"params.{name}"] = reader.loc(value_node)
+        stage.params = {name: reader.plain(v) for name, (_, v) in params.items()}
+    if "inputs" in fields:
+        inputs = reader.submapping(fields["inputs"][1], stage_id, "inputs")
+        for port, (_, value_node) in inputs.items():
+            loc = reader.loc(value_node)
+            locs[f"inputs.{port}"] = loc
+            value = reader.plain(value_node)
+            try:
+                stage.inputs[port] = PortRef.parse(value if isinstance(value, str) else repr(value))
+            except ValueError as exc:
+                raise PipelineError(str(exc), loc, stage_id, f"inputs.{port}") from None
+    if "tag" in fields:
+        stage.tag = reader.plain(fields["tag"][1])
+    if "deadline_ms" in fields:
+        stage.deadline_ms = reader.plain(fields["deadline_ms"][1])
+        if stage.deadline_ms is None:
+            stage.deadline_ms = "null"
+    if "on_miss" in fields:
+        stage.on_miss = reader.plain(fields["on_miss"][1])
+    if "degrade" in fields:
+        stage.degrade = _degrade(reader, fields["degrade"][1], stage_id, locs)
+    return stage
+
+
+def _degrade(reader: "_Reader", node: yaml.Node, stage_id: str, locs: dict) -> Degrade:
+    fields = reader.mapping(node, f"stage '{stage_id}' degrade", DEGRADE_FIELDS, stage_id)
+    degrade = Degrade(params={})
+    if "params" in fields:
+        params = reader.submapping(fields["params"][1], stage_id, "degrade.params")
+        for name, (_, value_node) in params.items():
+            locs[f"degrade.params.{name}"] = reader.loc(value_node)
+        degrade.params = {name: reader.plain(v) for name, (_, v) in params.items()}
+    if "frames" in fields:
+        locs["degrade.frames"] = reader.loc(fields["frames"][1])
+        degrade.frames = reader.plain(fields["frames"][1])
+    return degrade
+
+
+class _Reader:
+    def __init__(self, filename: str):
+        self.filename = filename
+
+    def loc(self, node: yaml.Node) -> Location:
+        mark = node.start_mark
+        return Location(self.filename, mark.line + 1, mark.column + 1)
+
+    def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...],
+                stage: str | None = None) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            kind = "a list" if isinstance(node, yaml.SequenceNode) else "a scalar"
+            raise PipelineError(f"{what} must be a mapping, found {kind}", self.loc(node), stage)
+        out = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key not in allowed:
+                raise PipelineError(f"unknown field '{key}' in {what}{suggest(str(key), allowed)}"
+                                    f" (allowed: {', '.join(allowed)})", self.loc(key_node),
+                                    stage, str(key))
+            if key in out:
+                raise PipelineError(f"field '{key}' appears twice", self.loc(key_node), stage, key)
+            out[key] = (key_node, value_node)
+        return out
+
+    def submapping(self, node: yaml.Node, stage: str, field: str):
+        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
+            return {}
+        if not isinstance(node, yaml.MappingNode):
+            raise PipelineError(f"'{field}' must be a mapping", self.loc(node), stage, field)
+        out = {}
+        for key_node, value_node in node.value:
+            key = str(self.plain(key_node))
+            if key in out:
+                raise PipelineError(f"'{key}' appears twice", self.loc(key_node), stage,
+                                    f"{field}.{key}")
+            out[key] = (key_node, value_node)
+        return out
+
+    def plain(self, node: yaml.Node) -> Any:
+        return yaml.SafeLoader(  # construct one node's Python value with the safe rules
+            "").construct_object(node, deep=True)
+
+    def scalar(self, node: yaml.Node, kind: type, field: str) -> Any:
+        value = self.plain(node)
+        if not isinstance(value, kind):
+            raise PipelineError(f"must be a {kind.__name__}, got {value!r}", self.loc(node), None,
+                                field)
+        return value

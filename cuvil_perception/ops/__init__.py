@@ -1,0 +1,1 @@
+"""Built-in ops. Importing this package registers them all."""
