@@ -4,10 +4,11 @@ from .op import FrameInfo, Op, ParamProblem, RunContext, Sample, Sink, Source, l
 from .params import Param
 from .pipeline import MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
 from .ports import PortSpec
+from .overrides import apply_cli_sources
 from .yaml_loader import load_pipeline, parse_pipeline
 
 __all__ = [
-    "Degrade", "FrameInfo", "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
+    "apply_cli_sources", "Degrade", "FrameInfo", "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
     "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",
     "parse_pipeline", "register", "registered",
 ]

@@ -75,7 +75,7 @@ def _fill(stage: Stage, p: Pipeline, given: dict, prefix: str) -> dict:
             known = ", ".join(declared) or "none"
             raise PipelineError(f"unknown param '{name}' for op '{stage.op}'"
                                 f"{suggest(name, declared)} (params: {known})",
-                                stage.loc(f"{prefix}{name}"), stage.id, f"{prefix}{name}")
+                                stage.locs.get(f"key:{prefix}{name}") or stage.loc(f"{prefix}{name}"), stage.id, f"{prefix}{name}")
         try:
             resolved[name] = declared[name].coerce(value, p.base_dir)
         except ValueError as exc:

@@ -20,8 +20,11 @@ STAGE_FIELDS = ("id", "op", "params", "inputs", "tag", "deadline_ms", "on_miss",
 DEGRADE_FIELDS = ("params", "frames")
 
 
-def load_pipeline(path: str | Path) -> Pipeline:
-    """Parse and validate a pipeline YAML file. Raises PipelineError with file:line:col."""
+def load_pipeline(path: str | Path, validate: bool = True) -> Pipeline:
+    """Parse (and by default validate) a pipeline YAML file. Raises PipelineError with file:line:col.
+
+    Pass ``validate=False`` to apply CLI overrides (``apply_cli_sources``) before validating.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -30,7 +33,7 @@ def load_pipeline(path: str | Path) -> Pipeline:
     except (OSError, UnicodeDecodeError) as exc:
         raise PipelineError(f"cannot read pipeline file: {exc}", Location(str(path))) from None
     pipeline = parse_pipeline(text, str(path), base_dir=path.resolve().parent)
-    return pipeline.validate()
+    return pipeline.validate() if validate else pipeline
 
 
 def parse_pipeline(text: str, filename: str = "<string>", base_dir: Path | None = None) -> Pipeline:
@@ -49,7 +52,7 @@ def parse_pipeline(text: str, filename: str = "<string>", base_dir: Path | None 
                             Location(filename, 1, 1))
     top = reader.mapping(root, "the pipeline file", PIPELINE_FIELDS)
     pipeline = Pipeline(source=filename, base_dir=base_dir or Path.cwd())
-    pipeline.locs = {k: reader.loc(node) for k, (node, _) in top.items()}
+    pipeline.locs = {k: reader.loc(value) for k, (_, value) in top.items()}
     if "pipeline" in top:
         pipeline.name = reader.scalar(top["pipeline"][1], str, "pipeline")
     if "description" in top:
@@ -87,8 +90,9 @@ def _stage(reader: "_Reader", node: yaml.Node) -> Stage:
     if "params" in fields:
         params_node = fields["params"][1]
         params = reader.submapping(params_node, stage_id, "params")
-        for name, (_, value_node) in params.items():
+        for name, (key_node, value_node) in params.items():
             locs[f"params.{name}"] = reader.loc(value_node)
+            locs[f"key:params.{name}"] = reader.loc(key_node)
         stage.params = {name: reader.plain(v) for name, (_, v) in params.items()}
     if "inputs" in fields:
         inputs = reader.submapping(fields["inputs"][1], stage_id, "inputs")

@@ -1,0 +1,44 @@
+# Two commands: `make demo` (set up, then run the demo pipeline on the bundled drive) and
+# `make test` (set up, then run the test suite). Both are idempotent: setup steps are stamped.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stamp
+APT_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers libgl1 libglib2.0-0 libgomp1
+DEMO_OUT := runs/demo
+
+.PHONY: demo test setup system-deps bench clean
+
+demo: setup
+	$(BIN)/cuvil-perception run configs/demo.yaml --replay datasets/sample_drive \
+		--out $(DEMO_OUT)/detections.jsonl
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	for script in benchmarks/*.py; do case $$script in */_*) continue;; esac; \
+		echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+setup: system-deps $(STAMP)
+
+# Open3D needs libusb at import time and Vulkan + Mesa for offscreen rendering.
+system-deps:
+	@missing=""; for pkg in $(APT_PACKAGES); do \
+		dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing system packages:$$missing"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,60 @@
+"""The command group, and the one place where errors become exit codes.
+
+User mistakes (``UsageError``) print one line on stderr and exit 2; a failed run
+(``ExecutionError``) prints its report line and exits 1; anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import CuvilError
+
+# (module, attribute) of every verb; a module that is missing is skipped so partial installs work.
+_COMMANDS = (
+    ("run_cmd", "run_cmd"),
+    ("inspect_cmd", "inspect_cmd"),
+    ("make_drive_cmd", "make_drive_cmd"),
+    ("compile_cmd", "compile_cmd"),
+    ("cache_cmd", "cache_group"),
+    ("bench_cmd", "bench_cmd"),
+)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except CuvilError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cuvil-perception")
+def cli() -> None:
+    """Run, inspect, compile and benchmark real-time perception pipelines."""
+
+
+def _register() -> None:
+    for module_name, attr in _COMMANDS:
+        try:
+            module = importlib.import_module(f".{module_name}", __package__)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.endswith(module_name):
+                continue
+            raise
+        cli.add_command(getattr(module, attr))
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="cuvil-perception")

@@ -1,0 +1,44 @@
+"""Step 1 of 3, render: `KernelSpec` -> LLVM IR text (no LLVM library calls, no machine code)."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..errors import CompileError
+from . import irutil
+from .spec import KernelSpec
+
+_IR_TYPES = {"ptr": irutil.PTR, "i32": irutil.I32, "i64": irutil.I64,
+             "f32": irutil.F32, "f64": irutil.F64}
+
+
+def render(spec: KernelSpec) -> str:
+    """Run the spec's generator into a fresh module and return its IR text.
+
+    The text holds no triple or data layout (those belong to the target, which is keyed
+    separately), so it is the same on every machine for the same spec.
+    Raises `CompileError` naming the kernel if the generator fails or defines the wrong function.
+    """
+    module = ir.Module(name=spec.name)
+    try:
+        spec.build(module, spec.fn_name, **spec.static)
+    except CompileError:
+        raise
+    except Exception as exc:  # a generator bug: name the kernel and its static params
+        raise CompileError(f"kernel {spec.name} ({spec.static_str()}): IR generation failed: "
+                           f"{type(exc).__name__}: {exc}") from exc
+    _check_signature(spec, module)
+    return str(module)
+
+
+def _check_signature(spec: KernelSpec, module: ir.Module) -> None:
+    fn = module.globals.get(spec.fn_name)
+    if not isinstance(fn, ir.Function) or fn.is_declaration:
+        raise CompileError(f"kernel {spec.name}: generator did not define function "
+                           f"{spec.fn_name!r}")
+    want_args = [_IR_TYPES[a] for a in spec.args]
+    want_ret = _IR_TYPES[spec.ret] if spec.ret is not None else ir.VoidType()
+    got = fn.function_type
+    if list(got.args) != want_args or got.return_type != want_ret:
+        raise CompileError(f"kernel {spec.name}: function type {got} does not match the spec "
+                           f"(args={spec.args}, ret={spec.ret})")

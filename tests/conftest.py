@@ -1,0 +1,45 @@
+"""Shared fixtures: where the real test data lives, and an isolated kernel cache per session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` beside the repository; tests that need it skip when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real test data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def kitti_frames(shared_data) -> list[Path]:
+    frames = sorted((shared_data / "kitti_velodyne").glob("*.bin"))
+    if not frames:
+        pytest.skip("no KITTI frames in ../shared/data/kitti_velodyne")
+    return frames
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _session_cache_dir(tmp_path_factory):
+    """Keep the tests' compiled kernels out of the user's cache (one warm cache per test run)."""
+    import os
+
+    previous = os.environ.get("CUVIL_CACHE_DIR")
+    os.environ["CUVIL_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("CUVIL_CACHE_DIR", None)
+    else:
+        os.environ["CUVIL_CACHE_DIR"] = previous
