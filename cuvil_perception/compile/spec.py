@@ -11,6 +11,7 @@ import ctypes
 import json
 import re
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from ..errors import CompileError
@@ -56,7 +57,8 @@ class KernelSpec:
             raise CompileError(f"kernel spec needs a non-empty name, got {self.name!r}")
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "fastmath", tuple(self.fastmath))
-        object.__setattr__(self, "static", dict(self.static))
+        # Read-only view: the identity below is computed once and must not go stale.
+        object.__setattr__(self, "static", MappingProxyType(dict(self.static)))
         for kind in self.args + ((self.ret,) if self.ret is not None else ()):
             if kind not in CTYPES:
                 raise CompileError(f"kernel {self.name}: unknown arg/ret kind {kind!r}; "
@@ -65,27 +67,34 @@ class KernelSpec:
         if unknown:
             raise CompileError(f"kernel {self.name}: unknown fast-math flags {sorted(unknown)}")
         try:
-            self.static_json()
+            static_json = self.static_json()
         except (TypeError, ValueError) as exc:
             raise CompileError(f"kernel {self.name}: static params are not JSON-serialisable: "
                                f"{exc}") from exc
+        # Computed once: get_kernel looks specs up by identity on every call (memo hits).
+        ident = (self.name, _qualified(self.build), static_json, self.args, self.ret,
+                 tuple(sorted(self.fastmath)), self.version)
+        object.__setattr__(self, "_identity", ident)
+        object.__setattr__(self, "_hash", hash(ident))
 
     # -- identity --------------------------------------------------------------------------
     def static_json(self) -> str:
         """Canonical JSON of the static params (sorted keys, no spaces)."""
-        return json.dumps(self.static, sort_keys=True, separators=(",", ":"), allow_nan=True)
+        return json.dumps(dict(self.static), sort_keys=True, separators=(",", ":"), allow_nan=True)
 
     def identity(self) -> tuple:
-        """Hashable identity: two specs with equal identity render the same IR (memo key)."""
-        builder = f"{getattr(self.build, '__module__', '?')}.{getattr(self.build, '__qualname__', '?')}"
-        return (self.name, builder, self.static_json(), self.args, self.ret,
-                tuple(sorted(self.fastmath)), self.version)
+        """Hashable identity: two specs with equal identity render the same IR (memo key).
+
+        The generator is identified by module + qualified name, so a lambda or a closure whose
+        output depends on captured values must put those values in ``static`` or ``version``.
+        """
+        return self._identity
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, KernelSpec) and self.identity() == other.identity()
 
     def __hash__(self) -> int:
-        return hash(self.identity())
+        return self._hash
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -105,6 +114,10 @@ class KernelSpec:
         """The ctypes ``CFUNCTYPE`` prototype (releases the GIL during the call)."""
         restype = CTYPES[self.ret] if self.ret is not None else None
         return ctypes.CFUNCTYPE(restype, *(CTYPES[a] for a in self.args))
+
+
+def _qualified(fn: Callable) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
 
 
 def _short(value: Any, limit: int = 40) -> str:

@@ -1,0 +1,5 @@
+"""``python -m cuvil_perception`` is the command line."""
+
+from .cli import main
+
+main()

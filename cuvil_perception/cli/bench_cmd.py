@@ -1,0 +1,54 @@
+"""``cuvil-perception bench PIPELINE --replay DRIVE --budgets BUDGETS.yaml``: latency regression.
+
+Runs the drive ``--repeat`` times (rate 0, deadlines measured but not enforced), prints the
+per-stage timing table and the budget verdicts (stage, p50, p99, budget, verdict).
+
+Exit codes: 0 every budget holds; 1 (``rt.BREACH_EXIT_CODE``) at least one budget is breached;
+2 a usage error (bad budgets file, unknown stage, missing drive, ...).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+
+
+@click.command("bench")
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.option("--replay", metavar="DRIVE", help="Drive to replay [default: the YAML's].")
+@click.option("--budgets", "budgets_path", metavar="BUDGETS.yaml", required=True,
+              help="Latency budgets (absolute ms or ratios to a reference).")
+@click.option("--plot", "plot_dir", metavar="DIR",
+              help="Write latency_histogram.png and timeline.png there.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run the drive K times and pool the latencies.")
+@click.option("--frames", type=click.IntRange(min=1), help="Frames per run.")
+@click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
+def bench_cmd(pipeline, replay, budgets_path, plot_dir, repeat, frames, workers) -> None:
+    """Run PIPELINE over a drive and check latency budgets; exit 1 on a breach."""
+    from ..rt import BREACH_EXIT_CODE, bench_pipeline, load_budgets, write_plots
+    from ..rt.report import budget_table, timing_table
+
+    console, errors = Console(), Console(stderr=True)
+    spec = load_budgets(budgets_path)
+
+    def warn(message: str) -> None:
+        errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+    result = bench_pipeline(pipeline, spec, replay=replay, frames=frames or spec.frames,
+                            repeat=repeat, workers=workers, warn=warn)
+    runs = len(result.runs)
+    frames_total = sum(r.frames for r in result.runs)
+    console.print(f"{runs} run(s), {frames_total} frames", highlight=False)
+    console.print(timing_table(result.report))
+    console.print(budget_table(result))
+    if plot_dir:
+        for path in write_plots(plot_dir, result.recorder, result.report):
+            console.print(f"  plot {path}", highlight=False)
+    if not result.passed:
+        breached = sum(1 for v in result.verdicts if not v.passed)
+        errors.print(f"[bold red]{breached} budget(s) breached[/bold red]", highlight=False)
+        sys.exit(BREACH_EXIT_CODE)
+    console.print("all budgets hold", highlight=False)

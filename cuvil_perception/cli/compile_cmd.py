@@ -1,0 +1,67 @@
+"""``cuvil-perception compile PIPELINE``: build every native kernel the pipeline needs.
+
+Without ``--target`` the kernels are compiled for this machine into the kernel cache (so the
+next ``run`` starts warm) and a table shows how each was served. With ``--target TRIPLE --out
+DIR`` they are written as object files for another architecture and not loaded.
+"""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..compile import KernelSpec, PrewarmRow, prewarm, summarize, write_objects
+from ..errors import UsageError
+from ..graph import Pipeline, load_pipeline
+
+
+@click.command("compile")
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.option("--target", "triple", metavar="TRIPLE",
+              help="Write object files for this LLVM triple (e.g. aarch64-linux-gnu).")
+@click.option("--out", "out_dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Directory for --target object files.")
+def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None) -> None:
+    """Compile (or load from the cache) every kernel PIPELINE's static shapes need."""
+    specs = pipeline_kernels(load_pipeline(pipeline))
+    console = Console()
+    if triple is None:
+        if out_dir is not None:
+            raise UsageError("--out is only used with --target TRIPLE")
+        rows = prewarm(specs)
+        console.print(prewarm_table(rows, title=f"kernels of {pipeline}"))
+        return
+    if out_dir is None:
+        raise UsageError("--target needs --out DIR for the object files")
+    paths = write_objects(specs, triple, out_dir)
+    for path in paths:
+        console.print(str(path))
+    console.print(f"{len(paths)} object file(s) for {triple} in {out_dir}")
+
+
+def pipeline_kernels(p: Pipeline) -> list[KernelSpec]:
+    """Every kernel of every stage in execution order, including degrade variants."""
+    specs: list[KernelSpec] = []
+    for stage in p.ordered():
+        specs.extend(stage.make_op().kernels())
+        if stage.degrade_params:
+            specs.extend(stage.make_op(degraded=True).kernels())
+    return specs
+
+
+def prewarm_table(rows: list[PrewarmRow], title: str = "kernels") -> Table:
+    """kernel | static params | compile (ms or "cache hit") | load ms, plus a totals caption."""
+    table = Table(title=title)
+    table.add_column("kernel")
+    table.add_column("static params")
+    table.add_column("compile", justify="right")
+    table.add_column("load ms", justify="right")
+    for r in rows:
+        compiled = {"hit": "cache hit", "memory": "in memory"}.get(r.status,
+                                                                    f"{r.compile_ms:.1f} ms")
+        table.add_row(r.name, r.static or "-", compiled, f"{r.load_ms:.2f}")
+    s = summarize(rows)
+    table.caption = (f"{s['kernels']} kernels: {s['hits']} hits, {s['misses']} compiled; "
+                     f"compile {s['compile_ms']:.0f} ms, load {s['load_ms']:.1f} ms")
+    return table

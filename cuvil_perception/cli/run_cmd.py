@@ -1,0 +1,96 @@
+"""``cuvil-perception run PIPELINE (--replay DRIVE | --camera DEV)``: run it and report.
+
+Prints where the outputs went (sink files and folders, the run record, the trace), the prewarm
+summary, the deadline decisions and a per-stage timing table. A progress bar goes to stderr when
+stderr is a terminal. Exit codes: 0 done; 1 the run stopped (a stage raised, ``on_miss: fail``);
+2 a usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..errors import DeadlineFailure
+from ..graph import apply_cli_sources, load_pipeline
+
+
+@click.command("run")
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.option("--replay", metavar="DRIVE", help="Replay a recorded drive (KITTI raw layout).")
+@click.option("--camera", metavar="DEV", help="Live camera: /dev/videoN, an index or a video file.")
+@click.option("--out", metavar="FILE", help="Path of the jsonl output(s).")
+@click.option("--frames", type=click.IntRange(min=1), help="Stop after N frames.")
+@click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
+@click.option("--rate", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="Replay pacing: 0 = as fast as possible, 1.0 = recorded real time.")
+@click.option("--trace", metavar="FILE.json", help="Write a Chrome/Perfetto trace.")
+@click.option("--record", metavar="FILE", help="Run-record path [default: next to the outputs].")
+@click.option("--decisions", metavar="RECORD",
+              help="Re-apply the deadline decisions of this run record (reproduces its outputs).")
+@click.option("--no-deadlines", is_flag=True,
+              help="Measure deadlines but do not act on misses (outputs depend only on input).")
+def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
+            no_deadlines) -> None:
+    """Run PIPELINE over a recorded drive or a live camera."""
+    from ..rt import RunOptions, run_pipeline
+
+    p = load_pipeline(pipeline, validate=False)
+    apply_cli_sources(p, replay=replay, camera=camera, out=out)
+    p.validate()
+    console, errors = Console(), Console(stderr=True)
+
+    def warn(message: str) -> None:
+        errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+    options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
+                         enforce_deadlines=not no_deadlines, trace=trace, record=record,
+                         decisions=decisions, warn=warn)
+    with _progress(options) as options.progress:
+        try:
+            result = run_pipeline(p, options)
+        except DeadlineFailure as failure:
+            if getattr(failure, "result", None) is not None:
+                print_result(console, failure.result, p)
+            raise
+    print_result(console, result, p)
+
+
+def print_result(console: Console, result, pipeline) -> None:
+    """Outputs, record, trace, prewarm summary, decisions and the timing table."""
+    from ..rt.report import timing_table
+
+    console.print(f"[bold]{pipeline.name}[/bold]: {result.frames} frames in "
+                  f"{result.wall_s:.2f} s", highlight=False)
+    for output in result.outputs:
+        console.print(f"  output  {output['stage']} ({output['op']}.{output['param']}): "
+                      f"{output['path']}", highlight=False)
+    if result.record_path:
+        console.print(f"  record  {result.record_path}", highlight=False)
+    if result.trace_path:
+        console.print(f"  trace   {result.trace_path}", highlight=False)
+    summary = result.prewarm_summary()
+    console.print(f"  prewarm {summary['kernels']} kernel(s): {summary['hits']} cache hit(s), "
+                  f"{summary['misses']} compiled; {result.compiles_after_frame0} compile(s) "
+                  "after frame 0", highlight=False)
+    if result.actions:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(result.actions.items()))
+        console.print(f"  deadline decisions: {counts}", highlight=False)
+    console.print(timing_table(result.report))
+
+
+@contextmanager
+def _progress(options):
+    """A progress callback drawing a bar on stderr when it is a terminal, else None."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    bar = Progress(TextColumn("frames"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True)
+    task = bar.add_task("run", total=options.frames)
+    with bar:
+        yield lambda done, total: bar.update(task, completed=done)

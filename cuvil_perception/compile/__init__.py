@@ -1,0 +1,36 @@
+"""Native kernels through llvmlite: render (IR text) -> compile (object bytes) -> load (callable).
+
+Declare a kernel with `KernelSpec`, get a GIL-releasing ctypes callable with `get_kernel`; IR
+helpers (loops, vectorisable exp/sigmoid, min/max, reductions) are in `irutil`. Object code is
+cached on disk (`cache_info`, `cache_clear`) and memoised per process (`compile_stats`,
+`forbid_compiles`); `prewarm` builds a list of specs before the first frame; `emit_object` writes
+code for another architecture.
+"""
+
+from __future__ import annotations
+
+from . import irutil
+from .cache import CacheCorruptionWarning, cache_clear, cache_info
+from .emit import emit_object, write_objects
+from .prewarm import PrewarmRow, prewarm, summarize
+from .registry import CompileStats, compile_stats, forbid_compiles, get_kernel
+from .spec import KernelSpec
+from .target import host_target
+
+__all__ = [
+    "CacheCorruptionWarning",
+    "CompileStats",
+    "KernelSpec",
+    "PrewarmRow",
+    "cache_clear",
+    "cache_info",
+    "compile_stats",
+    "emit_object",
+    "forbid_compiles",
+    "get_kernel",
+    "host_target",
+    "irutil",
+    "prewarm",
+    "summarize",
+    "write_objects",
+]

@@ -1,0 +1,102 @@
+"""The cache keys: what a compiled object depends on, hashed.
+
+`cache_key` (the object's key): sha256 over (IR text, llvmlite version, LLVM version, triple, CPU
+name, CPU feature string, optimisation options, kernel name, generator version). Anything that
+can change the machine code is in it, so a key mismatch is always a miss and never a wrong kernel.
+
+`fast_key` (an alias to it, so a warm start need not render IR, which costs 1-8 ms per model
+kernel in Python): the same fields with the spec's identity (name, generator, static params,
+version) and a fingerprint of the generator's source code in place of the IR text. The fingerprint
+hashes every ``.py`` file of the ``cuvil_perception`` package and of the generator's own directory,
+so editing any source re-renders (and then usually finds the object under its IR key anyway). A
+generator whose output depends on anything else (files it reads, code outside those directories)
+must put that in ``static`` or bump ``version``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from pathlib import Path
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from .optimize import OptOptions
+from .spec import KernelSpec
+from .target import Target
+
+#: Bump when the way objects are produced changes in a way the fields below do not capture.
+TOOLCHAIN_EPOCH = 1
+
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def _toolchain_fields(target: Target, opts: OptOptions) -> list[str]:
+    return [
+        f"epoch={TOOLCHAIN_EPOCH}",
+        f"llvmlite={llvmlite.__version__}",
+        f"llvm={'.'.join(map(str, llvm.llvm_version_info))}",
+        f"triple={target.triple}",
+        f"cpu={target.cpu}",
+        f"features={target.features}",
+        f"opt={opts.key_material()}",
+    ]
+
+
+def key_material(ir_text: str, spec: KernelSpec, target: Target, opts: OptOptions) -> list[str]:
+    """The labelled fields that go into the key (also handy to explain a miss)."""
+    return _toolchain_fields(target, opts) + [
+        f"name={spec.name}",
+        f"version={spec.version}",
+        f"fastmath={','.join(sorted(spec.fastmath))}",
+        f"ir={ir_text}",
+    ]
+
+
+def cache_key(ir_text: str, spec: KernelSpec, target: Target, opts: OptOptions) -> str:
+    """Hex sha256 of `key_material` (64 characters; file names use all of it, dumps the first 8)."""
+    return _digest(key_material(ir_text, spec, target, opts))
+
+
+def fast_key(spec: KernelSpec, target: Target, opts: OptOptions) -> str | None:
+    """Key of the alias to ``spec``'s object, or None if the generator's source is unknown
+    (defined interactively): then the IR is always rendered."""
+    fingerprint = source_fingerprint(spec.build)
+    if fingerprint is None:
+        return None
+    return _digest(_toolchain_fields(target, opts) + [f"alias-of={spec.identity()!r}",
+                                                      f"sources={fingerprint}"])
+
+
+def source_fingerprint(build) -> str | None:
+    """sha256 of the package's sources and of the directory holding ``build``'s module."""
+    try:
+        source = inspect.getsourcefile(build)
+    except TypeError:
+        source = None
+    if source is None or not Path(source).is_file():
+        return None
+    directory = Path(source).resolve().parent
+    dirs = (_PACKAGE_DIR,) if directory.is_relative_to(_PACKAGE_DIR) else (_PACKAGE_DIR, directory)
+    return "".join(_tree_digest(d) for d in dirs)
+
+
+@functools.lru_cache(maxsize=None)
+def _tree_digest(directory: Path) -> str:
+    """Content hash of every .py file under ``directory`` (once per process: ~3 ms / 100 files)."""
+    h = hashlib.sha256()
+    for path in sorted(directory.rglob("*.py")):
+        h.update(str(path.relative_to(directory)).encode("utf-8"))
+        h.update(path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def _digest(fields: list[str]) -> str:
+    h = hashlib.sha256()
+    for field in fields:
+        h.update(field.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()

@@ -1,0 +1,77 @@
+"""Step 3 of 3, load: object-file bytes -> MCJIT engine -> ctypes ``CFUNCTYPE`` callable.
+
+Each object gets its own engine, created from an empty module with its own target machine (one
+target machine per MCJIT engine: sharing one segfaults in llvmlite 0.50). Engines are kept alive
+for the life of the process: the callable holds a reference to its engine, and `_ENGINES` holds
+one too, because machine code freed under a running thread is a crash, not an exception.
+
+The callable is a ctypes ``CFUNCTYPE`` object: ctypes releases the GIL for the duration of the
+call, so kernels run in parallel with Python threads and with each other. Pass buffers as int
+addresses (``arr.ctypes.data``, cached once per preallocated buffer): ~0.4 us per call, against
+4-9 us for ``arr.ctypes.data_as(...)``. A kernel keeps no state between calls, so it may be
+called from several threads at once as long as they do not write the same buffers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import llvmlite.binding as llvm
+
+from .. import config
+from ..errors import CompileError
+from .spec import KernelSpec
+from .target import Target
+
+_ENGINES: list[llvm.ExecutionEngine] = []
+_perf_lock = threading.Lock()
+
+
+def load(spec: KernelSpec, obj: bytes, target: Target, key: str = ""):
+    """Map ``obj`` (compiled for the host ``target``) and bind ``spec.fn_name``.
+
+    Returns the ``CFUNCTYPE`` callable; extra attributes: ``spec``, ``address`` (int), ``size``
+    (bytes of machine code), ``key`` (cache key) and ``engine`` (keeps the code mapped).
+    Raises `CompileError` if the object does not define the symbol.
+    """
+    if not target.host:
+        raise CompileError(f"kernel {spec.name}: cannot load code built for {target.triple}")
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.machine(jit=True))
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    address = engine.get_function_address(spec.fn_name)
+    if not address:
+        raise CompileError(f"kernel {spec.name}: object code has no symbol {spec.fn_name!r}")
+    _ENGINES.append(engine)
+    fn = spec.cfunctype()(address)
+    fn.spec = spec
+    fn.address = address
+    fn.size = text_size(obj)
+    fn.key = key
+    fn.engine = engine
+    if config.perf_map_enabled():
+        write_perf_map(address, fn.size, spec.name)
+    return fn
+
+
+def text_size(obj: bytes) -> int:
+    """Bytes of executable code in ``obj``: the sum of its text sections.
+
+    An object holds exactly one kernel function (helpers are inlined at O3), so this is the
+    function's size, plus at most some alignment padding. Constant pools live in .rodata and
+    are not counted. Returns 0 if LLVM cannot list the sections.
+    """
+    try:
+        ref = llvm.ObjectFileRef.from_data(obj)
+        return sum(s.size() for s in ref.sections() if s.is_text())
+    except Exception:  # best effort: only used for perf maps and reports
+        return 0
+
+
+def write_perf_map(address: int, size: int, name: str) -> None:
+    """Append ``<hexaddr> <hexsize> cuvil:<name>`` to /tmp/perf-<pid>.map (the perf JIT map
+    format); a size of 0 is written as 1 so perf still attributes the start address."""
+    line = f"{address:x} {max(size, 1):x} cuvil:{name}\n"
+    with _perf_lock, open(f"/tmp/perf-{os.getpid()}.map", "a", encoding="ascii") as fh:
+        fh.write(line)

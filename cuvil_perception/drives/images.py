@@ -1,0 +1,38 @@
+"""Camera images of a drive: 8-bit PNGs read as BGR uint8 [H, W, 3] (OpenCV's channel order)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..errors import DriveError
+
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def read_image(path: Path) -> np.ndarray:
+    """The image at ``path`` as uint8 [H, W, 3] BGR; DriveError when it cannot be decoded."""
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except OSError as exc:
+        raise DriveError(f"{path}: cannot read image ({exc.strerror or exc})") from None
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if image is None:
+        raise DriveError(f"{path}: not a readable image (corrupt or not a PNG)")
+    return image
+
+
+def png_size(path: Path) -> tuple[int, int] | None:
+    """(width, height) from a PNG's IHDR chunk (reads 24 bytes), or None if not a PNG."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(24)
+    except OSError:
+        return None
+    if len(head) < 24 or not head.startswith(_PNG_MAGIC) or head[12:16] != b"IHDR":
+        return None
+    width, height = struct.unpack(">II", head[16:24])
+    return int(width), int(height)

@@ -1,0 +1,160 @@
+"""Read a drive in KITTI raw layout, frame by frame, synchronised on the LiDAR scans.
+
+Layout (extra streams such as image_00, image_01, image_03 and oxts are ignored)::
+
+    <drive>/image_02/data/0000000000.png          camera 2 (left colour), rectified
+    <drive>/image_02/timestamps.txt               one line per image
+    <drive>/velodyne_points/data/0000000000.bin   N x 4 float32 scans
+    <drive>/velodyne_points/timestamps.txt        one line per scan (the reference stream)
+    <drive>/calib_cam_to_cam.txt, calib_velo_to_cam.txt   (or in the parent folder)
+    <drive>/labels/0000000000.json                optional ground truth, see labels.py
+
+Each LiDAR scan is paired with the camera image whose timestamp is nearest, if that is within
+the sync tolerance; scans without such an image are skipped and counted in ``Drive.skipped``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DriveError
+from .calib import Calibration, image_size_hint, load_calibration
+from .images import png_size, read_image
+from .labels import LABEL_COLUMNS, LABELS_DIR, label_path, read_labels
+from .points import read_points
+from .timestamps import read_timestamps
+
+IMAGE_STREAM = "image_02"
+LIDAR_STREAM = "velodyne_points"
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One sensor stream: its folder, timestamps (int64 ns) and data files in frame order."""
+
+    name: str
+    folder: Path
+    stamps: np.ndarray
+    files: tuple[Path, ...]
+
+
+@dataclass
+class DriveFrame:
+    """One synchronised frame.
+
+    ``points`` float32 [N, 4] (velodyne frame, NaN/inf rows removed, ``dropped_points`` of them);
+    ``image`` uint8 [H, W, 3] BGR; ``labels`` float32 [M, 12] (``LABEL_COLUMNS``, empty if the
+    drive has no labels); times are ns since the epoch.
+    """
+
+    index: int
+    scan_index: int
+    image_index: int
+    scan_ns: int
+    image_ns: int
+    points: np.ndarray
+    dropped_points: int
+    image: np.ndarray
+    labels: np.ndarray
+
+
+def open_stream(drive: Path, name: str, suffix: str) -> Stream:
+    """List a stream's files and read its timestamps; DriveError on any inconsistency."""
+    folder = drive / name
+    data = folder / "data"
+    if not folder.is_dir():
+        raise DriveError(f"{folder}: missing stream folder (expected {name}/data/ and "
+                         f"{name}/timestamps.txt)")
+    if not data.is_dir():
+        raise DriveError(f"{data}: missing data folder of stream {name}")
+    stamps_path = folder / "timestamps.txt"
+    stamps = read_timestamps(stamps_path)
+    names = sorted(n for n in os.listdir(data) if n.endswith(suffix))
+    if len(names) != len(stamps):
+        raise DriveError(f"{stamps_path}: {len(stamps)} timestamps but {len(names)} {suffix} "
+                         f"files in {data}")
+    for index, found in enumerate(names):
+        expected = f"{index:010d}{suffix}"
+        if found != expected:
+            raise DriveError(f"{data / expected}: missing (files must be numbered from "
+                             f"{0:010d}{suffix} without gaps; found {found})")
+    return Stream(name, folder, np.array(stamps, dtype=np.int64),
+                  tuple(data / n for n in names))
+
+
+def synchronise(reference: np.ndarray, other: np.ndarray,
+                tolerance_ns: int) -> tuple[list[tuple[int, int]], int]:
+    """Pair each reference stamp with the nearest ``other`` stamp within the tolerance.
+
+    Returns ([(reference index, other index), ...] in reference order, number of reference
+    stamps left without a partner). Ties go to the earlier ``other`` stamp.
+    """
+    if other.size == 0:
+        return [], int(reference.size)
+    order = np.argsort(other, kind="stable")
+    ordered = other[order]
+    right = np.clip(np.searchsorted(ordered, reference), 0, ordered.size - 1)
+    left = np.clip(right - 1, 0, ordered.size - 1)
+    d_left = np.abs(reference - ordered[left])
+    d_right = np.abs(ordered[right] - reference)
+    best = np.where(d_left <= d_right, left, right)
+    gap = np.minimum(d_left, d_right)
+    pairs = [(i, int(order[best[i]])) for i in range(reference.size) if gap[i] <= tolerance_ns]
+    return pairs, int(reference.size) - len(pairs)
+
+
+def drive_image_size(drive: Path) -> tuple[int, int] | None:
+    """(width, height) of the drive's images, cheaply: first PNG header, else S_rect_02."""
+    drive = Path(drive)
+    return png_size(drive / IMAGE_STREAM / "data" / f"{0:010d}.png") or image_size_hint(drive)
+
+
+class Drive:
+    """A KITTI raw drive opened for reading (lists files, reads timestamps and calibration).
+
+    ``len(drive)`` is the number of synchronised frames; ``drive.skipped`` counts LiDAR scans
+    that had no camera image within ``sync_tolerance_ms``.
+    """
+
+    def __init__(self, path: Path, sync_tolerance_ms: float = 50.0):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise DriveError(f"{self.path}: no such drive folder")
+        self.lidar = open_stream(self.path, LIDAR_STREAM, ".bin")
+        self.camera = open_stream(self.path, IMAGE_STREAM, ".png")
+        if self.lidar.stamps.size == 0:
+            raise DriveError(f"{self.lidar.folder / 'timestamps.txt'}: empty drive (no scans)")
+        self.calib: Calibration = load_calibration(self.path)
+        tolerance_ns = int(round(sync_tolerance_ms * 1e6))
+        self.pairs, self.skipped = synchronise(self.lidar.stamps, self.camera.stamps,
+                                               tolerance_ns)
+        if not self.pairs:
+            raise DriveError(f"{self.path}: no LiDAR scan has a camera image within "
+                             f"{sync_tolerance_ms:g} ms (sync_tolerance_ms)")
+        self.has_labels = (self.path / LABELS_DIR).is_dir()
+        self.image_size = drive_image_size(self.path)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def read(self, index: int) -> DriveFrame:
+        """Load synchronised frame ``index`` (0 <= index < len(self))."""
+        scan, image_index = self.pairs[index]
+        points, dropped = read_points(self.lidar.files[scan])
+        image_file = self.camera.files[image_index]
+        image = read_image(image_file)
+        if self.image_size is not None and (image.shape[1], image.shape[0]) != self.image_size:
+            raise DriveError(f"{image_file}: image is {image.shape[1]}x{image.shape[0]}, the "
+                             f"drive's first image is {self.image_size[0]}x{self.image_size[1]}")
+        if self.has_labels:
+            labels = read_labels(label_path(self.path, scan))
+        else:
+            labels = np.zeros((0, len(LABEL_COLUMNS)), dtype=np.float32)
+        return DriveFrame(index=index, scan_index=scan, image_index=image_index,
+                          scan_ns=int(self.lidar.stamps[scan]),
+                          image_ns=int(self.camera.stamps[image_index]), points=points,
+                          dropped_points=dropped, image=image, labels=labels)

@@ -1,0 +1,110 @@
+"""Native score threshold + ResidualCoder decode, only for anchors that pass.
+
+Signature::
+
+    void decode(ptr cls f32[N, K], ptr box f32[N, 7], ptr dir f32[N, 2], ptr anchors f32[N, 7],
+                ptr boxes f32[cap, 7], ptr scores f32[cap], ptr labels i32[cap],
+                ptr anchor i32[cap], ptr counts i64[2])
+
+N = H * W * A anchors (the NHWC head maps read as flat rows). Semantics are
+``reference.decode_boxes``: score = sigmoid(max logit) (``irutil.sigmoid``, abs error <= 1.5e-7),
+label = first argmax, kept when score >= threshold, written in anchor order; ``counts`` = (rows
+written, anchors that passed but did not fit in ``cap``). Since sigmoid is monotonic, an anchor
+whose best logit is below logit(threshold) - 1e-3 is skipped before any exp is computed; the
+margin keeps the float32 decision itself to the sigmoid comparison. fast-math: ``contract`` only.
+"""
+
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from ...compile import KernelSpec, irutil as u
+from .config import HeadConfig, PillarConfig
+
+FLAGS = ("contract",)
+
+
+def build_decode(module: ir.Module, fn_name: str, *, anchors: int, classes: int, cap: int,
+                 threshold: float, dir_offset: float) -> None:
+    fn = ir.Function(module, ir.FunctionType(u.VOID, [u.PTR] * 9), name=fn_name)
+    cls, box, dirs, table, out_boxes, out_scores, out_labels, out_anchor, counts = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    written = u.entry_alloca(b, u.I64, init=u.const_i64(0))
+    passed = u.entry_alloca(b, u.I64, init=u.const_i64(0))
+    logit_gate = math.log(threshold / (1.0 - threshold)) - 1e-3 if threshold > 0 else -math.inf
+    with u.for_range(b, 0, anchors, name="a") as a:
+        best, label = _best_class(b, cls, a, classes)
+        with b.if_then(b.fcmp_ordered(">=", best, u.const_f32(logit_gate))):
+            score = u.sigmoid(b, best)
+            with b.if_then(b.fcmp_ordered(">=", score, u.const_f32(threshold))):
+                _bump(b, passed)
+                slot = b.load(written)
+                with b.if_then(b.icmp_signed("<", slot, u.const_i64(cap))):
+                    _decode_one(b, box, dirs, table, a, out_boxes, slot, dir_offset)
+                    u.store_at(b, score, out_scores, slot)
+                    u.store_at(b, label, out_labels, slot)
+                    u.store_at(b, b.trunc(a, u.I32), out_anchor, slot)
+                    b.store(b.add(slot, u.const_i64(1)), written)
+    count = b.load(written)
+    u.store_at(b, count, counts, 0)
+    u.store_at(b, b.sub(b.load(passed), count), counts, 1)
+    b.ret_void()
+
+
+def _best_class(b, cls, a, classes: int):
+    """(max logit, first index of the max as i32)."""
+    base = b.mul(a, u.const_i64(classes))
+    best = u.load_at(b, cls, base, u.F32)
+    label = u.const_i32(0)
+    for k in range(1, classes):
+        value = u.load_at(b, cls, b.add(base, u.const_i64(k)), u.F32)
+        better = b.fcmp_ordered(">", value, best)
+        best = b.select(better, value, best)
+        label = b.select(better, u.const_i32(k), label)
+    return best, label
+
+
+def _decode_one(b, box, dirs, table, a, out_boxes, slot, dir_offset: float) -> None:
+    """ResidualCoder decode + direction bins of anchor ``a`` into row ``slot``."""
+    row = b.mul(a, u.const_i64(7))
+    delta = [u.load_at(b, box, b.add(row, u.const_i64(k)), u.F32) for k in range(7)]
+    anc = [u.load_at(b, table, b.add(row, u.const_i64(k)), u.F32) for k in range(7)]
+    diag_sq = b.fadd(b.fmul(anc[3], anc[3]), b.fmul(anc[4], anc[4]))
+    diagonal = u.intrinsic(b, "llvm.sqrt", diag_sq)
+    out = [
+        b.fadd(b.fmul(delta[0], diagonal), anc[0]),
+        b.fadd(b.fmul(delta[1], diagonal), anc[1]),
+        b.fadd(b.fmul(delta[2], anc[5]), anc[2]),
+    ]
+    out += [b.fmul(u.vexp(b, delta[k]), anc[k]) for k in (3, 4, 5)]
+    heading = b.fadd(delta[6], anc[6])
+    period = u.const_f32(math.pi)
+    offset = u.const_f32(dir_offset)
+    shifted = b.fsub(heading, offset)
+    turns = u.intrinsic(b, "llvm.floor", b.fdiv(shifted, period))
+    limited = b.fsub(shifted, b.fmul(turns, period))
+    d_row = b.mul(a, u.const_i64(2))
+    d0 = u.load_at(b, dirs, d_row, u.F32)
+    d1 = u.load_at(b, dirs, b.add(d_row, u.const_i64(1)), u.F32)
+    flip = b.select(b.fcmp_ordered(">", d1, d0), period, u.const_f32(0.0))
+    out.append(b.fadd(b.fadd(limited, offset), flip))
+    base = b.mul(slot, u.const_i64(7))
+    for k in range(7):
+        u.store_at(b, out[k], out_boxes, b.add(base, u.const_i64(k)))
+
+
+def _bump(b, slot) -> None:
+    b.store(b.add(b.load(slot), u.const_i64(1)), slot)
+
+
+def decode_spec(config: PillarConfig, head: HeadConfig) -> KernelSpec:
+    """The decode kernel for one grid and head."""
+    height, width = head.map_size(config)
+    return KernelSpec(
+        name="pillars.decode", build=build_decode,
+        static={"anchors": height * width * head.anchors_per_cell, "classes": head.num_classes,
+                "cap": head.candidate_capacity(config), "threshold": head.score_threshold,
+                "dir_offset": head.dir_offset},
+        args=("ptr",) * 9, ret=None, fastmath=FLAGS, version=1)

@@ -1,0 +1,174 @@
+"""Native greedy rotated-BEV NMS over score-sorted boxes.
+
+Signature::
+
+    i64 nms(ptr table f64[m, 12], i64 m, ptr keep i32[post], ptr suppressed u8[pre])
+
+``table`` rows come from ``bev_iou.box_table`` of the boxes already sorted by descending score
+(the caller sorts: a stable argsort, ties by lower anchor index). Returns how many positions were
+written to ``keep`` (positions into the sorted rows). The IoU is ``bev_iou.iou_rows`` step for
+step: Sutherland-Hodgman clipping of a's corners by b's 4 edges, shoelace area, the same float64
+operations in the same order and no fast-math, so every decision equals the reference's.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...compile import KernelSpec, irutil as u
+from .bev_iou import AREA, CORNERS, EPS, RADIUS, TABLE_WIDTH, X, Y
+from .config import HeadConfig
+
+MAX_VERTS = 16  # a quad clipped by 4 half-planes has at most 8 vertices
+
+
+def build_nms(module: ir.Module, fn_name: str, *, threshold: float, post: int) -> None:
+    fn = ir.Function(module, ir.FunctionType(u.I64, [u.PTR, u.I64, u.PTR, u.PTR]),
+                     name=fn_name)
+    table, m, keep, suppressed = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    bufs = [_vertex_buffer(b) for _ in range(4)]
+    with u.for_range(b, 0, m, name="z") as j:
+        u.store_at(b, ir.Constant(u.I8, 0), suppressed, j)
+    kept = u.entry_alloca(b, u.I64, init=u.const_i64(0))
+    exit_block = fn.append_basic_block("exit")
+    with u.for_range(b, 0, m, name="i") as i:
+        live = b.icmp_unsigned("==", u.load_at(b, suppressed, i, u.I8), ir.Constant(u.I8, 0))
+        with b.if_then(live):
+            slot = b.load(kept)
+            u.store_at(b, b.trunc(i, u.I32), keep, slot)
+            b.store(b.add(slot, u.const_i64(1)), kept)
+            full = b.icmp_signed(">=", b.add(slot, u.const_i64(1)), u.const_i64(post))
+            go_on = fn.append_basic_block("go_on")
+            b.cbranch(full, exit_block, go_on)
+            b.position_at_end(go_on)
+            _suppress_after(b, table, m, i, suppressed, bufs, threshold)
+    b.branch(exit_block)
+    b.position_at_end(exit_block)
+    b.ret(b.load(kept))
+
+
+def _col(b, table, row, col: int) -> ir.Value:
+    index = b.add(b.mul(row, u.const_i64(TABLE_WIDTH)), u.const_i64(col))
+    return u.load_at(b, table, index, u.F64)
+
+
+def _suppress_after(b, table, m, i, suppressed, bufs, threshold) -> None:
+    """Mark every live j > i whose IoU with i is > threshold."""
+    xi, yi, ri = (_col(b, table, i, c) for c in (X, Y, RADIUS))
+    with u.for_range(b, b.add(i, u.const_i64(1)), m, name="j") as j:
+        live = b.icmp_unsigned("==", u.load_at(b, suppressed, j, u.I8), ir.Constant(u.I8, 0))
+        dx = b.fsub(_col(b, table, j, X), xi)
+        dy = b.fsub(_col(b, table, j, Y), yi)
+        dist2 = b.fadd(b.fmul(dx, dx), b.fmul(dy, dy))
+        reach = b.fadd(b.fadd(ri, _col(b, table, j, RADIUS)), u.const_f64(1e-4))
+        near = b.fcmp_ordered("<=", dist2, b.fmul(reach, reach))
+        with b.if_then(b.and_(live, near)):
+            iou = _iou(b, table, i, j, bufs)
+            with b.if_then(b.fcmp_ordered(">", iou, u.const_f64(threshold))):
+                u.store_at(b, ir.Constant(u.I8, 1), suppressed, j)
+
+
+def _iou(b, table, i, j, bufs) -> ir.Value:
+    """bev_iou.iou_rows(table[i], table[j]) as float64."""
+    area_a, area_b = _col(b, table, i, AREA), _col(b, table, j, AREA)
+    result = u.entry_alloca(b, u.F64)
+    b.store(u.const_f64(0.0), result)
+    positive = b.and_(b.fcmp_ordered(">", area_a, u.const_f64(0.0)),
+                      b.fcmp_ordered(">", area_b, u.const_f64(0.0)))
+    with b.if_then(positive):
+        xs, ys = bufs[0], bufs[1]
+        for k in range(4):
+            _put(b, xs, u.const_i64(k), _col(b, table, i, CORNERS + 2 * k))
+            _put(b, ys, u.const_i64(k), _col(b, table, i, CORNERS + 2 * k + 1))
+        count = u.const_i64(4)
+        src, dst = (bufs[0], bufs[1]), (bufs[2], bufs[3])
+        for k in range(4):
+            a_pt = [_col(b, table, j, CORNERS + 2 * k + c) for c in (0, 1)]
+            e = (k + 1) % 4
+            b_pt = [_col(b, table, j, CORNERS + 2 * e + c) for c in (0, 1)]
+            count = _clip(b, src, dst, count, a_pt, b_pt)
+            src, dst = dst, src
+        overlap = _area(b, src, count)
+        overlap = b.select(b.fcmp_ordered("<", overlap, u.const_f64(0.0)),
+                           u.const_f64(0.0), overlap)
+        union = b.fsub(b.fadd(area_a, area_b), overlap)
+        union = b.select(b.fcmp_ordered(">", union, u.const_f64(EPS)), union, u.const_f64(EPS))
+        b.store(b.fdiv(overlap, union), result)
+    return b.load(result)
+
+
+def _vertex_buffer(b) -> ir.Value:
+    """A double[MAX_VERTS] stack buffer in the entry block (typed double*, indexable by gep)."""
+    entry = b.function.entry_basic_block
+    with b.goto_block(entry):
+        if entry.instructions:
+            b.position_before(entry.instructions[0])
+        return b.alloca(u.F64, size=MAX_VERTS)
+
+
+def _put(b, buf, index, value) -> None:
+    u.store_at(b, value, buf, index)
+
+
+def _get(b, buf, index) -> ir.Value:
+    return u.load_at(b, buf, index, u.F64)
+
+
+def _side(b, ex, ey, ax, ay, px, py) -> ir.Value:
+    """ex * (py - ay) - ey * (px - ax), in that order."""
+    return b.fsub(b.fmul(ex, b.fsub(py, ay)), b.fmul(ey, b.fsub(px, ax)))
+
+
+def _clip(b, src, dst, count, a_pt, b_pt) -> ir.Value:
+    """bev_iou.clip_polygon: src polygon (count vertices) clipped into dst; returns the count."""
+    ax, ay = a_pt
+    ex, ey = b.fsub(b_pt[0], ax), b.fsub(b_pt[1], ay)
+    out = u.entry_alloca(b, u.I64)
+    b.store(u.const_i64(0), out)
+    with u.for_range(b, 0, count, name="v") as k:
+        nxt = b.add(k, u.const_i64(1))
+        nxt = b.select(b.icmp_signed("==", nxt, count), u.const_i64(0), nxt)
+        px, py = _get(b, src[0], k), _get(b, src[1], k)
+        qx, qy = _get(b, src[0], nxt), _get(b, src[1], nxt)
+        side_p = _side(b, ex, ey, ax, ay, px, py)
+        side_q = _side(b, ex, ey, ax, ay, qx, qy)
+        in_p = b.fcmp_ordered(">=", side_p, u.const_f64(0.0))
+        in_q = b.fcmp_ordered(">=", side_q, u.const_f64(0.0))
+        with b.if_then(in_p):
+            _append(b, dst, out, px, py)
+        with b.if_then(b.xor(in_p, in_q)):
+            t = b.fdiv(side_p, b.fsub(side_p, side_q))
+            ix = b.fadd(px, b.fmul(t, b.fsub(qx, px)))
+            iy = b.fadd(py, b.fmul(t, b.fsub(qy, py)))
+            _append(b, dst, out, ix, iy)
+    return b.load(out)
+
+
+def _append(b, dst, out, x, y) -> None:
+    n = b.load(out)
+    _put(b, dst[0], n, x)
+    _put(b, dst[1], n, y)
+    b.store(b.add(n, u.const_i64(1)), out)
+
+
+def _area(b, poly, count) -> ir.Value:
+    """bev_iou.polygon_area: 0 below 3 vertices, else 0.5 * sequential shoelace sum."""
+    twice = u.entry_alloca(b, u.F64)
+    b.store(u.const_f64(0.0), twice)
+    with u.for_range(b, 0, count, name="s") as k:
+        nxt = b.add(k, u.const_i64(1))
+        nxt = b.select(b.icmp_signed("==", nxt, count), u.const_i64(0), nxt)
+        px, py = _get(b, poly[0], k), _get(b, poly[1], k)
+        qx, qy = _get(b, poly[0], nxt), _get(b, poly[1], nxt)
+        term = b.fsub(b.fmul(px, qy), b.fmul(qx, py))
+        b.store(b.fadd(b.load(twice), term), twice)
+    area = b.fmul(u.const_f64(0.5), b.load(twice))
+    return b.select(b.icmp_signed("<", count, u.const_i64(3)), u.const_f64(0.0), area)
+
+
+def nms_spec(head: HeadConfig) -> KernelSpec:
+    """The NMS kernel for one head's threshold and keep cap."""
+    return KernelSpec(name="pillars.nms", build=build_nms,
+                      static={"threshold": head.nms_threshold, "post": head.nms_post},
+                      args=("ptr", "i64", "ptr", "ptr"), ret="i64", fastmath=(), version=1)

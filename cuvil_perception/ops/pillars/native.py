@@ -1,0 +1,231 @@
+"""The native kernels bound to their static buffers, plus twins of the ``reference`` functions.
+
+Each ``*Kernel`` class owns the persistent buffers of one kernel for one static configuration,
+binds the compiled kernel on ``open()`` and caches buffer addresses. Results are views of those
+buffers: valid until the next call on the same object.
+
+The module-level functions have the names and signatures of ``reference``; they use one
+kernel object per configuration (cached), so two calls with the same config share buffers.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ...compile import KernelSpec, get_kernel
+from .bev_iou import box_table
+from .config import HeadConfig, PillarConfig
+from .kernel_decode import decode_spec
+from .kernel_nms import nms_spec
+from .kernel_pfn import fold_weights, pfn_spec
+from .kernel_pillarize import pillarize_spec
+from .kernel_scatter import scatter_spec
+from .types import Candidates, PfnWeights, Pillars
+
+
+class _Bound:
+    """A kernel spec, its callable once opened, and the buffer addresses it is called with."""
+
+    spec: KernelSpec
+
+    def __init__(self) -> None:
+        self.kernel = None
+
+    def open(self):
+        if self.kernel is None:
+            self.kernel = get_kernel(self.spec)
+        return self
+
+    def _call(self, *args) -> None:
+        if self.kernel is None:
+            self.open()
+        self.kernel(*args)
+
+
+class PillarizeKernel(_Bound):
+    """``pillarize`` into persistent buffers (see kernel_pillarize for the state it keeps)."""
+
+    def __init__(self, config: PillarConfig):
+        super().__init__()
+        self.config = config
+        self.spec = pillarize_spec(config)
+        m, k = config.max_pillars, config.max_points_per_pillar
+        self.out = Pillars(np.zeros((m, k, 4), np.float32), np.zeros((m, 3), np.int32),
+                           np.zeros(m, np.int32), np.zeros(5, np.int64))
+        self.grid = np.full(config.num_cells, -1, np.int32)
+        self.overflow = np.zeros(config.num_cells, np.int32)
+        self._addr = (self.out.voxels.ctypes.data, self.out.coords.ctypes.data,
+                      self.out.num_points.ctypes.data, self.out.counts.ctypes.data,
+                      self.grid.ctypes.data, self.overflow.ctypes.data)
+
+    def __call__(self, points: np.ndarray) -> Pillars:
+        """points float32 [N, 4] (x, y, z, r), LiDAR frame -> Pillars (views of the buffers)."""
+        pts = np.ascontiguousarray(points, np.float32).reshape(-1, 4)
+        self._call(pts.ctypes.data, len(pts), *self._addr)
+        return self.out
+
+
+class PfnKernel(_Bound):
+    """Features + PFN for one set of weights: Pillars -> float32 [max_pillars, C]."""
+
+    def __init__(self, config: PillarConfig, weights: PfnWeights):
+        super().__init__()
+        if weights.channels != config.num_features:
+            raise ValueError(f"PFN has {weights.channels} channels, config expects "
+                             f"{config.num_features}")
+        self.config = config
+        self.spec = pfn_spec(config)
+        self.weights, self.bias = fold_weights(weights)
+        self.out = np.zeros((config.max_pillars, config.num_features), np.float32)
+        self._addr = (self.weights.ctypes.data, self.bias.ctypes.data, self.out.ctypes.data)
+
+    def __call__(self, pillars: Pillars) -> np.ndarray:
+        """Rows past ``pillars.count`` keep whatever an earlier frame wrote (never read)."""
+        self._call(pillars.voxels.ctypes.data, pillars.coords.ctypes.data,
+                   pillars.num_points.ctypes.data, pillars.count, *self._addr)
+        return self.out
+
+
+class ScatterKernel(_Bound):
+    """PillarScatter into a persistent [C, ny, nx] map, clearing only last frame's cells."""
+
+    def __init__(self, config: PillarConfig, order: str = "merged"):
+        super().__init__()
+        self.config = config
+        self.spec = scatter_spec(config, order)
+        m, cells = config.max_pillars, config.num_cells
+        self.bev = np.zeros((config.num_features, config.ny, config.nx), np.float32)
+        self.prev_cells = np.zeros(m, np.int32)
+        self.prev_count = np.zeros(1, np.int64)
+        self.bitmap = np.zeros((cells + 63) // 64, np.uint64)
+        self.cell_pillar = np.zeros(cells, np.int32)
+        self.cells = np.zeros(m, np.int32)
+        self.pids = np.zeros(m, np.int32)
+        self._addr = tuple(a.ctypes.data for a in (
+            self.bev, self.prev_cells, self.prev_count, self.bitmap, self.cell_pillar,
+            self.cells, self.pids))
+
+    def __call__(self, features: np.ndarray, coords: np.ndarray, count: int) -> np.ndarray:
+        """features float32 [P, C], coords int32 [P, 3] (z, y, x) -> the map [C, ny, nx]."""
+        _check_rows(features, coords, count, self.config)
+        self._call(features.ctypes.data, coords.ctypes.data, int(count), *self._addr)
+        return self.bev
+
+
+class DecodeKernel(_Bound):
+    """Threshold + decode of the head maps into a static candidate buffer."""
+
+    def __init__(self, config: PillarConfig, head: HeadConfig, anchor_table: np.ndarray):
+        super().__init__()
+        self.spec = decode_spec(config, head)
+        cap = head.candidate_capacity(config)
+        self.anchor_table = np.ascontiguousarray(anchor_table, np.float32)
+        self.total = len(self.anchor_table)
+        self.out = Candidates(np.zeros((cap, 7), np.float32), np.zeros(cap, np.float32),
+                              np.zeros(cap, np.int32), np.zeros(cap, np.int32), 0, 0)
+        self.counts = np.zeros(2, np.int64)
+        self._addr = tuple(a.ctypes.data for a in (
+            self.anchor_table, self.out.boxes, self.out.scores, self.out.labels,
+            self.out.anchor, self.counts))
+
+    def __call__(self, cls_map: np.ndarray, box_map: np.ndarray,
+                 dir_map: np.ndarray) -> Candidates:
+        maps = [np.ascontiguousarray(m, np.float32) for m in (cls_map, box_map, dir_map)]
+        for m, width in zip(maps, (self.spec.static["classes"], 7, 2)):
+            if m.size != self.total * width:
+                raise ValueError(f"head map has {m.size} values, expected {self.total} x {width}")
+        self._call(*(m.ctypes.data for m in maps), *self._addr)
+        self.out.count, self.out.overflow = int(self.counts[0]), int(self.counts[1])
+        return self.out
+
+
+class NmsKernel(_Bound):
+    """Rotated-BEV greedy NMS: sorts by score (stable), builds the box table, runs the kernel."""
+
+    def __init__(self, head: HeadConfig):
+        super().__init__()
+        self.head = head
+        self.spec = nms_spec(head)
+        self.keep = np.zeros(head.nms_post, np.int32)
+        self.suppressed = np.zeros(head.nms_pre, np.uint8)
+
+    def __call__(self, boxes: np.ndarray, scores: np.ndarray, count: int) -> np.ndarray:
+        """int32 indices into ``boxes`` of the kept boxes, by descending score."""
+        order = np.argsort(-scores[:count], kind="stable")[:self.head.nms_pre].astype(np.int32)
+        table = box_table(boxes[order])
+        if self.kernel is None:
+            self.open()
+        kept = self.kernel(table.ctypes.data, len(order), self.keep.ctypes.data,
+                           self.suppressed.ctypes.data)
+        return order[self.keep[:kept]]
+
+
+def _check_rows(features: np.ndarray, coords: np.ndarray, count: int, config) -> None:
+    rows = config.max_pillars
+    if features.shape != (rows, config.num_features) or features.dtype != np.float32 \
+            or not features.flags.c_contiguous:
+        raise ValueError(f"features must be C-contiguous float32 [{rows}, {config.num_features}]")
+    if coords.shape != (rows, 3) or coords.dtype != np.int32 or not coords.flags.c_contiguous:
+        raise ValueError(f"coords must be C-contiguous int32 [{rows}, 3]")
+    if not 0 <= count <= rows:
+        raise ValueError(f"count {count} outside 0..{rows}")
+
+
+# -- twins of the reference functions -----------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _pillarizer(config: PillarConfig) -> PillarizeKernel:
+    return PillarizeKernel(config).open()
+
+
+@functools.lru_cache(maxsize=8)
+def _scatterer(config: PillarConfig) -> ScatterKernel:
+    return ScatterKernel(config).open()
+
+
+def pillarize(points: np.ndarray, config: PillarConfig) -> Pillars:
+    """Native ``reference.pillarize``; returns views of a per-config persistent buffer."""
+    return _pillarizer(config)(points)
+
+
+def pfn(pillars: Pillars, weights: PfnWeights, config: PillarConfig) -> np.ndarray:
+    """Native ``reference.pfn`` (rows past ``count`` are zero here too: a fresh buffer)."""
+    return PfnKernel(config, weights).open()(pillars)
+
+
+def scatter(features: np.ndarray, coords: np.ndarray, count: int,
+            config: PillarConfig) -> np.ndarray:
+    """Native ``reference.scatter``; returns the per-config persistent map."""
+    return _scatterer(config)(features, coords, count)
+
+
+def decode_boxes(cls_map, box_map, dir_map, anchor_table, head: HeadConfig,
+                 capacity: int) -> Candidates:
+    """Native ``reference.decode_boxes`` (``capacity`` must match the head's static capacity)."""
+    kernel = DecodeKernel(_config_for(head, anchor_table, capacity), head, anchor_table)
+    return kernel.open()(cls_map, box_map, dir_map)
+
+
+def nms_bev_rotated(boxes: np.ndarray, scores: np.ndarray, count: int,
+                    head: HeadConfig) -> np.ndarray:
+    """Native ``reference.nms_bev_rotated``."""
+    return NmsKernel(head).open()(boxes, scores, count)
+
+
+def _config_for(head: HeadConfig, anchor_table: np.ndarray, capacity: int):
+    """A stand-in grid with the anchor count of ``anchor_table``: decode only needs that."""
+    per_cell = head.anchors_per_cell
+    cells = len(anchor_table) // per_cell
+    fake = _GridShape(nx=cells * head.stride, ny=head.stride)
+    if head.candidate_capacity(fake) != capacity:
+        raise ValueError(f"capacity {capacity} does not match the head's "
+                         f"{head.candidate_capacity(fake)}")
+    return fake
+
+
+class _GridShape:
+    """Just the (ny, nx) a HeadConfig needs to size its maps."""
+
+    def __init__(self, nx: int, ny: int):
+        self.nx, self.ny = nx, ny

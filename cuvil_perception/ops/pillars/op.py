@@ -1,0 +1,119 @@
+"""Graph op ``pillars.detect``: a LiDAR scan in, PointPillars 3D boxes out (one stage).
+
+One op rather than pillarize / pfn / scatter / head / decode stages: the stages in between
+exchange large static buffers (the [C, ny, nx] BEV map is 55 MB on the KITTI grid) that the
+native kernels keep persistent and clear incrementally; crossing a stage boundary would force a
+copy per frame, and frames may overlap stage-wise in the executor. ``PointPillars`` keeps the
+steps separately callable and ``stats`` reports each step's counters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import ConfigError
+from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
+from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
+from .kernel_decode import decode_spec
+from .kernel_nms import nms_spec
+from .kernel_pfn import pfn_spec
+from .kernel_pillarize import pillarize_spec
+from .kernel_scatter import scatter_spec
+from .model import RUNTIMES, PointPillars
+
+BUNDLED_MODEL = Path(__file__).resolve().parents[2] / "models" / "pointpillars_kitti_random.onnx"
+STATS = ("pillars", "dropped_points", "dropped_pillars", "invalid_points", "out_of_range",
+         "candidates", "candidate_overflow")
+
+
+@register
+class PillarsDetect(Op):
+    """PointPillars on a CUDA-PointPillars ONNX model: native pre/post, ONNX backbone."""
+
+    name = "pillars.detect"
+    tag = "compute"
+    doc = ("PointPillars 3D detection (CUDA-PointPillars ONNX layout): native pillarize, PFN, "
+           "scatter, decode and rotated NMS; backbone + head in OpenCV DNN or ONNX Runtime.")
+    params = (
+        Param("model", Path, None, optional=True,
+              doc="CUDA-PointPillars ONNX file; null = the bundled RANDOM-WEIGHT test model "
+                  "(cuvil_perception/models/pointpillars_kitti_random.onnx, detects nothing real)"),
+        Param("runtime", str, "opencv", choices=RUNTIMES, doc="where the backbone + head run"),
+        Param("point_cloud_range", list, list(KITTI_RANGE), item_type=float, length=6,
+              doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max"),
+        Param("voxel_size", list, list(KITTI_VOXEL), item_type=float, length=3,
+              doc="pillar size x, y, z (m); must divide the range, z spans it"),
+        Param("max_pillars", int, 12000, doc="pillar budget; more are dropped and counted"),
+        Param("score_threshold", float, 0.1, doc="keep anchors with sigmoid score >= this"),
+        Param("nms_threshold", float, 0.01, doc="suppress when rotated BEV IoU > this"),
+        Param("nms_pre", int, 4096, doc="best-scoring candidates entering NMS"),
+        Param("nms_post", int, 500, doc="at most this many boxes per frame"),
+    )
+
+    def input_ports(self):
+        return (PortSpec("points", "float32", (None, 4),
+                         "x, y, z (m, LiDAR frame: x fwd, y left, z up), reflectance"),)
+
+    def output_ports(self):
+        return (
+            PortSpec("boxes", "float32", (None, 7),
+                     "x, y, z (box centre), dx, dy, dz (m), heading (rad), LiDAR frame; "
+                     "by descending score"),
+            PortSpec("scores", "float32", (None,), "sigmoid class score"),
+            PortSpec("labels", "int32", (None,), "0-based class: 0 Car, 1 Pedestrian, 2 Cyclist"),
+            PortSpec("stats", "int64", (len(STATS),), "per frame: " + ", ".join(STATS)),
+        )
+
+    def check(self) -> None:
+        self._configs()
+
+    def _configs(self) -> tuple[PillarConfig, HeadConfig]:
+        try:
+            config = PillarConfig(tuple(self.p["point_cloud_range"]), tuple(self.p["voxel_size"]),
+                                  max_pillars=self.p["max_pillars"])
+        except ConfigError as exc:
+            field = "voxel_size" if "voxel_size" in str(exc) else \
+                "max_pillars" if "max_pillars" in str(exc) else "point_cloud_range"
+            raise ParamProblem(field, str(exc).split(": ", 1)[-1]) from None
+        try:
+            head = HeadConfig(score_threshold=self.p["score_threshold"],
+                              nms_threshold=self.p["nms_threshold"], nms_pre=self.p["nms_pre"],
+                              nms_post=self.p["nms_post"])
+            head.map_size(config)
+        except ConfigError as exc:
+            raise ParamProblem("score_threshold" if "score" in str(exc) else "nms_pre",
+                               str(exc).split(": ", 1)[-1]) from None
+        return config, head
+
+    def kernels(self) -> list:
+        """Specs depend only on the static config (PFN weights are passed at run time)."""
+        config, head = self._configs()
+        return [pillarize_spec(config), pfn_spec(config), scatter_spec(config),
+                decode_spec(config, head), nms_spec(head)]
+
+    def open(self, ctx: RunContext) -> None:
+        config, head = self._configs()
+        path = self.p.get("model")
+        if path is None:
+            path = BUNDLED_MODEL
+            ctx.warning(f"pillars.detect: no model given, using the bundled RANDOM-WEIGHT model "
+                        f"{path.name}: its boxes mean nothing")
+        self._ctx = ctx
+        self._warned: set = set()
+        self._model = PointPillars.from_onnx(path, config, head, self.p["runtime"]).open()
+
+    def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
+        boxes, scores, labels = self._model.detect(inputs["points"])
+        stats = self._model.stats
+        row = np.array([stats["count"]] + [stats[k] for k in STATS[1:]], np.int64)
+        for key in ("dropped_pillars", "candidate_overflow"):
+            if stats[key] and key not in self._warned:
+                self._warned.add(key)
+                self._ctx.warning(f"pillars.detect frame {frame.index}: {stats[key]} {key} "
+                                  f"(raise max_pillars / the candidate cap); counted in 'stats'")
+        return {"boxes": boxes, "scores": scores, "labels": labels, "stats": row}
+
+    def close(self) -> None:
+        self._model = None

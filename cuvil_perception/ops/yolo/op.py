@@ -1,0 +1,81 @@
+"""Graph op ``yolo.detect``: camera image in, YOLOv8 detections out (one stage).
+
+One op rather than letterbox/trunk/head stages: the three steps share the letterbox geometry,
+the head's input is six large per-level tensors that would otherwise cross stage boundaries every
+frame, and the trunk dominates the stage's time anyway (``YoloV8.timings_ms`` splits it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
+from .model import YoloV8
+from .trunk import RUNTIMES
+
+
+@register
+class YoloDetect(Op):
+    """ultralytics YOLOv8 detection with the head compiled natively for the model's grid."""
+
+    name = "yolo.detect"
+    tag = "compute"
+    doc = ("YOLOv8 detect (ultralytics ONNX export): letterbox, trunk in OpenCV DNN or ONNX "
+           "Runtime, native DFL decode + class-aware NMS.")
+    params = (
+        Param("model", Path, doc="ultralytics YOLOv8 detect ONNX export (yolo export format=onnx)"),
+        Param("conf", float, 0.25, doc="keep boxes whose best class score is > conf"),
+        Param("iou", float, 0.7, doc="suppress boxes overlapping a better one with IoU > iou"),
+        Param("max_det", int, 300, doc="at most this many detections per image"),
+        Param("max_nms", int, 30000, doc="at most this many boxes (best scores) enter NMS"),
+        Param("classes", list, None, optional=True, item_type=int,
+              doc="only these class indices (null: all)"),
+        Param("agnostic", bool, False, doc="class-agnostic NMS"),
+        Param("runtime", str, "opencv", choices=RUNTIMES, doc="where the trunk runs"),
+    )
+
+    def __init__(self, params, inputs):
+        super().__init__(params, inputs)
+        self._model: YoloV8 | None = None  # loaded at prewarm/open time, never here (no IO)
+
+    def input_ports(self):
+        return (PortSpec("image", "uint8", (None, None, 3), "camera image, BGR, pixels"),)
+
+    def output_ports(self):
+        return (PortSpec("detections", "float32", (None, 6),
+                         "x1, y1, x2, y2 (image pixels, x right, y down), score, class index; "
+                         "by descending score"),)
+
+    def check(self) -> None:
+        for field in ("conf", "iou"):
+            if not 0.0 <= self.p[field] <= 1.0:
+                raise ParamProblem(field, f"must be within [0, 1], got {self.p[field]}")
+        for field in ("max_det", "max_nms"):
+            if self.p[field] < 1:
+                raise ParamProblem(field, f"must be >= 1, got {self.p[field]}")
+
+    def _detector(self) -> YoloV8:
+        if self._model is None:
+            self._model = YoloV8.from_onnx(
+                self.p["model"], conf=self.p["conf"], iou=self.p["iou"],
+                max_det=self.p["max_det"], classes=self.p["classes"],
+                agnostic=self.p["agnostic"], runtime=self.p["runtime"],
+                max_nms=self.p["max_nms"])
+        return self._model
+
+    def kernels(self) -> list:
+        return self._detector().kernels()
+
+    def open(self, ctx: RunContext) -> None:
+        model = self._detector()
+        if model.fallback_reason is not None:
+            ctx.warning(f"{self.p['model']}: {model.fallback_reason}")
+        model.open()
+
+    def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
+        return {"detections": self._detector().detect(inputs["image"])}
+
+    def close(self) -> None:
+        self._model = None

@@ -1,0 +1,35 @@
+"""The real-time executor: deadlines, run records, traces and latency budgets.
+
+Run a validated pipeline::
+
+    from cuvil_perception.rt import RunOptions, run_pipeline
+    result = run_pipeline(pipeline, RunOptions(workers=2, rate=0, trace="trace.json"))
+    result.report.row("bev").p99      # ms
+
+Modules: ``executor`` (run_pipeline), ``scheduler`` (placement and frame order), ``policy``
+(deadline decisions), ``sources`` (read-ahead), ``stats`` (latency recorder), ``record`` (run
+records), ``trace`` (Perfetto JSON), ``knobs`` (rt: block), ``prewarm``, ``sequential`` (the simple
+reference executor), ``budgets`` + ``bench`` (latency regression), ``plot`` (PNG plots),
+``pytest_plugin`` (``--cuvil-budgets``).
+"""
+
+from .bench import BREACH_EXIT_CODE, BudgetReport, Verdict, bench_pipeline, evaluate
+from .budgets import Budget, BudgetFileError, BudgetSpec, load_budgets, parse_budgets
+from .clock import MonotonicClock
+from .executor import run_pipeline
+from .knobs import RtKnobs, parse_knobs
+from .options import RunOptions, RunResult
+from .plot import write_plots
+from .policy import ACTIONS, DeadlinePolicy
+from .record import read_record
+from .sequential import run_sequential
+from .stats import LatencyRecorder, LatencyReport, StageStats
+from .trace import write_trace
+
+__all__ = [
+    "ACTIONS", "BREACH_EXIT_CODE", "Budget", "BudgetFileError", "BudgetReport", "BudgetSpec",
+    "DeadlinePolicy", "LatencyRecorder", "LatencyReport", "MonotonicClock", "RtKnobs",
+    "RunOptions", "RunResult", "StageStats", "Verdict", "bench_pipeline", "evaluate",
+    "load_budgets", "parse_budgets", "parse_knobs", "read_record", "run_pipeline",
+    "run_sequential", "write_plots", "write_trace",
+]

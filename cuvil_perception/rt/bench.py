@@ -1,0 +1,113 @@
+"""``bench``: run a drive (``repeat`` times), merge the latencies, check them against budgets.
+
+Runs use ``rate 0`` and no deadline enforcement (a policy would change what is measured: a
+dropped frame has no downstream latency); misses are still counted in the table. The budgets'
+references are timed in the same runs (``RunOptions.reference_stages``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from .budgets import Budget, BudgetSpec
+from .options import RunOptions, RunResult
+from .stats import LatencyRecorder, LatencyReport
+
+BREACH_EXIT_CODE = 1  # `bench` exit code when a budget is breached (usage errors: 2)
+
+
+@dataclass
+class Verdict:
+    """One budget line: the measured value against its limit (ms, or a ratio)."""
+
+    budget: Budget
+    p50: float
+    p99: float
+    value: float  # ms for absolute budgets, the measured ratio for relative ones
+    allowed_ms: float  # the limit in ms (for a ratio: limit x the reference's metric)
+    passed: bool
+
+    def budget_text(self) -> str:
+        b = self.budget
+        if b.kind == "ms":
+            return f"{b.metric} <= {b.limit:g} ms"
+        return f"{b.metric} <= {b.limit:g} x {b.reference} ({self.allowed_ms:.3f} ms)"
+
+
+@dataclass
+class BudgetReport:
+    verdicts: list[Verdict]
+    report: LatencyReport
+    runs: list[RunResult] = field(default_factory=list)
+    recorder: LatencyRecorder | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    def text(self) -> str:
+        """A plain-text table (stage, p50, p99, budget, verdict)."""
+        lines = [f"{'stage':<20} {'p50 ms':>9} {'p99 ms':>9}  {'budget':<40} verdict"]
+        for v in self.verdicts:
+            lines.append(f"{v.budget.stage:<20} {v.p50:>9.3f} {v.p99:>9.3f}  "
+                         f"{v.budget_text():<40} {'pass' if v.passed else 'BREACH'}")
+        return "\n".join(lines)
+
+
+def evaluate(spec: BudgetSpec, report: LatencyReport) -> list[Verdict]:
+    verdicts = []
+    for budget in spec.budgets:
+        row = report.row(budget.stage)
+        measured = getattr(row, budget.metric)
+        if budget.kind == "ms":
+            allowed, value = budget.limit, measured
+        else:
+            reference = report.row(spec.reference_row(budget.reference))
+            base = getattr(reference, budget.metric)
+            allowed = budget.limit * base
+            value = measured / base if base > 0 else float("inf")
+        verdicts.append(Verdict(budget, row.p50, row.p99, value, allowed,
+                                passed=measured <= allowed and row.frames > 0))
+    return verdicts
+
+
+def bench_pipeline(pipeline, spec: BudgetSpec, replay=None, frames=None, repeat: int = 1,
+                   workers: int | None = None, warn=None, progress=None) -> BudgetReport:
+    """Run ``pipeline`` (a validated ``Pipeline`` or a YAML path) and check ``spec``.
+
+    ``replay`` overrides the drive of every ``replay`` stage (a path given, else the YAML's).
+    """
+    from .executor import run_pipeline
+
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    pipeline = _load(pipeline, replay)
+    spec.check_pipeline(pipeline)
+    merged, runs = LatencyRecorder(), []
+    for _ in range(repeat):
+        options = RunOptions(frames=frames, workers=workers, rate=0.0, enforce_deadlines=False,
+                             write_record=False, warn=warn, progress=progress,
+                             reference_stages=spec.reference_stages())
+        result = run_pipeline(pipeline, options)
+        runs.append(result)
+        merged.merge(result.recorder)
+    report = merged.report(pipeline.ordered(), pipeline.e2e_deadline_ms)
+    return BudgetReport(evaluate(spec, report), report, runs, merged)
+
+
+def _load(pipeline, replay):
+    from ..graph import Pipeline, apply_cli_sources, load_pipeline
+
+    if pipeline is None:
+        raise UsageError("no pipeline: pass one, or name it with 'pipeline:' in the budgets file")
+    if isinstance(pipeline, Pipeline):
+        if replay is not None:
+            raise UsageError("pass replay= only with a pipeline path (a Pipeline object already "
+                             "names its drive)")
+        return pipeline.validate()
+    loaded = load_pipeline(Path(pipeline), validate=False)
+    if replay is not None:
+        apply_cli_sources(loaded, replay=replay)
+    return loaded.validate()

@@ -1,0 +1,147 @@
+"""``run_pipeline``: open, prewarm, schedule frames, close, and write what happened.
+
+Order of a run: check the ``rt:`` knobs -> build every op (both variants of degradable stages)
+-> open them -> prewarm their kernels and snapshot the compile counters -> schedule frames
+(``scheduler``) -> stop the threads -> close every op (sinks flush, even after a failure) ->
+latency report, trace, run record -> raise ``DeadlineFailure`` / the stage's error if the run
+stopped early. The record is written for failed runs too.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import DeadlineFailure, UsageError
+from ..graph import RunContext
+from .clock import MonotonicClock
+from .knobs import apply_process_knobs, parse_knobs
+from .lifecycle import all_ops, build_instances, close_ops, open_all, sink_outputs
+from .options import RunOptions, RunResult
+from .policy import DeadlinePolicy, load_decisions
+from .prewarm import compile_counters, prewarm_ops
+from .record import default_record_path, write_record
+from .record_build import build_record
+from .scheduler import Scheduler
+from .stats import LatencyRecorder
+from .trace import write_trace
+
+
+def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
+    """Run a validated ``Pipeline`` and return its ``RunResult``.
+
+    Raises ``DeadlineFailure`` (with ``report``) when an ``on_miss: fail`` fires,
+    ``ExecutionError`` when a stage raises, the op's own ``CuvilError`` (e.g. ``DriveError``)
+    unchanged, and ``UsageError`` for impossible options. Ops are closed in every case.
+    """
+    options = options or RunOptions()
+    if options.clock is None:
+        options.clock = MonotonicClock()
+    warnings: list[str] = []
+    warn = _warner(warnings, options.warn)
+    stages = pipeline.ordered()
+    _check_options(options, stages)
+    knobs = parse_knobs(pipeline)
+    recorded = load_decisions(options.decisions, pipeline, warn) if options.decisions else None
+    policy = DeadlinePolicy(stages, options.enforce_deadlines, recorded, pipeline.e2e_deadline_ms)
+    instances = build_instances(pipeline)
+    ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,
+                     extra={"clock": options.clock})
+    open_all(instances, ctx)
+    recorder = LatencyRecorder()
+    scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn)
+    try:
+        prewarm_rows = prewarm_ops(all_ops(instances))
+        counters = compile_counters()
+        apply_process_knobs(knobs, warn)
+        wall0 = time.perf_counter()
+        scheduler.start()
+        try:
+            scheduler.run()
+        finally:
+            scheduler.shutdown()
+        wall_s = time.perf_counter() - wall0
+    finally:
+        close_ops(all_ops(instances), warn)
+    after = compile_counters()
+    return _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows,
+                   {"before_frame0": counters, "after_run": after}, wall_s, warnings)
+
+
+def _warner(sink: list[str], callback):
+    """A warn() that keeps each distinct message once (threads repeat knob refusals)."""
+    seen: set[str] = set()
+
+    def warn(message: str) -> None:
+        if message in seen:
+            return
+        seen.add(message)
+        sink.append(message)
+        if callback is not None:
+            callback(message)
+
+    return warn
+
+
+def _check_options(options: RunOptions, stages) -> None:
+    if options.frames is not None and options.frames < 1:
+        raise UsageError(f"--frames must be at least 1, got {options.frames}")
+    if options.rate < 0:
+        raise UsageError(f"--rate must be >= 0 (0 = as fast as possible), got {options.rate}")
+    if options.workers is not None and options.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {options.workers}")
+    by_id = {s.id: s for s in stages}
+    for stage_id in options.reference_stages:
+        stage = by_id.get(stage_id)
+        if stage is None:
+            raise UsageError(f"reference timing asked for stage '{stage_id}', which the pipeline "
+                             f"does not have")
+        if not callable(getattr(stage.op_cls, "reference_process", None)):
+            raise UsageError(f"stage '{stage_id}': op '{stage.op}' has no reference_process(), "
+                             "so it cannot be timed against its numpy reference")
+
+
+def _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows, counters, wall_s,
+            warnings) -> RunResult:
+    stages = pipeline.ordered()
+    report = recorder.report(stages, pipeline.e2e_deadline_ms,
+                             check_tags=not getattr(options.clock, "virtual", False))
+    for message in report.warnings:
+        if message not in warnings:
+            warnings.append(message)
+            if options.warn is not None:
+                options.warn(message)
+    compiles = counters["after_run"]["compiles"] - counters["before_frame0"]["compiles"]
+    if compiles:
+        warnings.append(f"{compiles} kernel(s) compiled after frame 0: an op calls get_kernel "
+                        "for a spec its kernels() does not declare")
+    outputs = sink_outputs(pipeline)
+    result = RunResult(frames=scheduler.completed, wall_s=wall_s, report=report, outputs=outputs,
+                       prewarm=prewarm_rows, compiles_after_frame0=compiles,
+                       decisions=list(policy.decisions), actions=policy.counts(),
+                       warnings=warnings, recorder=recorder, t0_ns=scheduler.t0_ns)
+    if options.trace is not None:
+        ops = {s.id: s.op for s in stages}
+        result.trace_path = write_trace(options.trace, recorder.timings, ops, scheduler.t0_ns)
+    if options.write_record:
+        path = options.record or default_record_path(pipeline, outputs)
+        record = build_record(pipeline, options, scheduler, policy, recorder, result, counters)
+        result.record_path = write_record(path, record)
+    if scheduler.error is not None:
+        raise scheduler.error
+    if scheduler.failure is not None:
+        raise _deadline_failure(scheduler.failure, result)
+    return result
+
+
+def _deadline_failure(failure: dict, result: RunResult) -> DeadlineFailure:
+    where = f" (run record: {result.record_path})" if result.record_path else ""
+    message = (f"deadline miss at stage '{failure['stage']}' (op {failure['op']}) on frame "
+               f"{failure['frame']}: {failure['elapsed_ms']:.3f} ms > "
+               f"{failure['deadline_ms']} ms, on_miss: fail; stopped after "
+               f"{result.frames} complete frame(s){where}")
+    report = dict(failure, frames_completed=result.frames, actions=result.actions,
+                  record=str(result.record_path) if result.record_path else None,
+                  summary=[row.as_dict() for row in result.report.rows])
+    error = DeadlineFailure(message, report)
+    error.result = result
+    return error

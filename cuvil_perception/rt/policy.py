@@ -1,0 +1,115 @@
+"""Deadline decisions: when a stage is late, what happens to its output and to later frames.
+
+A stage misses when its measured wall time (monotonic clock) exceeds ``deadline_ms``. Native
+code is never pre-empted, so the decision is taken when the late result arrives:
+
+* ``drop``       the frame's output of this stage is discarded; stages that consume it are
+                 skipped for that frame (sinks write nothing for it).
+* ``reuse_last`` the stage's last good output replaces it; downstream stages see
+                 ``frame.stale["stage/port"] = original frame index``. Without a previous good
+                 output the frame is dropped (recorded as ``reuse_last`` with ``fallback: drop``).
+* ``degrade``    the late result is kept (it is correct, only late) and the stage runs its
+                 ``degrade`` variant (the cheaper params) for the next ``frames`` frames, then
+                 the normal variant again; a miss inside the window restarts it.
+* ``fail``       the run stops: nothing new starts, running stages finish, everything is closed,
+                 and ``DeadlineFailure`` carries the report.
+
+Each stage processes frames strictly in order, so "last good output" and the degrade window are
+functions of the sequence of decisions alone. That is why re-applying a record's decisions
+(``--decisions``) instead of measuring reproduces the recorded outputs byte for byte.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..errors import UsageError
+from .record import read_record
+
+ACTIONS = ("drop", "reuse_last", "degrade", "fail")
+
+
+class DeadlinePolicy:
+    """Decides per (frame, stage), from measurements or from a recorded decision list.
+
+    ``stages``: validated ``graph.Stage`` objects. ``enforce``: apply ``on_miss`` (else only
+    ``None`` is returned). ``recorded``: decisions of an earlier run to re-apply verbatim.
+    ``e2e_deadline_ms``: the pipeline's end-to-end deadline (misses are logged, never acted on:
+    there is no single stage to apply a policy to).
+    """
+
+    def __init__(self, stages, enforce: bool, recorded: list[dict] | None = None,
+                 e2e_deadline_ms: float | None = None):
+        self.stages = {s.id: s for s in stages}
+        self.e2e_deadline_ms = e2e_deadline_ms
+        self.enforce = enforce
+        self.replaying = recorded is not None
+        self._recorded = {(d["frame"], d["stage"]): d for d in (recorded or [])
+                          if d.get("kind") == "deadline_miss"}
+        self._degraded_until: dict[str, int] = {}
+        self.decisions: list[dict] = []
+        self._lock = threading.Lock()
+
+    def variant(self, stage_id: str, frame: int) -> str:
+        """``"degraded"`` inside a degrade window, else ``"normal"``."""
+        with self._lock:
+            return "degraded" if frame <= self._degraded_until.get(stage_id, -1) else "normal"
+
+    def decide(self, stage_id: str, frame: int, elapsed_ns: int, variant: str) -> str | None:
+        """The action for this (frame, stage) result, or None to keep it; logs every decision."""
+        stage = self.stages[stage_id]
+        if self.replaying:
+            recorded = self._recorded.get((frame, stage_id))
+            if recorded is None:
+                return None
+            action = recorded["action"]
+        elif self.enforce and stage.deadline_ms is not None \
+                and elapsed_ns > stage.deadline_ms * 1e6:
+            action = stage.on_miss
+        else:
+            return None
+        entry = {"frame": frame, "stage": stage_id, "kind": "deadline_miss",
+                 "elapsed_ms": round(elapsed_ns / 1e6, 4), "deadline_ms": stage.deadline_ms,
+                 "action": action, "variant": variant}
+        if self.replaying:
+            entry["replayed"] = True
+        with self._lock:
+            if action == "degrade" and stage.degrade is not None:
+                self._degraded_until[stage_id] = frame + int(stage.degrade.frames)
+                entry["degraded_until"] = frame + int(stage.degrade.frames)
+            self.decisions.append(entry)
+        return action
+
+    def note(self, entry: dict) -> None:
+        """Log a decision that changes no output (an ``e2e_miss``, a live frame skip)."""
+        with self._lock:
+            self.decisions.append(entry)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for entry in self.decisions:
+            out[entry["action"]] = out.get(entry["action"], 0) + 1
+        return out
+
+
+def load_decisions(path, pipeline, warn) -> list[dict]:
+    """The decisions of a run record, checked against the stages of ``pipeline``."""
+    record = read_record(path)
+    decisions = record.get("decisions")
+    if not isinstance(decisions, list):
+        raise UsageError(f"{path}: run record has no 'decisions' list")
+    ids = {s.id for s in pipeline.stages}
+    for entry in decisions:
+        if not isinstance(entry, dict) or entry.get("kind") not in ("deadline_miss", "e2e_miss"):
+            raise UsageError(f"{path}: malformed decision entry {entry!r}")
+        if entry["kind"] == "deadline_miss":
+            if entry.get("stage") not in ids:
+                raise UsageError(f"{path}: decision for stage {entry.get('stage')!r}, which this "
+                                 f"pipeline does not have (stages: {', '.join(sorted(ids))})")
+            if entry.get("action") not in ACTIONS or not isinstance(entry.get("frame"), int):
+                raise UsageError(f"{path}: malformed decision entry {entry!r}")
+    recorded_stages = [s.get("id") for s in record.get("pipeline", {}).get("stages", [])]
+    if recorded_stages and sorted(recorded_stages) != sorted(ids):
+        warn(f"{path}: recorded pipeline had stages {recorded_stages}; re-applying its decisions "
+             "to a different pipeline")
+    return decisions

@@ -1,0 +1,150 @@
+"""The run record: one JSON file per run that says what ran, where, and what happened.
+
+Top-level fields::
+
+    format        "cuvil-run-record/1"
+    pipeline      {"name", "source", "text"}: the YAML text when the pipeline came from a file,
+                  else its canonical form (stages with op, params, inputs, tag, deadline, on_miss)
+    options       the RunOptions that shaped the run (frames, workers, rate, live, enforce, ...)
+    versions      package, python, numpy, llvmlite, llvm, opencv
+    machine       cpu (model name), llvm_cpu, features (a summary of SIMD flags), cores, platform
+    prewarm       one row per kernel: name, static, hit, ms (from compile.prewarm)
+    compile       {"before_frame0": n, "after_run": n, "after_frame0": n}: compile counters
+    frames        number of frames that went through; stopped: null or the failure reason
+    timings       per frame and stage: start/end ns, cpu ns, worker, tid, variant, outcome
+    e2e           per frame: start/end ns
+    decisions     every deadline decision: {frame, stage, kind, elapsed_ms, deadline_ms,
+                  action, variant}; ``kind`` is "deadline_miss" or "e2e_miss"
+    summary       the latency table (per stage and e2e: p50/p90/p99/max ms, cpu/wall, misses)
+
+``--decisions RECORD`` reads back only ``decisions`` (and warns when the pipeline differs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+from ..errors import UsageError
+
+FORMAT = "cuvil-run-record/1"
+_SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+               "avx512_bf16", "neon", "asimd")
+
+
+def versions() -> dict[str, str]:
+    """Versions of everything that can change a kernel's output or speed."""
+    import numpy
+
+    from .. import __version__
+
+    found = {"cuvil_perception": __version__, "python": platform.python_version(),
+             "numpy": numpy.__version__}
+    try:
+        import llvmlite
+        import llvmlite.binding as llvm
+
+        found["llvmlite"] = llvmlite.__version__
+        found["llvm"] = ".".join(str(v) for v in llvm.llvm_version_info)
+    except ImportError:
+        pass
+    try:
+        import cv2
+
+        found["opencv"] = cv2.__version__
+    except ImportError:
+        pass
+    return found
+
+
+def machine() -> dict:
+    """CPU model, LLVM's host CPU name, a SIMD feature summary, core count, OS."""
+    info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "platform": platform.platform(), "features": []}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and info["cpu"] in ("", platform.machine()):
+            info["cpu"] = value.strip()
+        if key.strip() in ("flags", "Features") and not info["features"]:
+            flags = set(value.split())
+            info["features"] = [f for f in _SIMD_FLAGS if f in flags]
+    try:
+        import llvmlite.binding as llvm
+
+        info["llvm_cpu"] = llvm.get_host_cpu_name()
+    except ImportError:
+        pass
+    return info
+
+
+def pipeline_section(pipeline) -> dict:
+    """The pipeline as it ran: its YAML text when it came from a readable file, else canonical."""
+    section = {"name": pipeline.name, "source": pipeline.source}
+    path = Path(pipeline.source)
+    if pipeline.source not in ("<python>", "<string>") and path.is_file():
+        section["text"] = path.read_text(encoding="utf-8")
+    section["stages"] = [_canonical_stage(s) for s in pipeline.ordered()]
+    section["e2e_deadline_ms"] = pipeline.e2e_deadline_ms
+    return section
+
+
+def _canonical_stage(stage) -> dict:
+    return {"id": stage.id, "op": stage.op, "tag": stage.effective_tag,
+            "params": {k: _jsonable(v) for k, v in stage.resolved_params.items()},
+            "inputs": {k: str(v) for k, v in stage.inputs.items()},
+            "deadline_ms": stage.deadline_ms, "on_miss": stage.on_miss,
+            "degrade": None if stage.degrade is None else
+            {"params": {k: _jsonable(v) for k, v in stage.degrade.params.items()},
+             "frames": stage.degrade.frames}}
+
+
+def _jsonable(value):
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+def default_record_path(pipeline, outputs: list[dict]) -> Path:
+    """``<first jsonl output>.record.json`` (else the first sink's ``path`` file), else
+    ``runs/<name>-<UTC time>/record.json`` in the working directory."""
+    files = [o for o in outputs if o["op"] == "jsonl"] + [o for o in outputs if o["param"] == "path"]
+    for output in files:
+        path = Path(output["path"])
+        return path.with_name(path.name + ".record.json")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return Path("runs") / f"{pipeline.name}-{stamp}" / "record.json"
+
+
+def write_record(path: Path, record: dict) -> Path:
+    """Write atomically (temp file + rename) so a reader never sees half a record."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=_jsonable) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_record(path: str | Path) -> dict:
+    """A run record as a dict; a missing, unreadable or foreign file is a UsageError."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: run record not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable run record ({exc})") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise UsageError(f"{path}: not a cuvil run record (expected format {FORMAT!r})")
+    return record

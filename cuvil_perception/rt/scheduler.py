@@ -1,0 +1,357 @@
+"""The frame scheduler: admits frames, dispatches ready stages, settles results in frame order.
+
+Placement: each source reads ahead on its own thread (``sources.SourceReader``); every other
+``io`` stage has one dedicated thread; ``compute`` stages share a pool of ``workers`` threads.
+The scheduler itself runs on the calling thread and only moves references around.
+
+Ordering rule: a stage runs frame ``f`` only after it finished frame ``f-1`` and all its inputs
+for ``f`` exist. Different stages work on different frames at the same time (pipelining, up to
+``max_in_flight`` frames), but each stage — sinks included — sees its frames strictly in order
+and one at a time. An op's output therefore depends only on its input sequence, never on thread
+timing: that is what makes outputs identical for any worker count.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..errors import CuvilError, ExecutionError
+from ..graph import FrameInfo
+from .knobs import apply_thread_knobs
+from .lifecycle import ancestors, is_source
+from .sources import END, SourceReader
+
+DROPPED = object()  # a stage's frame value when it was dropped or skipped
+
+
+@dataclass
+class _Frame:
+    index: int
+    timestamp_ns: int
+    stamps: dict
+    release_ns: int
+    values: dict = field(default_factory=dict)  # stage id -> outputs dict | DROPPED
+    stale: dict = field(default_factory=dict)  # "stage/port" -> original frame index
+    stale_owner: dict = field(default_factory=dict)  # "stage/port" -> stage id
+
+
+@dataclass
+class _Done:
+    frame: int
+    stage: str
+    variant: str
+    outputs: dict | None
+    timing: dict
+    error: BaseException | None = None
+
+
+class Scheduler:
+    """One run's scheduling state. ``run()`` returns when the sources end, the frame limit is
+    reached, a ``fail`` decision fires or a stage raises (then ``self.error`` is set)."""
+
+    def __init__(self, pipeline, instances, policy, recorder, options, knobs, warn):
+        self.stages = pipeline.ordered()
+        self.instances = instances
+        self.policy = policy
+        self.recorder = recorder
+        self.options = options
+        self.clock = options.clock
+        self.warn = warn
+        self.knobs = knobs
+        self.ancestors = ancestors(pipeline)
+        self.sources = [s for s in self.stages if is_source(s)]
+        self.workers = [s for s in self.stages if not is_source(s)]
+        self.events: queue.Queue = queue.Queue()
+        self.frames: dict[int, _Frame] = {}
+        self.next_frame = {s.id: 0 for s in self.workers}
+        self.busy: set[str] = set()
+        self.last_good: dict[str, tuple[dict, int]] = {}
+        self.pending: dict[str, object] = {}
+        self.admitted = 0
+        self.completed = 0
+        self.ended = False
+        self.stopping: str | None = None  # None | "fail" | "error"
+        self.stop_at = float("inf")  # frames >= this index are not started (fail policy)
+        self.error: BaseException | None = None
+        self.failure: dict | None = None
+        self.t0_ns = 0
+        self.ts0_ns: int | None = None  # sensor time of frame 0 (pacing origin)
+        self.pace0_ns = 0  # run-clock time frame 0 was released
+
+    # -- threads -------------------------------------------------------------------------
+    def start(self) -> None:
+        opts = self.options
+        self.readers = {s.id: SourceReader(s.id, self.instances[s.id]["normal"], self.clock,
+                                           opts.live, opts.read_ahead, self._io_thread_start,
+                                           lambda: self.events.put("wake"))
+                        for s in self.sources}
+        self.pool = ThreadPoolExecutor(opts.worker_count(), thread_name_prefix="cuvil-compute",
+                                       initializer=apply_thread_knobs,
+                                       initargs=(self.knobs, "compute", self.warn))
+        self.io_threads = {s.id: ThreadPoolExecutor(1, thread_name_prefix=f"cuvil-io-{s.id}",
+                                                    initializer=apply_thread_knobs,
+                                                    initargs=(self.knobs, "io", self.warn))
+                           for s in self.workers if s.effective_tag == "io"}
+        self.t0_ns = self.clock.now_ns()
+        for reader in self.readers.values():
+            reader.start()
+
+    def _io_thread_start(self) -> None:
+        apply_thread_knobs(self.knobs, "io", self.warn)
+
+    def shutdown(self) -> None:
+        for reader in self.readers.values():
+            reader.stop()
+        self.pool.shutdown(wait=True)
+        for pool in self.io_threads.values():
+            pool.shutdown(wait=True)
+
+    def live_skipped(self) -> int:
+        return sum(r.skipped for r in self.readers.values())
+
+    # -- main loop -----------------------------------------------------------------------
+    def run(self) -> None:
+        while True:
+            if not self.stopping:
+                self._admit()
+            if self.stopping != "error":
+                self._dispatch()
+            if not self.busy and self._finished():
+                return
+            self._wait()
+
+    def _finished(self) -> bool:
+        """Nothing left to do. After a ``fail`` decision on frame k, the frames before k are
+        still finished (their sinks write them), so a failed run's outputs are deterministic."""
+        if self.stopping == "error":
+            return True
+        if self.stopping == "fail":
+            return not any(index < self.stop_at for index in self.frames)
+        return self.ended and not self.frames
+
+    def _wait(self) -> None:
+        timeout = None
+        target = self._pacing_target()
+        if target is not None and not self.clock.virtual:
+            timeout = max(0.0, (target - self.clock.now_ns()) / 1e9)
+        elif target is not None and not self.busy:
+            self.clock.sleep_until(target)
+            return
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            return
+        if isinstance(event, _Done):
+            self._settle_done(event)
+
+    # -- admission -------------------------------------------------------------------------
+    def _limit_reached(self) -> bool:
+        limit = self.options.frames
+        return limit is not None and self.admitted >= limit
+
+    def _admit(self) -> None:
+        max_in_flight = self.options.max_in_flight or self.options.worker_count() + 2
+        while not self.ended and len(self.frames) < max_in_flight:
+            if self._limit_reached():
+                self.ended = True
+                return
+            for sid, reader in self.readers.items():
+                if sid not in self.pending:
+                    try:
+                        self.pending[sid] = reader.queue.get_nowait()
+                    except queue.Empty:
+                        return
+            if not self._admit_pending():
+                return
+
+    def _admit_pending(self) -> bool:
+        reads = [self.pending[s.id] for s in self.sources]
+        for read in reads:
+            if read.error is not None:
+                self._abort(self._wrap(read.error, self.sources[0].id, self.admitted))
+                return False
+            if read.sample is END:
+                self.ended = True
+                return False
+        target = self._pacing_target()
+        if target is not None and self.clock.now_ns() < target:
+            return False
+        self.pending.clear()
+        first = reads[0].sample
+        stamps = dict(first.stamps) if len(reads) == 1 else {
+            f"{s.id}/{k}": v for s, r in zip(self.sources, reads) for k, v in r.sample.stamps.items()}
+        frame = _Frame(self.admitted, first.timestamp_ns, stamps, self.clock.now_ns())
+        if self.ts0_ns is None:
+            self.ts0_ns, self.pace0_ns = first.timestamp_ns, frame.release_ns
+        self.frames[frame.index] = frame
+        self.admitted += 1
+        for stage, read in zip(self.sources, reads):
+            timing = self._timing(frame.index, stage.id, "normal", read.start_ns, read.end_ns,
+                                  read.cpu_ns, read.worker, read.tid)
+            self._settle(frame, stage.id, read.sample.outputs, timing)
+        return True
+
+    def _pacing_target(self) -> int | None:
+        """Release time (run clock, ns) of the next frame under ``rate``, or None."""
+        rate = self.options.rate
+        if rate <= 0 or self.options.live or not self.pending or \
+                len(self.pending) < len(self.readers):
+            return None
+        first = self.pending[self.sources[0].id]
+        if first.sample is END or first.error is not None:
+            return None
+        if self.ts0_ns is None:
+            return None  # the first frame goes now and fixes the time origin
+        return self.pace0_ns + int((first.sample.timestamp_ns - self.ts0_ns) / rate)
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        progressed = True
+        while progressed and not self.stopping:
+            progressed = False
+            for stage in self.workers:
+                frame = self.frames.get(self.next_frame[stage.id])
+                if stage.id in self.busy or frame is None or frame.index >= self.stop_at:
+                    continue
+                values = [frame.values.get(ref.stage) for ref in stage.inputs.values()]
+                if any(v is None for v in values):
+                    continue  # an input is not ready yet
+                if any(v is DROPPED for v in values):
+                    self._skip(frame, stage.id)
+                    progressed = True
+                    continue
+                self._submit(stage, frame)
+
+    def _skip(self, frame: _Frame, stage_id: str) -> None:
+        """An input of this frame was dropped: the stage produces nothing for it."""
+        self.next_frame[stage_id] += 1
+        frame.values[stage_id] = DROPPED
+        self._maybe_complete(frame)
+
+    def _submit(self, stage, frame: _Frame) -> None:
+        inputs = {port: frame.values[ref.stage][ref.port] for port, ref in stage.inputs.items()}
+        upstream = self.ancestors[stage.id]
+        stale = {k: v for k, v in frame.stale.items() if frame.stale_owner[k] in upstream}
+        info = FrameInfo(frame.index, frame.timestamp_ns, dict(frame.stamps), stale)
+        variant = self.policy.variant(stage.id, frame.index)
+        op = self.instances[stage.id].get(variant) or self.instances[stage.id]["normal"]
+        reference = stage.id in self.options.reference_stages
+        pool = self.io_threads.get(stage.id, self.pool)
+        self.busy.add(stage.id)
+        pool.submit(self._execute, stage.id, op, inputs, info, variant, reference)
+
+    def _execute(self, stage_id, op, inputs, info, variant, reference) -> None:
+        """Worker-thread side: time ``process()`` (and the reference twin) and report back."""
+        name, tid = threading.current_thread().name, threading.get_native_id()
+        start, cpu0 = self.clock.now_ns(), time.thread_time_ns()
+        outputs, error = None, None
+        try:
+            outputs = op.process(inputs, info)
+        except BaseException as exc:  # reported by the scheduler thread
+            error = exc
+        end, cpu = self.clock.now_ns(), time.thread_time_ns() - cpu0
+        if error is None and reference:
+            rstart, rcpu0 = self.clock.now_ns(), time.thread_time_ns()
+            try:
+                op.reference_process(inputs, info)
+            except BaseException as exc:
+                error = exc
+            self.recorder.add(self._timing(info.index, stage_id, "reference", rstart,
+                                           self.clock.now_ns(), time.thread_time_ns() - rcpu0,
+                                           name, tid))
+        timing = self._timing(info.index, stage_id, variant, start, end, cpu, name, tid)
+        self.events.put(_Done(info.index, stage_id, variant, outputs, timing, error))
+
+    @staticmethod
+    def _timing(frame, stage, variant, start, end, cpu, worker, tid) -> dict:
+        return {"frame": frame, "stage": stage, "start_ns": start, "end_ns": end, "cpu_ns": cpu,
+                "worker": worker, "tid": tid, "variant": variant, "outcome": "ok"}
+
+    # -- settling results ----------------------------------------------------------------------
+    def _settle_done(self, done: _Done) -> None:
+        self.busy.discard(done.stage)
+        self.next_frame[done.stage] += 1
+        frame = self.frames[done.frame]
+        problem = done.error or self._check_outputs(done.stage, done.outputs)
+        if problem is not None:
+            self.recorder.add(done.timing)
+            self._abort(self._wrap(problem, done.stage, done.frame))
+            return
+        self._settle(frame, done.stage, done.outputs, done.timing)
+
+    def _settle(self, frame: _Frame, stage_id: str, outputs: dict, timing: dict) -> None:
+        """Apply the deadline decision for this result and store the frame's value."""
+        elapsed = timing["end_ns"] - timing["start_ns"]
+        action = self.policy.decide(stage_id, frame.index, elapsed, timing["variant"])
+        timing["outcome"] = "ok" if action is None else f"miss:{action}"
+        self.recorder.add(timing)
+        if action in (None, "degrade"):
+            frame.values[stage_id] = outputs
+            self.last_good[stage_id] = (outputs, frame.index)
+        elif action == "reuse_last" and stage_id in self.last_good:
+            reused, original = self.last_good[stage_id]
+            frame.values[stage_id] = reused
+            for port in reused:
+                frame.stale[f"{stage_id}/{port}"] = original
+                frame.stale_owner[f"{stage_id}/{port}"] = stage_id
+        else:  # drop, fail, or reuse_last without a previous good output
+            frame.values[stage_id] = DROPPED
+        if action == "fail":
+            stage = next(s for s in self.stages if s.id == stage_id)
+            self.failure = {"frame": frame.index, "stage": stage_id, "op": stage.op,
+                            "elapsed_ms": round(elapsed / 1e6, 3),
+                            "deadline_ms": stage.deadline_ms}
+            self.stopping = self.stopping or "fail"
+            self.stop_at = min(self.stop_at, frame.index)
+        self._maybe_complete(frame)
+
+    def _maybe_complete(self, frame: _Frame) -> None:
+        if len(frame.values) < len(self.stages):
+            return
+        end = self.clock.now_ns()
+        self.recorder.add_e2e(frame.index, frame.release_ns, end)
+        self._check_e2e(frame.index, end - frame.release_ns)
+        del self.frames[frame.index]
+        self.completed += 1
+        if self.options.progress is not None:
+            self.options.progress(self.completed, self.options.frames or 0)
+
+    def _check_e2e(self, index: int, elapsed_ns: int) -> None:
+        deadline = self.policy.e2e_deadline_ms
+        if deadline is not None and self.policy.enforce and not self.policy.replaying \
+                and elapsed_ns > deadline * 1e6:
+            self.policy.note({"frame": index, "stage": None, "kind": "e2e_miss",
+                              "elapsed_ms": round(elapsed_ns / 1e6, 4), "deadline_ms": deadline,
+                              "action": "count", "variant": None})
+
+    def _check_outputs(self, stage_id: str, outputs) -> BaseException | None:
+        stage = next(s for s in self.stages if s.id == stage_id)
+        if not isinstance(outputs, dict):
+            return ExecutionError(f"stage '{stage_id}' (op {stage.op}) returned "
+                                  f"{type(outputs).__name__}, not a dict of outputs")
+        for port, spec in stage.output_specs.items():
+            if port not in outputs:
+                return ExecutionError(f"stage '{stage_id}' (op {stage.op}) did not produce "
+                                      f"output '{port}'")
+            problem = spec.check_value(outputs[port])
+            if problem is not None:
+                return ExecutionError(f"stage '{stage_id}' output '{port}': {problem}")
+        return None
+
+    def _wrap(self, exc: BaseException, stage_id: str, frame: int) -> BaseException:
+        if isinstance(exc, CuvilError):
+            return exc
+        stage = next(s for s in self.stages if s.id == stage_id)
+        wrapped = ExecutionError(f"stage '{stage_id}' (op {stage.op}) failed on frame {frame}: "
+                                 f"{type(exc).__name__}: {exc}")
+        wrapped.__cause__ = exc
+        return wrapped
+
+    def _abort(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self.stopping = "error"

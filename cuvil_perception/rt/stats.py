@@ -1,0 +1,149 @@
+"""Latency recorder: one timing per stage per frame, summarised as percentiles.
+
+A *timing* is a dict (also its JSON form in the run record)::
+
+    {"frame": 3, "stage": "bev", "start_ns": ..., "end_ns": ..., "cpu_ns": ..., "worker":
+     "cuvil-compute_0", "tid": 12345, "variant": "normal" | "degraded" | "reference",
+     "outcome": "ok" | "miss"}
+
+``start_ns``/``end_ns`` are on the run's monotonic clock; ``cpu_ns`` is ``time.thread_time_ns``
+spent by the worker thread inside the call, so cpu/wall says whether a stage computes or waits.
+
+Tag check (``inspect --profile`` and ``run`` print it): over a run, a ``compute`` stage whose
+cpu/wall ratio is below ``COMPUTE_MIN_CPU_RATIO`` (0.5) spends most of its time off-CPU (blocked
+on IO, a lock or the GIL); an ``io`` stage above ``IO_MAX_CPU_RATIO`` (0.9) is really computing
+and belongs on the worker pool. The check needs ``TAG_CHECK_MIN_FRAMES`` timings and
+``TAG_CHECK_MIN_WALL_MS`` of total wall time, so a few sub-millisecond calls do not warn.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+COMPUTE_MIN_CPU_RATIO = 0.5
+IO_MAX_CPU_RATIO = 0.9
+TAG_CHECK_MIN_FRAMES = 5
+TAG_CHECK_MIN_WALL_MS = 2.0
+E2E = "e2e"
+
+
+@dataclass
+class StageStats:
+    """Summary of one stage (or ``e2e``) over a run; times in ms."""
+
+    stage: str
+    op: str
+    tag: str
+    frames: int
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    cpu_wall: float | None
+    misses: int
+    deadline_ms: float | None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class LatencyReport:
+    """Per-stage rows in pipeline order, then reference rows, then the ``e2e`` row."""
+
+    rows: list[StageStats]
+    warnings: list[str] = field(default_factory=list)
+
+    def row(self, stage: str) -> StageStats:
+        for row in self.rows:
+            if row.stage == stage:
+                return row
+        raise KeyError(stage)
+
+    def has(self, stage: str) -> bool:
+        return any(row.stage == stage for row in self.rows)
+
+
+def percentiles(values_ms) -> tuple[float, float, float, float]:
+    """(p50, p90, p99, max) in ms with linear interpolation; zeros for no values."""
+    if len(values_ms) == 0:
+        return 0.0, 0.0, 0.0, 0.0
+    array = np.asarray(values_ms, dtype=np.float64)
+    p50, p90, p99 = np.percentile(array, [50, 90, 99])
+    return float(p50), float(p90), float(p99), float(array.max())
+
+
+class LatencyRecorder:
+    """Thread-safe collector of timings and end-to-end latencies for one run."""
+
+    def __init__(self):
+        self.timings: list[dict] = []
+        self.e2e: list[dict] = []  # {"frame", "start_ns", "end_ns"}
+        self._lock = threading.Lock()
+
+    def add(self, timing: dict) -> None:
+        with self._lock:
+            self.timings.append(timing)
+
+    def add_e2e(self, frame: int, start_ns: int, end_ns: int) -> None:
+        with self._lock:
+            self.e2e.append({"frame": frame, "start_ns": start_ns, "end_ns": end_ns})
+
+    def merge(self, other: "LatencyRecorder") -> None:
+        """Append another run's samples (``bench --repeat``)."""
+        with self._lock:
+            self.timings.extend(other.timings)
+            self.e2e.extend(other.e2e)
+
+    def report(self, stages, e2e_deadline_ms: float | None = None,
+               check_tags: bool = True) -> LatencyReport:
+        """Summarise per stage (``stages``: validated ``graph.Stage`` list in order)."""
+        by_stage: dict[str, list[dict]] = {}
+        for timing in self.timings:
+            key = timing["stage"] + ("@reference" if timing["variant"] == "reference" else "")
+            by_stage.setdefault(key, []).append(timing)
+        rows, warnings = [], []
+        for stage in stages:
+            rows.append(_stage_row(stage.id, stage.op, stage.effective_tag,
+                                   by_stage.get(stage.id, []), stage.deadline_ms))
+            if check_tags:
+                warnings.extend(_tag_warning(rows[-1], by_stage.get(stage.id, [])))
+        for stage in stages:
+            if f"{stage.id}@reference" in by_stage:
+                rows.append(_stage_row(f"{stage.id}@reference", f"{stage.op} (reference)",
+                                       "compute", by_stage[f"{stage.id}@reference"], None))
+        e2e_ms = [(e["end_ns"] - e["start_ns"]) / 1e6 for e in self.e2e]
+        misses = sum(1 for v in e2e_ms if e2e_deadline_ms is not None and v > e2e_deadline_ms)
+        rows.append(StageStats(E2E, "", "", len(e2e_ms), *percentiles(e2e_ms), None, misses,
+                               e2e_deadline_ms))
+        return LatencyReport(rows, warnings)
+
+
+def _stage_row(stage_id: str, op: str, tag: str, timings: list[dict],
+               deadline_ms: float | None) -> StageStats:
+    wall_ms = [(t["end_ns"] - t["start_ns"]) / 1e6 for t in timings]
+    total_wall = sum(t["end_ns"] - t["start_ns"] for t in timings)
+    total_cpu = sum(t["cpu_ns"] for t in timings)
+    ratio = total_cpu / total_wall if total_wall > 0 else None
+    misses = sum(1 for v in wall_ms if deadline_ms is not None and v > deadline_ms)
+    return StageStats(stage_id, op, tag, len(timings), *percentiles(wall_ms), ratio, misses,
+                      deadline_ms)
+
+
+def _tag_warning(row: StageStats, timings: list[dict]) -> list[str]:
+    total_wall_ms = sum(t["end_ns"] - t["start_ns"] for t in timings) / 1e6
+    if row.cpu_wall is None or len(timings) < TAG_CHECK_MIN_FRAMES \
+            or total_wall_ms < TAG_CHECK_MIN_WALL_MS:
+        return []
+    if row.tag == "compute" and row.cpu_wall < COMPUTE_MIN_CPU_RATIO:
+        return [f"stage '{row.stage}' is tagged compute but spent {row.cpu_wall:.0%} of its wall "
+                f"time on the CPU (< {COMPUTE_MIN_CPU_RATIO:.0%}): it mostly waits (IO, a lock or "
+                "the GIL); tag it io or release the GIL"]
+    if row.tag == "io" and row.cpu_wall > IO_MAX_CPU_RATIO:
+        return [f"stage '{row.stage}' is tagged io but spent {row.cpu_wall:.0%} of its wall time "
+                f"on the CPU (> {IO_MAX_CPU_RATIO:.0%}): it computes; tag it compute so it runs "
+                "on the worker pool"]
+    return []

@@ -1,0 +1,201 @@
+"""Test ops: a scripted source, ops whose cost the fake clock controls, a byte-exact sink.
+
+Importing this module registers them (they are never imported by ``cuvil_perception.ops``, so
+they do not appear in ``inspect`` or user pipelines unless a test imports this module)::
+
+    import cuvil_perception.testing.ops  # noqa: F401  (registers test.*)
+
+=================  ========  ===============================================================
+op                 tag       what it does
+=================  ========  ===============================================================
+test.scripted      io        Source: ``frames`` samples ``value`` float32[n] (seeded, frame i
+                             uses seed+i), ``index`` int64[1]; sensor time start + i*dt_ms
+test.cost          compute   ``y = x * scale + calls`` (stateful: a frame out of order changes
+                             the bytes); "takes" ``cost_ms[i % len]`` by advancing the fake
+                             clock (real clock: sleeps)
+test.work          compute   real CPU work: ``y = tanh(x @ W) summed over reps`` (numpy,
+                             holds the GIL in parts); ``reference_process`` = the same math
+test.native_spin   compute   a native kernel (``example.exp_accumulate``, GIL released):
+                             ``y += exp(x)`` ``reps`` times; ``reference_process`` = numpy
+test.fail          compute   passes ``x`` through, raises RuntimeError on frame ``fail_at``
+test.lines         io        Sink: one JSON line per frame (frame, stale map, every input as a
+                             list) flushed per frame; the file is what determinism tests hash
+=================  ========  ===============================================================
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..graph import Op, Param, PortSpec, Sample, Sink, Source, register
+
+
+@register
+class ScriptedSource(Source):
+    """Deterministic frames without a drive: ``value`` float32[n], ``index`` int64[1]."""
+
+    name = "test.scripted"
+    params = (Param("frames", int, 10, "number of frames"),
+              Param("n", int, 8, "length of value"),
+              Param("seed", int, 0, "frame i is drawn with seed + i"),
+              Param("dt_ms", float, 100.0, "sensor-time spacing between frames (ms)"),
+              Param("start_ns", int, 1_600_000_000_000_000_000, "sensor time of frame 0 (ns)"))
+
+    def output_ports(self):
+        return (PortSpec("value", "float32", (self.p["n"],)), PortSpec("index", "int64", (1,)))
+
+    def open(self, ctx) -> None:
+        self.next = 0
+
+    def read(self) -> Sample | None:
+        i = self.next
+        if i >= self.p["frames"]:
+            return None
+        self.next += 1
+        value = np.random.default_rng(self.p["seed"] + i).standard_normal(self.p["n"])
+        stamp = self.p["start_ns"] + round(i * self.p["dt_ms"] * 1e6)
+        return Sample(stamp, {"value": value.astype(np.float32),
+                              "index": np.array([i], np.int64)}, {"value": stamp})
+
+    def __len__(self) -> int:
+        return self.p["frames"]
+
+
+class _OneInput(Op):
+    """Shared ports: input ``x`` float32[N] -> output ``y`` of the same spec."""
+
+    def input_ports(self):
+        return (PortSpec("x", "float32", (None,)),)
+
+    def output_ports(self):
+        spec = self.connected.get("x")
+        return (PortSpec("y", "float32", spec.shape if spec else (None,)),)
+
+
+@register
+class CostOp(_OneInput):
+    """``y = x * scale + calls``; each call costs ``cost_ms[frame % len]`` on the run clock."""
+
+    name = "test.cost"
+    params = (Param("cost_ms", list, [1.0], "per-frame cost (ms), indexed by frame % len",
+                    item_type=float),
+              Param("scale", float, 2.0, "output scale (give the degrade variant another one)"))
+
+    def open(self, ctx) -> None:
+        self.clock = ctx.extra.get("clock")
+        self.calls = 0
+
+    def process(self, inputs, frame):
+        cost = self.p["cost_ms"][frame.index % len(self.p["cost_ms"])]
+        if hasattr(self.clock, "advance_ms"):
+            self.clock.advance_ms(cost)
+        else:
+            time.sleep(cost / 1e3)
+        y = inputs["x"] * np.float32(self.p["scale"]) + np.float32(self.calls)
+        self.calls += 1
+        return {"y": y.astype(np.float32)}
+
+
+@register
+class WorkOp(_OneInput):
+    """Real numpy work: ``y = sum over reps of tanh(x @ W)`` with a seeded W (n x n)."""
+
+    name = "test.work"
+    params = (Param("reps", int, 4, "repetitions (cost grows linearly)"),)
+
+    def open(self, ctx) -> None:
+        n = self.connected["x"].shape[0]
+        self.w = np.random.default_rng(7).standard_normal((n, n)).astype(np.float32) / n
+
+    def process(self, inputs, frame):
+        x = inputs["x"]
+        y = np.zeros_like(x)
+        for _ in range(self.p["reps"]):
+            y += np.tanh(x @ self.w)
+        return {"y": y}
+
+    def reference_process(self, inputs, frame):
+        """The same math, one row at a time (the slow "usual way" a budget compares with)."""
+        x = inputs["x"]
+        row = np.array([np.dot(x, self.w[:, j]) for j in range(self.w.shape[1])], np.float32)
+        y = np.zeros_like(x)
+        for _ in range(self.p["reps"]):
+            y += np.tanh(row)
+        return {"y": y}
+
+
+@register
+class NativeSpinOp(_OneInput):
+    """``y = x`` then ``reps`` times ``y += exp(x)`` in a native kernel that releases the GIL."""
+
+    name = "test.native_spin"
+    params = (Param("reps", int, 200, "kernel repetitions (cost grows linearly)"),)
+
+    def kernels(self):
+        from ..compile.examples import EXP_ACCUMULATE
+
+        return [EXP_ACCUMULATE.with_static(n=self.connected["x"].shape[0])]
+
+    def open(self, ctx) -> None:
+        from ..compile import get_kernel
+
+        self.kernel = get_kernel(self.kernels()[0])
+        self.x = np.zeros(self.connected["x"].shape, np.float32)
+        self.y = np.zeros_like(self.x)
+        self.x_addr, self.y_addr = self.x.ctypes.data, self.y.ctypes.data
+
+    def process(self, inputs, frame):
+        self.x[:] = inputs["x"]
+        self.y[:] = inputs["x"]
+        self.kernel(self.x_addr, self.y_addr, self.p["reps"])
+        return {"y": self.y.copy()}
+
+    def reference_process(self, inputs, frame):
+        from ..compile.examples import exp_accumulate_ref
+
+        y = inputs["x"].copy()
+        exp_accumulate_ref(inputs["x"], y, self.p["reps"])
+        return {"y": y}
+
+
+@register
+class FailOp(_OneInput):
+    """Passes ``x`` through; raises ``RuntimeError`` on frame ``fail_at`` (a crashing stage)."""
+
+    name = "test.fail"
+    params = (Param("fail_at", int, 0, "frame index that raises"),)
+
+    def process(self, inputs, frame):
+        if frame.index == self.p["fail_at"]:
+            raise RuntimeError(f"scripted failure on frame {frame.index}")
+        return {"y": inputs["x"]}
+
+
+@register
+class LinesSink(Sink):
+    """One JSON object per frame: ``{"frame", "timestamp_ns", "stale", "inputs": {port: list}}``."""
+
+    name = "test.lines"
+    params = (Param("path", Path, doc="output file (created or truncated)"),)
+
+    def open(self, ctx) -> None:
+        self.path = Path(self.p["path"])
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = self.path.open("w", encoding="utf-8")
+
+    def process(self, inputs, frame):
+        line = {"frame": frame.index, "timestamp_ns": frame.timestamp_ns,
+                "stale": dict(sorted(frame.stale.items())),
+                "inputs": {k: v.tolist() for k, v in sorted(inputs.items())}}
+        self.file.write(json.dumps(line) + "\n")
+        self.file.flush()
+        return {}
+
+    def close(self) -> None:
+        file = getattr(self, "file", None)
+        if file is not None:
+            file.close()

@@ -1,0 +1,111 @@
+"""Build small ONNX models in the CUDA-PointPillars layout, with random (seeded) weights.
+
+The layout is what NVIDIA-AI-IOT/CUDA-PointPillars' ``tool/export_onnx.py`` + ``modify_onnx.py``
+write (opset 11):
+
+    voxels [P, 32, 10] -> Reshape [P*32, 10] -> MatMul [10, 64] -> BatchNormalization
+    -> Relu -> Reshape [P, 32, 64] -> ReduceMax(axes=[1], keepdims=0) -> [P, 64]
+    -> PPScatterPlugin(pillar features, voxel_idxs [P, 4], voxel_num [1]; dense_shape=[ny, nx])
+    -> [1, 64, ny, nx] -> BEV backbone -> three head convs -> Transpose to NHWC
+    -> cls_preds [1, H, W, A*K], box_preds [1, H, W, A*7], dir_cls_preds [1, H, W, A*2]
+
+The backbone here is small: ``len(channels)`` Conv 3x3 + ReLU blocks, the first with stride 2
+(the head map is the grid / 2, like the real model's). ``cls_bias`` shifts the class logits so
+that only a few anchors score >= 0.1 (a trained model keeps a few hundred). These weights mean
+nothing: a model built here detects nothing real.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ..ops.pillars.config import HeadConfig, PillarConfig
+
+OPSET = 11
+
+
+def build_pointpillars_onnx(config: PillarConfig | None = None, head: HeadConfig | None = None,
+                            *, max_voxels: int | None = None, channels: tuple = (32, 32),
+                            seed: int = 0, cls_bias: float = -5.0) -> onnx.ModelProto:
+    """A CUDA-PointPillars-layout model for ``config``'s grid (default KITTI) and ``head``."""
+    config = config or PillarConfig()
+    head = head or HeadConfig()
+    rng = np.random.default_rng(seed)
+    P = max_voxels or config.max_pillars
+    C = config.num_features
+    inits: list[onnx.TensorProto] = []
+
+    def init(name: str, value: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    nodes = [
+        helper.make_node("Reshape", ["voxels", init("reshape_0_shape", np.array([P * 32, 10]))],
+                         ["reshape_0_out"], name="reshape_0"),
+        helper.make_node("MatMul", ["reshape_0_out", init(
+            "pfn.linear.weight", rng.normal(0, 0.4, (10, C)).astype(np.float32))],
+            ["matmul_op_out"], name="MatMul_0"),
+        helper.make_node("BatchNormalization", [
+            "matmul_op_out",
+            init("pfn.norm.weight", rng.uniform(0.5, 1.5, C).astype(np.float32)),
+            init("pfn.norm.bias", rng.normal(0, 0.2, C).astype(np.float32)),
+            init("pfn.norm.running_mean", rng.normal(0, 0.5, C).astype(np.float32)),
+            init("pfn.norm.running_var", rng.uniform(0.2, 2.0, C).astype(np.float32))],
+            ["bn_op_out"], name="BatchNormalization_0", epsilon=1e-3, momentum=0.99),
+        helper.make_node("Relu", ["bn_op_out"], ["relu_op_out"], name="Relu_0"),
+        helper.make_node("Reshape", ["relu_op_out", init("reshape_1_shape",
+                                                         np.array([P, 32, C]))],
+                         ["reshape_1_out"], name="reshape_1"),
+        helper.make_node("ReduceMax", ["reshape_1_out"], ["pillar_features"], name="ReduceMax_0",
+                         axes=[1], keepdims=0),
+        helper.make_node("PPScatterPlugin", ["pillar_features", "voxel_idxs", "voxel_num"],
+                         ["spatial_features"], name="PPScatter_0",
+                         dense_shape=[config.ny, config.nx]),
+    ]
+    x, cin = "spatial_features", C
+    for k, cout in enumerate(channels):
+        weight = rng.normal(0, np.sqrt(2.0 / (9 * cin)), (cout, cin, 3, 3)).astype(np.float32)
+        conv = f"backbone.{k}"
+        nodes.append(helper.make_node(
+            "Conv", [x, init(f"{conv}.weight", weight),
+                     init(f"{conv}.bias", np.zeros(cout, np.float32))], [f"{conv}.conv"],
+            name=f"Conv_{k}", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+            strides=[2, 2] if k == 0 else [1, 1]))
+        nodes.append(helper.make_node("Relu", [f"{conv}.conv"], [f"{conv}.out"], name=f"Relu_b{k}"))
+        x, cin = f"{conv}.out", cout
+    anchors = head.anchors_per_cell
+    height, width = head.map_size(config)
+    outputs = []
+    for name, per_anchor, bias, scale in (("cls_preds", head.num_classes, cls_bias, 0.3),
+                                          ("box_preds", 7, 0.0, 0.05),
+                                          ("dir_cls_preds", 2, 0.0, 0.3)):
+        cout = anchors * per_anchor
+        weight = rng.normal(0, scale / np.sqrt(cin), (cout, cin, 1, 1)).astype(np.float32)
+        nodes.append(helper.make_node(
+            "Conv", [x, init(f"head.{name}.weight", weight),
+                     init(f"head.{name}.bias", np.full(cout, bias, np.float32))],
+            [f"{name}_nchw"], name=f"Conv_{name}", kernel_shape=[1, 1]))
+        nodes.append(helper.make_node("Transpose", [f"{name}_nchw"], [name],
+                                      name=f"Transpose_{name}", perm=[0, 2, 3, 1]))
+        outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT,
+                                                     [1, height, width, cout]))
+    inputs = [helper.make_tensor_value_info("voxels", TensorProto.FLOAT, [P, 32, 10]),
+              helper.make_tensor_value_info("voxel_idxs", TensorProto.INT32, [P, 4]),
+              helper.make_tensor_value_info("voxel_num", TensorProto.INT32, [1])]
+    graph = helper.make_graph(nodes, "pointpillars_random_weights", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="cuvil_perception.testing.pillars_onnx")
+    model.ir_version = 7
+    return model
+
+
+def write_pointpillars_onnx(path: str | Path, config: PillarConfig | None = None,
+                            head: HeadConfig | None = None, **kwargs) -> Path:
+    """Build (see ``build_pointpillars_onnx``) and save; returns the path."""
+    path = Path(path)
+    onnx.save(build_pointpillars_onnx(config, head, **kwargs), str(path))
+    return path

@@ -1,0 +1,78 @@
+"""The command line as a user meets it: help, exit codes, one-line errors without tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VERBS = ("run", "inspect", "make-drive", "compile", "cache", "bench")
+
+
+def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cuvil_perception", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_usage_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_has_help(verb):
+    result = cli(verb, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "Usage:" in result.stdout
+
+
+def test_unknown_verb_is_a_usage_error():
+    result = cli("frobnicate")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_inspect_prints_stages_with_shapes(tmp_path):
+    (tmp_path / "p.yaml").write_text(
+        "pipeline: crop\nstages:\n"
+        "  - {id: drive, op: replay}\n"
+        "  - {id: crop, op: lidar.crop, inputs: {points: drive/points}, deadline_ms: 4}\n")
+    result = cli("inspect", str(tmp_path / "p.yaml"))
+    assert result.returncode == 0, result.stderr
+    for text in ("drive", "crop", "lidar.crop", "float32[N, 4]", "4 ms"):
+        assert text in result.stdout
+
+
+def test_malformed_yaml_gives_file_line_and_field(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("stages:\n  - id: a\n    op: replay\n    deadline_ms: -3\n")
+    assert_usage_error(cli("inspect", str(path)), f"{path}:4:18", "deadline_ms", "positive")
+
+
+def test_yaml_that_is_a_list_is_a_usage_error(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- id: a\n  op: replay\n")
+    assert_usage_error(cli("inspect", str(path)), f"{path}:1:1", "must be a mapping")
+
+
+def test_missing_pipeline_file_is_a_usage_error(tmp_path):
+    assert_usage_error(cli("inspect", str(tmp_path / "nope.yaml")), "not found")
+
+
+def test_run_on_a_missing_drive_is_a_usage_error(tmp_path):
+    result = cli("run", "configs/demo.yaml", "--replay", str(tmp_path / "no_drive"),
+                 "--out", str(tmp_path / "o.jsonl"))
+    assert_usage_error(result, "no_drive")
+
+
+def test_run_on_a_missing_camera_names_the_device(tmp_path):
+    result = cli("run", "configs/demo.yaml", "--camera", "/dev/video99",
+                 "--out", str(tmp_path / "o.jsonl"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "/dev/video99" in result.stderr or "camera" in result.stderr
