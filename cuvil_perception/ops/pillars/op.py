@@ -108,12 +108,19 @@ class PillarsDetect(Op):
         boxes, scores, labels = self._model.detect(inputs["points"])
         stats = self._model.stats
         row = np.array([stats["count"]] + [stats[k] for k in STATS[1:]], np.int64)
-        for key in ("dropped_pillars", "candidate_overflow"):
+        for key, fix in (("dropped_pillars", "raise max_pillars"),
+                         ("candidate_overflow", "raise the candidate cap")):
             if stats[key] and key not in self._warned:
                 self._warned.add(key)
                 self._ctx.warning(f"pillars.detect frame {frame.index}: {stats[key]} {key} "
-                                  f"(raise max_pillars / the candidate cap); counted in 'stats'")
+                                  f"({fix}); counted per frame in the 'stats' output")
         return {"boxes": boxes, "scores": scores, "labels": labels, "stats": row}
+
+    def reference_process(self, inputs: dict[str, np.ndarray],
+                          frame: FrameInfo) -> dict[str, np.ndarray]:
+        """The same frame through the numpy references (same ONNX runtime for the backbone)."""
+        boxes, scores, labels = self._model.detect_reference(inputs["points"])
+        return {"boxes": boxes, "scores": scores, "labels": labels}
 
     def close(self) -> None:
         self._model = None

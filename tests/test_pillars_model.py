@@ -1,0 +1,153 @@
+"""PointPillars.from_onnx on test-built CUDA-PointPillars models, layout errors, the graph op and
+configs/lidar_pillars.yaml end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from cuvil_perception.errors import ModelError
+from cuvil_perception.graph import load_pipeline
+from cuvil_perception.ops.pillars import PillarConfig, PointPillars, reference
+from cuvil_perception.testing.pillars_onnx import build_pointpillars_onnx, write_pointpillars_onnx
+
+SMALL = PillarConfig((0.0, -10.24, -3.0, 20.48, 10.24, 1.0), (0.16, 0.16, 4.0), max_pillars=4000)
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("pp") / "small.onnx"
+    return write_pointpillars_onnx(path, SMALL, max_voxels=4000, cls_bias=-3.0, seed=3)
+
+
+def cloud(seed: int, n: int = 6000) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    xyz = rng.uniform([-1, -11, -3.5], [21, 11, 1.5], (n, 3))
+    return np.hstack([xyz, rng.uniform(0, 1, (n, 1))]).astype(np.float32)
+
+
+def test_bev_equals_reference_pfn_and_scatter(small_model, kitti_frames):
+    model = PointPillars.from_onnx(small_model, SMALL).open()
+    for points in [cloud(0), cloud(1), np.fromfile(kitti_frames[0], np.float32).reshape(-1, 4)]:
+        got = model.bev(points)
+        pillars = reference.pillarize(points, SMALL)
+        want = reference.scatter(reference.pfn(pillars, model.split.pfn, SMALL), pillars.coords,
+                                 pillars.count, SMALL)
+        assert got.shape == (64, SMALL.ny, SMALL.nx)
+        np.testing.assert_array_equal(got == 0, want == 0)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+
+
+def test_pfn_weights_come_from_the_onnx_nodes(small_model):
+    model = PointPillars.from_onnx(small_model, SMALL)
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(small_model).graph.initializer}
+    np.testing.assert_array_equal(model.split.pfn.linear, inits["pfn.linear.weight"])
+    np.testing.assert_array_equal(model.split.pfn.var, inits["pfn.norm.running_var"])
+    assert model.split.pfn.eps == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("runtime", ["opencv", "onnxruntime"])
+def test_detect_equals_reference_path(small_model, runtime):
+    if runtime == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    model = PointPillars.from_onnx(small_model, SMALL, runtime=runtime).open()
+    for seed in (2, 3):
+        boxes, scores, labels = model.detect(cloud(seed))
+        ref_boxes, ref_scores, ref_labels = model.detect_reference(cloud(seed))
+        assert len(boxes) > 0 and boxes.dtype == np.float32 and labels.dtype == np.int32
+        np.testing.assert_array_equal(labels, ref_labels)
+        np.testing.assert_allclose(scores, ref_scores, rtol=1e-5)
+        np.testing.assert_allclose(boxes, ref_boxes, rtol=1e-5, atol=1e-5)
+        assert np.all(np.diff(scores) <= 0)
+
+
+def _edit(model: onnx.ModelProto, edit) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    edit(copy.graph)
+    return copy
+
+
+def _drop_node(op_type):
+    def edit(graph):
+        node = next(n for n in graph.node if n.op_type == op_type)
+        for other in graph.node:
+            for k, name in enumerate(other.input):
+                if name == node.output[0]:
+                    other.input[k] = node.input[0]
+        graph.node.remove(node)
+    return edit
+
+
+def _rename_op(old, new):
+    def edit(graph):
+        next(n for n in graph.node if n.op_type == old).op_type = new
+    return edit
+
+
+def _drop_input(name):
+    def edit(graph):
+        graph.input.remove(next(i for i in graph.input if i.name == name))
+    return edit
+
+
+@pytest.mark.parametrize("edit, words", [
+    (_drop_node("BatchNormalization"), "'Relu_0' (Relu) in the PFN part; expected "
+                                       "BatchNormalization"),
+    (_rename_op("Relu", "Sigmoid"), "'Relu_0' (Sigmoid) in the PFN part; expected Relu"),
+    (_rename_op("PPScatterPlugin", "Identity"), "exactly one PPScatterPlugin node, found 0"),
+    (_drop_input("voxel_idxs"), "no input 'voxel_idxs'"),
+    (_rename_op("ReduceMax", "ReduceMean"), "'ReduceMax_0' (ReduceMean)"),
+])
+def test_layout_errors_name_the_node(tmp_path, edit, words):
+    path = tmp_path / "bad.onnx"
+    onnx.save(_edit(build_pointpillars_onnx(SMALL, max_voxels=100), edit), str(path))
+    with pytest.raises(ModelError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        PointPillars.from_onnx(path, SMALL)
+
+
+def test_grid_mismatch_and_bad_files_are_model_errors(tmp_path, small_model):
+    with pytest.raises(ModelError, match=r"dense_shape \[128, 128\] does not match .* \[496, 432\]"):
+        PointPillars.from_onnx(small_model)
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model")
+    with pytest.raises(ModelError, match="garbage.onnx"):
+        PointPillars.from_onnx(garbage, SMALL)
+    with pytest.raises(ModelError, match="not found"):
+        PointPillars.from_onnx(tmp_path / "missing.onnx", SMALL)
+
+
+def test_lidar_pillars_config_runs_end_to_end(repo_root, tmp_path):
+    from cuvil_perception.rt import RunOptions, run_sequential
+
+    text = (repo_root / "configs" / "lidar_pillars.yaml").read_text()
+    text = text.replace("../runs/lidar_pillars/detections.jsonl", str(tmp_path / "out.jsonl"))
+    config = repo_root / "configs" / "_pillars_test_copy.yaml"
+    config.write_text(text)
+    try:
+        pipeline = load_pipeline(config)
+        result = run_sequential(pipeline, RunOptions(frames=2, write_record=False))
+    finally:
+        config.unlink()
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert len(lines) == 2
+    outputs = lines[0]["outputs"]
+    assert outputs["boxes"]["shape"][1] == 7 and outputs["stats"]["shape"] == [7]
+    assert outputs["stats"]["data"][0] > 1000  # pillars in a real scan
+    assert result is not None
+
+
+def test_op_ports_are_static_and_params_validated():
+    from cuvil_perception.graph import lookup
+
+    cls = lookup("pillars.detect")
+    op = cls({p.name: p.default for p in cls.params}, {})
+    assert [p.name for p in op.output_ports()] == ["boxes", "scores", "labels", "stats"]
+    assert [k.name for k in op.kernels()] == ["pillars.pillarize", "pillars.pfn",
+                                              "pillars.scatter", "pillars.decode", "pillars.nms"]
+    bad = cls({**{p.name: p.default for p in cls.params}, "voxel_size": [0.3, 0.16, 4.0]}, {})
+    with pytest.raises(ValueError, match="does not divide"):
+        bad.check()
