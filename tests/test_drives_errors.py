@@ -151,3 +151,8 @@ def test_replay_without_a_path_is_a_usage_error():
     op = p.validate().stage("drive").make_op()
     with pytest.raises(UsageError, match="no drive given: pass --replay DRIVE or set params.path"):
         op.open(RunContext())
+
+
+def test_no_scan_within_tolerance(drive_dir):
+    with pytest.raises(DriveError, match="no LiDAR scan has a camera image within 0.5 ms"):
+        Drive(drive_dir, sync_tolerance_ms=0.5)  # the camera fires ~4 ms after each scan

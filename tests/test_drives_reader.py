@@ -194,3 +194,49 @@ def test_unmatched_scans_are_skipped_and_counted(generated, tmp_path):
     assert len(drive) == 2 and drive.skipped == 1
     assert [drive.read(i).scan_index for i in range(2)] == [0, 2]
     assert len(Drive(drive_dir, sync_tolerance_ms=100.0)) == 3
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "kitti_velodyne"
+
+
+def test_real_kitti_scans_replay_unchanged(tmp_path):
+    """Real KITTI velodyne scans in a KITTI raw folder tree (calibration in the date folder,
+    real timestamp lines) replay bit-exact, and the demo's LiDAR ops digest them."""
+    if not SHARED.is_dir():
+        pytest.skip("shared KITTI data not present")
+    import cv2
+
+    from cuvil_perception.ops.lidar import bev_image, crop_mask
+
+    date = tmp_path / "2011_09_26"
+    drive_dir = date / "2011_09_26_drive_0001_sync"
+    date.mkdir(parents=True)
+    (date / "calib_cam_to_cam.txt").write_text(KITTI_CAM_TO_CAM)
+    (date / "calib_velo_to_cam.txt").write_text(KITTI_VELO_TO_CAM)
+    scans = sorted(SHARED.glob("*.bin"))[:4]
+    velo = drive_dir / "velodyne_points" / "data"
+    cam = drive_dir / "image_02" / "data"
+    velo.mkdir(parents=True)
+    cam.mkdir(parents=True)
+    velo_lines, cam_lines = [], []
+    for index, scan in enumerate(scans):
+        (velo / f"{index:010d}.bin").write_bytes(scan.read_bytes())
+        cv2.imwrite(str(cam / f"{index:010d}.png"), np.zeros((375, 1242, 3), np.uint8))
+        velo_lines.append(f"2011-09-26 13:02:{25 + index // 10:02d}.{index % 10}64389445\n")
+        cam_lines.append(f"2011-09-26 13:02:{25 + index // 10:02d}.{index % 10}71128721\n")
+    (drive_dir / "velodyne_points" / "timestamps.txt").write_text("".join(velo_lines))
+    (drive_dir / "image_02" / "timestamps.txt").write_text("".join(cam_lines))
+    drive = Drive(drive_dir)
+    assert len(drive) == len(scans) and drive.skipped == 0
+    base = calendar.timegm((2011, 9, 26, 13, 2, 25, 0, 0, 0)) * 10**9
+    for index, scan in enumerate(scans):
+        frame = drive.read(index)
+        assert frame.scan_ns == base + index * 100_000_000 + 64389445
+        assert frame.image_ns - frame.scan_ns == 6_739_276
+        raw = np.fromfile(scan, dtype=np.float32).reshape(-1, 4)
+        assert np.array_equal(frame.points, raw) and frame.dropped_points == 0
+        assert 15_000 < raw.shape[0] < 25_000
+        kept = crop_mask(raw, [0.0, 69.12], [-39.68, 39.68], [-3.0, 1.0])
+        image = bev_image(raw, [0.0, 69.12], [-39.68, 39.68], [-3.0, 1.0], 0.16)
+        occupied = int((image[..., 2] > 0).sum())
+        assert image.shape == (432, 496, 3) and 1000 < occupied <= int(kept.sum())

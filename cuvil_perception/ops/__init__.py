@@ -2,3 +2,4 @@
 from . import yolo  # noqa: F401
 from . import sources, sinks, lidar  # noqa: F401
 from . import pillars  # noqa: F401
+from . import fusion  # noqa: F401

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -128,7 +129,8 @@ class Camera(Source):
     tag = "io"
     doc = "Read BGR frames from a camera device or a video file with OpenCV."
     params = (
-        Param("device", str, "0", "/dev/videoN, a device index N, or a video file path"),
+        Param("device", str, "0", "/dev/videoN, a device index N, or a video file path "
+              "(relative to the working directory)"),
         Param("width", int, None, "requested frame width in pixels (devices)", optional=True),
         Param("height", int, None, "requested frame height in pixels (devices)", optional=True),
         Param("fps", int, None, "requested frame rate (devices)", optional=True),
@@ -201,7 +203,8 @@ def _open_capture(device: str):
     if device.strip().isdigit():
         index = int(device)
         node = f"/dev/video{index}"
-        if os.name == "posix" and Path("/dev").is_dir() and not os.path.exists(node):
+        # On Linux an index N is /dev/videoN; checking first avoids OpenCV's warning spew.
+        if sys.platform.startswith("linux") and not os.path.exists(node):
             raise CameraError(f"camera {device}: no such device ({node} does not exist)")
         cap = cv2.VideoCapture(index)
     elif device.startswith("/dev/"):

@@ -1,0 +1,171 @@
+"""Benchmark the PointPillars pre/post-processing kernels: native vs the numpy reference.
+
+Run: ``python benchmarks/pillars.py``. One thread, the ten real KITTI frames in
+``../shared/data/kitti_velodyne``, the KITTI grid (432 x 496, 12000 pillars) and the bundled
+random-weight model's head maps for decode + NMS. Each frame is processed in turn (as in a drive
+of unrelated scans: the worst case for the incremental scatter clear); every figure is the mean
+over the frames of the median over passes. "bytes" is what a kernel must read + write at element
+granularity (for scatter: whole 64-byte lines of the [C, ny, nx] map, read for ownership and
+written back), "floor" that volume at the measured copy bandwidth.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import print_table  # noqa: E402
+
+from cuvil_perception.ops.pillars import PointPillars, reference  # noqa: E402
+from cuvil_perception.ops.pillars.native import ScatterKernel  # noqa: E402
+from cuvil_perception.ops.pillars.op import BUNDLED_MODEL  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "kitti_velodyne"
+
+
+def bandwidth_gbs() -> float:
+    """Copy bandwidth of a 256 MB buffer (read + write counted), GB/s."""
+    src = np.ones(64 << 20, np.float32)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    best = min(_time(lambda: np.copyto(dst, src)) for _ in range(3))
+    return 2 * src.nbytes / best / 1e9
+
+
+def _time(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def per_frame_ms(fn, inputs: list, passes: int) -> float:
+    """Mean over inputs of the median over passes (ms), inputs visited in turn every pass."""
+    samples = [[] for _ in inputs]
+    for _ in range(passes):
+        for k, item in enumerate(inputs):
+            samples[k].append(_time(lambda: fn(item)) * 1e3)
+    return statistics.mean(statistics.median(s) for s in samples)
+
+
+def scatter_line_bytes(frames: list, config) -> float:
+    """Mean bytes of map lines a frame's scatter touches: (this frame's cells | last frame's) x C
+    channels x 64 B x 2 (read for ownership + write back)."""
+    total = []
+    for k, pillars in enumerate(frames):
+        prev = frames[k - 1]
+        lines = set()
+        for p in (pillars, prev):
+            cells = p.coords[:p.count, 1].astype(np.int64) * config.nx + p.coords[:p.count, 2]
+            lines.update((cells // 16).tolist())
+        total.append(len(lines) * config.num_features * 64 * 2)
+    return statistics.mean(total)
+
+
+def main() -> None:
+    if not DATA.is_dir():
+        sys.exit(f"no KITTI frames at {DATA}")
+    import cv2
+    cv2.setNumThreads(1)
+    clouds = [np.fromfile(f, np.float32).reshape(-1, 4) for f in sorted(DATA.glob("*.bin"))]
+    model = PointPillars.from_onnx(BUNDLED_MODEL).open()
+    config, head, weights = model.config, model.head, model.split.pfn
+    gbs = bandwidth_gbs()
+    pillars = [reference.pillarize(c, config) for c in clouds]
+    features = [reference.pfn(p, weights, config) for p in pillars]
+    maps = [model.runner(model.bev(c)) for c in clouds]
+    cap = head.candidate_capacity(config)
+    cands = [reference.decode_boxes(*m, model.anchors, head, cap) for m in maps]
+    rows = []
+
+    def row(name, native_ms, ref_ms, nbytes):
+        floor_ms = nbytes / (gbs * 1e9) * 1e3
+        rows.append((name, native_ms, ref_ms if ref_ms else "-",
+                     f"{ref_ms / native_ms:.0f}x" if ref_ms else "-",
+                     f"{nbytes / 1e6:.2f} MB", floor_ms))
+
+    mean = lambda xs: statistics.mean(xs)  # noqa: E731
+    kept_points = mean([int(p.num_points.sum()) for p in pillars])
+    counts = mean([p.count for p in pillars])
+    row("pillarize", per_frame_ms(model.pillarize, clouds, 5),
+        per_frame_ms(lambda c: reference.pillarize(c, config), clouds, 2),
+        mean([c.nbytes for c in clouds]) + 2 * kept_points * 16 + counts * (16 + 8))
+    # In a pipeline PFN reads what pillarize just wrote: time it right after pillarize.
+    row("features + PFN", per_frame_ms(lambda c: model.pfn(model.pillarize(c)), clouds, 5)
+        - per_frame_ms(model.pillarize, clouds, 5),
+        per_frame_ms(lambda p: reference.pfn(p, weights, config), pillars, 1),
+        kept_points * 16 + counts * (16 + 64 * 4))
+    pairs = list(zip(features, pillars))
+    for order in ("merged", "channel", "pillar"):
+        kernel = ScatterKernel(config, order).open()
+        row(f"scatter [64,ny,nx] + clear ({order})",
+            per_frame_ms(lambda fp: kernel(fp[0], fp[1].coords, fp[1].count), pairs, 5),
+            per_frame_ms(lambda fp: reference.scatter(fp[0], fp[1].coords, fp[1].count, config),
+                         pairs, 2) if order == "merged" else None,
+            scatter_line_bytes(pillars, config))
+    steady = ScatterKernel(config).open()
+    row("scatter (merged), same frame again", per_frame_ms(
+        lambda fp: steady(fp[0], fp[1].coords, fp[1].count), [pairs[6]], 20), None,
+        scatter_line_bytes([pillars[6], pillars[6]], config))
+    anchors = model.anchors
+    row("decode", per_frame_ms(lambda m: model.decode(*m), maps, 5),
+        per_frame_ms(lambda m: reference.decode_boxes(*m, anchors, head, cap), maps, 2),
+        mean([m[0].nbytes + c.count * (14 + 2 + 10) * 4 for m, c in zip(maps, cands)]))
+    row("rotated NMS", per_frame_ms(lambda c: model.nms(c.boxes, c.scores, c.count), cands, 5),
+        per_frame_ms(lambda c: reference.nms_bev_rotated(c.boxes, c.scores, c.count, head),
+                     cands, 1), mean([c.count * 7 * 4 for c in cands]))
+    row("decode + NMS", per_frame_ms(lambda m: model.postprocess(*m), maps, 5),
+        per_frame_ms(lambda m: _reference_post(m, model), maps, 1),
+        mean([m[0].nbytes for m in maps]))
+    # The random model passes more anchors than a trained one; the same maps with the class
+    # logits shifted by -1 show the cost at a few hundred candidates.
+    shifted = [(m[0] - np.float32(1.0), m[1], m[2]) for m in maps]
+    fewer = mean([reference.decode_boxes(*m, anchors, head, cap).count for m in shifted])
+    row(f"decode + NMS, logits - 1 ({fewer:.0f} cand.)",
+        per_frame_ms(lambda m: model.postprocess(*m), shifted, 5),
+        per_frame_ms(lambda m: _reference_post(m, model), shifted, 1),
+        mean([m[0].nbytes for m in maps]))
+    pre_post = lambda i: (model.bev(clouds[i]), model.postprocess(*maps[i]))  # noqa: E731
+    ref_path = lambda i: _reference_path(clouds[i], maps[i], model)  # noqa: E731
+    path_bytes = sum(float(r[4].split()[0]) * 1e6 for r in rows
+                     if r[0] in ("pillarize", "features + PFN", "decode + NMS"))
+    path_bytes += scatter_line_bytes(pillars, config)
+    row("whole pre/post path (without backbone)", per_frame_ms(pre_post, range(10), 3),
+        per_frame_ms(ref_path, range(10), 1), path_bytes)
+    backbone = per_frame_ms(lambda i: model.runner(model.bev(clouds[i])), range(10), 1)
+    rows.append(("(backbone + head, OpenCV DNN, random 16-ch model)", backbone, "-", "-", "-",
+                 "-"))
+    print(f"KITTI frames: {len(clouds)}, mean {mean([len(c) for c in clouds]):.0f} points, "
+          f"{counts:.0f} pillars, {mean([c.count for c in cands]):.0f} candidates; "
+          f"copy bandwidth {gbs:.1f} GB/s")
+    print_table("PointPillars pre/post-processing, one thread (ms per frame)",
+                ["kernel", "native ms", "numpy ms", "ratio", "bytes", "floor ms"], rows)
+
+
+def _reference_post(maps, model):
+    head = model.head
+    cand = reference.decode_boxes(*maps, model.anchors, head, head.candidate_capacity(model.config))
+    return reference.nms_bev_rotated(cand.boxes, cand.scores, cand.count, head)
+
+
+def _reference_path(points, maps, model):
+    config, head = model.config, model.head
+    pillars = reference.pillarize(points, config)
+    features = reference.pfn(pillars, model.split.pfn, config)
+    reference.scatter(features, pillars.coords, pillars.count, config)
+    cap = head.candidate_capacity(config)
+    cand = reference.decode_boxes(*maps, model.anchors, head, cap)
+    return reference.nms_bev_rotated(cand.boxes, cand.scores, cand.count, head)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""Late camera-LiDAR fusion: op ``fusion.associate`` and the geometry it rests on.
+
+Rule (what ``associate`` computes, per frame):
+
+1. Project each 3D box (LiDAR frame: x fwd, y left, z up, metres; (x, y, z) the box centre)
+   into the image: its 8 corners go through ``M = P2 @ R0_rect @ Tr_velo_to_cam`` (homogeneous,
+   R0_rect padded to 4x4). A box with any corner closer than ``min_depth`` (0.1 m) to the
+   camera plane is not projected (its rectangle would be meaningless); otherwise the enclosing
+   rectangle of the 8 projected corners, clipped to [0, W-1] x [0, H-1], is its 2D box, unless
+   the clipped rectangle is thinner than 1 px in x or y (the box is outside the image). These
+   are the rules the synthetic drive generator uses for the labels' ``box2d``.
+2. Associate projected boxes with camera detections greedily: repeatedly take the pair with
+   the highest IoU (ties: lower 3D index, then lower 2D index) among pairs not yet used, as long
+   as IoU >= ``iou_threshold``; with ``same_class`` a pair must have the same class (camera
+   classes go through ``camera_classes`` first).
+3. Output one row per object, float32 [N, 15] (``COLUMNS``):
+
+   - matched pair: class of the camera detection, the 3D box, the camera's 2D box, both
+     scores, seen_by 3 (camera 1 | LiDAR 2);
+   - unmatched 3D box: its class, the 3D box, its projected 2D box (NaN when not projected),
+     score_3d, score_2d NaN, seen_by 2;
+   - unmatched camera detection: its class, NaN 3D box, its 2D box, score_3d NaN, score_2d,
+     seen_by 1.
+
+   Rows: the 3D boxes in input order (by descending score from ``pillars.detect``), then the
+   unmatched camera detections in input order.
+
+The work is a few hundred rectangles per frame (microseconds in numpy), so this op has no
+native kernel: the numpy code below is both the reference and the implementation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import FrameInfo, Op, Param, ParamProblem, PortSpec, register
+
+COLUMNS = ("class", "x", "y", "z", "dx", "dy", "dz", "heading", "x1", "y1", "x2", "y2",
+           "score_3d", "score_2d", "seen_by")
+"""Columns of a fused object row; ``seen_by`` is a bitmask: 1 camera, 2 LiDAR."""
+SEEN_CAMERA, SEEN_LIDAR = 1, 2
+MIN_DEPTH = 0.1  # metres in front of the camera plane; same value as the drive generator
+
+# Corner order of ``box_corners`` (box frame, units of the half size): bottom face then top
+# face, each counter-clockwise seen from above, starting at the front-left corner.
+_CORNER_SIGNS = np.array([[1, 1, -1], [1, -1, -1], [-1, -1, -1], [-1, 1, -1],
+                          [1, 1, 1], [1, -1, 1], [-1, -1, 1], [-1, 1, 1]], dtype=np.float64)
+BOX_EDGES = ((0, 1), (1, 2), (2, 3), (3, 0), (4, 5), (5, 6), (6, 7), (7, 4),
+             (0, 4), (1, 5), (2, 6), (3, 7))
+"""Corner index pairs of the 12 box edges (for drawing); edges 0-1 and 4-5 are the front."""
+
+
+def box_corners(boxes: np.ndarray) -> np.ndarray:
+    """Corners float64 [N, 8, 3] of boxes [N, 7] (x, y, z centre, dx, dy, dz, heading about +z,
+    LiDAR frame, metres / radians); order documented at ``_CORNER_SIGNS``."""
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 7)
+    local = _CORNER_SIGNS[None] * (boxes[:, None, 3:6] / 2)
+    c, s = np.cos(boxes[:, 6])[:, None], np.sin(boxes[:, 6])[:, None]
+    x = local[..., 0] * c - local[..., 1] * s
+    y = local[..., 0] * s + local[..., 1] * c
+    return np.stack([x, y, local[..., 2]], axis=-1) + boxes[:, None, :3]
+
+
+def velo_to_image(P2: np.ndarray, R0_rect: np.ndarray, Tr_velo_to_cam: np.ndarray) -> np.ndarray:
+    """float64 [3, 4]: homogeneous LiDAR points -> homogeneous image_02 pixels (KITTI raw)."""
+    r0 = np.eye(4)
+    r0[:3, :3] = np.asarray(R0_rect, np.float64)
+    tr = np.eye(4)
+    tr[:3, :] = np.asarray(Tr_velo_to_cam, np.float64)
+    return np.asarray(P2, np.float64) @ r0 @ tr
+
+
+def project_points(points: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """LiDAR points [..., 3] -> (pixels [..., 2] float64, depth [...] metres along the optical
+    axis). Pixels of points at depth ~0 are meaningless; callers check the depth."""
+    points = np.asarray(points, np.float64)
+    homo = points @ matrix[:, :3].T + matrix[:, 3]
+    depth = homo[..., 2]
+    safe = np.where(np.abs(depth) < 1e-9, 1e-9, depth)
+    return homo[..., :2] / safe[..., None], depth
+
+
+def project_boxes(boxes: np.ndarray, matrix: np.ndarray, image_hw: tuple[int, int],
+                  min_depth: float = MIN_DEPTH) -> np.ndarray:
+    """Image rectangles float64 [N, 4] (x1, y1, x2, y2 pixels) of 3D boxes [N, 7] (LiDAR frame);
+    NaN rows for boxes not projected (a corner within ``min_depth`` of the camera plane or
+    behind it, or the clipped rectangle thinner than 1 px). See the module rule, step 1."""
+    height, width = image_hw
+    corners = box_corners(boxes)
+    pixels, depth = project_points(corners, matrix)
+    rects = np.full((len(corners), 4), np.nan)
+    if not len(corners):
+        return rects
+    in_front = (depth > min_depth).all(axis=1)
+    low, high = pixels.min(axis=1), pixels.max(axis=1)
+    x1, y1 = np.maximum(low[:, 0], 0.0), np.maximum(low[:, 1], 0.0)
+    x2, y2 = np.minimum(high[:, 0], width - 1.0), np.minimum(high[:, 1], height - 1.0)
+    keep = in_front & (x2 - x1 >= 1.0) & (y2 - y1 >= 1.0)
+    rects[keep] = np.stack([x1, y1, x2, y2], axis=1)[keep]
+    return rects
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU float64 [N, M] of axis-aligned boxes a [N, 4], b [M, 4] (x1, y1, x2, y2); area is
+    (x2 - x1) * (y2 - y1) as in ultralytics; a NaN box has IoU 0 with everything."""
+    a = np.asarray(a, np.float64).reshape(-1, 4)
+    b = np.asarray(b, np.float64).reshape(-1, 4)
+    ix = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    iy = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    inter = np.clip(ix, 0, None) * np.clip(iy, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area_a[:, None] + area_b[None, :] - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        iou = np.where(union > 0, inter / union, 0.0)
+    return np.nan_to_num(iou, nan=0.0)
+
+
+def greedy_match(iou: np.ndarray, threshold: float) -> list[tuple[int, int]]:
+    """Pairs (row, column) by repeatedly taking the highest remaining IoU >= threshold; ties go
+    to the lower row, then the lower column. Entries < 0 never match."""
+    iou = np.array(iou, np.float64, copy=True)
+    pairs = []
+    while iou.size:
+        flat = int(np.argmax(iou))  # first maximum in row-major order: the documented tie rule
+        row, col = divmod(flat, iou.shape[1])
+        if not iou[row, col] >= threshold or iou[row, col] < 0:
+            break
+        pairs.append((row, col))
+        iou[row, :] = -1.0
+        iou[:, col] = -1.0
+    return pairs
+
+
+def associate(boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray,
+              detections: np.ndarray, matrix: np.ndarray, image_hw: tuple[int, int], *,
+              iou_threshold: float = 0.3, same_class: bool = True,
+              camera_classes: list[int] | None = None) -> np.ndarray:
+    """Fused objects float32 [K, 15] (``COLUMNS``) from 3D boxes [N, 7] / scores [N] / labels [N]
+    (LiDAR frame) and camera detections [M, 6] (x1, y1, x2, y2, score, class; pixels).
+
+    ``matrix`` is ``velo_to_image(...)``; ``camera_classes[c]`` maps camera class c to the fused
+    class (-1 drops the detection; None: identity). The rule is in the module docstring."""
+    boxes = np.asarray(boxes, np.float32).reshape(-1, 7)
+    labels = np.asarray(labels).reshape(-1).astype(np.int64)
+    scores = np.asarray(scores, np.float32).reshape(-1)
+    dets, det_cls = _camera_rows(detections, camera_classes)
+    rects = project_boxes(boxes, matrix, image_hw)
+    iou = iou_matrix(rects, dets[:, :4])
+    if same_class:
+        iou[labels[:, None] != det_cls[None, :]] = -1.0
+    pairs = dict(greedy_match(iou, iou_threshold))
+    rows = np.full((len(boxes) + len(dets), len(COLUMNS)), np.nan, np.float32)
+    rows[:len(boxes), 0] = labels
+    rows[:len(boxes), 1:8] = boxes
+    rows[:len(boxes), 8:12] = rects
+    rows[:len(boxes), 12] = scores
+    rows[:len(boxes), 14] = SEEN_LIDAR
+    for i, j in pairs.items():
+        rows[i, 0] = det_cls[j]
+        rows[i, 8:12] = dets[j, :4]
+        rows[i, 13] = dets[j, 4]
+        rows[i, 14] = SEEN_LIDAR | SEEN_CAMERA
+    alone = np.setdiff1d(np.arange(len(dets)), np.fromiter(pairs.values(), int, len(pairs)))
+    tail = rows[len(boxes):len(boxes) + len(alone)]
+    tail[:, 0] = det_cls[alone]
+    tail[:, 8:12] = dets[alone, :4]
+    tail[:, 13] = dets[alone, 4]
+    tail[:, 14] = SEEN_CAMERA
+    return rows[:len(boxes) + len(alone)]
+
+
+def _camera_rows(detections: np.ndarray, camera_classes) -> tuple[np.ndarray, np.ndarray]:
+    """Camera detections [M, 6] and their fused classes [M], dropping unmapped classes."""
+    dets = np.asarray(detections, np.float32).reshape(-1, 6)
+    cls = dets[:, 5].astype(np.int64)
+    if camera_classes is None:
+        return dets, cls
+    table = np.asarray(camera_classes, np.int64)
+    mapped = np.where((cls >= 0) & (cls < len(table)), table[np.clip(cls, 0, len(table) - 1)], -1)
+    keep = mapped >= 0
+    return dets[keep], mapped[keep]
+
+
+@register
+class FusionAssociate(Op):
+    """Associate LiDAR 3D boxes with camera 2D detections by IoU of the projected box."""
+
+    name = "fusion.associate"
+    tag = "compute"
+    doc = ("Late camera-LiDAR fusion: project 3D boxes with P2 @ R0_rect @ Tr_velo_to_cam, "
+           "greedy max-IoU association with 2D detections; fused objects [N, 15].")
+    params = (
+        Param("iou_threshold", float, 0.3,
+              doc="a projected 3D box and a 2D detection pair up when IoU >= this"),
+        Param("same_class", bool, True, doc="only pair boxes of the same class"),
+        Param("camera_classes", list, None, optional=True, item_type=int,
+              doc="camera class index -> fused class (-1 drops it); null: identity. COCO "
+                  "models: car 2 -> 0, person 0 -> 1, bicycle 1 -> 2"),
+    )
+
+    def check(self) -> None:
+        if not 0.0 < self.p["iou_threshold"] <= 1.0:
+            raise ParamProblem("iou_threshold",
+                               f"must be within (0, 1], got {self.p['iou_threshold']}")
+        for value in self.p.get("camera_classes") or []:
+            if value < -1:
+                raise ParamProblem("camera_classes", f"entries must be >= -1, got {value}")
+
+    def input_ports(self) -> tuple[PortSpec, ...]:
+        return (
+            PortSpec("boxes", "float32", (None, 7),
+                     "3D boxes x, y, z, dx, dy, dz, heading (LiDAR frame, m, rad)"),
+            PortSpec("scores", "float32", (None,), "3D box scores"),
+            PortSpec("labels", "int32", (None,), "3D box classes, 0-based"),
+            PortSpec("detections", "float32", (None, 6),
+                     "2D detections x1, y1, x2, y2 (pixels), score, class"),
+            PortSpec("P2", "float64", (3, 4), "rectified camera-0 coords -> image_02 pixels"),
+            PortSpec("R0_rect", "float64", (3, 3), "rectifying rotation of camera 0"),
+            PortSpec("Tr_velo_to_cam", "float64", (3, 4), "velodyne -> camera 0 (m)"),
+            PortSpec("image", "uint8", (None, None, 3), "the camera image (only its size is used)"),
+        )
+
+    def output_ports(self) -> tuple[PortSpec, ...]:
+        return (PortSpec("objects", "float32", (None, len(COLUMNS)),
+                         "fused objects: " + " ".join(COLUMNS) +
+                         " (3D box in the LiDAR frame; NaN where a sensor did not see it; "
+                         "seen_by 1 camera | 2 LiDAR)"),)
+
+    def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
+        matrix = velo_to_image(inputs["P2"], inputs["R0_rect"], inputs["Tr_velo_to_cam"])
+        objects = associate(inputs["boxes"], inputs["scores"], inputs["labels"],
+                            inputs["detections"], matrix, inputs["image"].shape[:2],
+                            iou_threshold=self.p["iou_threshold"],
+                            same_class=self.p["same_class"],
+                            camera_classes=self.p.get("camera_classes"))
+        return {"objects": objects}
