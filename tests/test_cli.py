@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ VERBS = ("run", "inspect", "make-drive", "compile", "cache", "bench")
 
 
 def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cuvil_perception", *args], cwd=cwd,
+    env = {**os.environ, "COLUMNS": "200"}  # rich wraps tables at the terminal width
+    return subprocess.run([sys.executable, "-m", "cuvil_perception", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -72,7 +74,14 @@ def test_run_on_a_missing_drive_is_a_usage_error(tmp_path):
 
 
 def test_run_on_a_missing_camera_names_the_device(tmp_path):
+    path = tmp_path / "cam.yaml"
+    path.write_text("stages:\n  - {id: drive, op: replay}\n"
+                    "  - {id: out, op: jsonl, inputs: {image: drive/image}}\n")
+    result = cli("run", str(path), "--camera", "/dev/video99", "--out", str(tmp_path / "o.jsonl"))
+    assert_usage_error(result, "/dev/video99")
+
+
+def test_camera_on_a_lidar_pipeline_says_what_is_missing(tmp_path):
     result = cli("run", "configs/demo.yaml", "--camera", "/dev/video99",
                  "--out", str(tmp_path / "o.jsonl"))
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "/dev/video99" in result.stderr or "camera" in result.stderr
+    assert_usage_error(result, "points", "camera")

@@ -23,6 +23,8 @@ _COMMANDS = (
     ("compile_cmd", "compile_cmd"),
     ("cache_cmd", "cache_group"),
     ("bench_cmd", "bench_cmd"),
+    ("eval_cmd", "eval_cmd"),
+    ("render_cmd", "render_cmd"),
 )
 
 

@@ -2,13 +2,18 @@
 
 Signature::
 
-    i64 nms(ptr table f64[m, 12], i64 m, ptr keep i32[post], ptr suppressed u8[pre])
+    i64 nms(ptr table f64[m, 12], i64 m, ptr keep i32[post], ptr suppressed u8[pre],
+            ptr circles f64[3, pre], ptr near u8[pre])
 
 ``table`` rows come from ``bev_iou.box_table`` of the boxes already sorted by descending score
 (the caller sorts: a stable argsort, ties by lower anchor index). Returns how many positions were
 written to ``keep`` (positions into the sorted rows). The IoU is ``bev_iou.iou_rows`` step for
 step: Sutherland-Hodgman clipping of a's corners by b's 4 edges, shoelace area, the same float64
 operations in the same order and no fast-math, so every decision equals the reference's.
+
+``circles`` holds the x, y and bounding radius columns of ``table`` (column-major, row stride
+``pre``) so that the bounding-circle prefilter against each kept box is a vectorised pass writing
+``near`` bytes; only the near, live boxes then go through the polygon clipping.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ from .config import HeadConfig
 MAX_VERTS = 16  # a quad clipped by 4 half-planes has at most 8 vertices
 
 
-def build_nms(module: ir.Module, fn_name: str, *, threshold: float, post: int) -> None:
-    fn = ir.Function(module, ir.FunctionType(u.I64, [u.PTR, u.I64, u.PTR, u.PTR]),
+def build_nms(module: ir.Module, fn_name: str, *, threshold: float, post: int,
+              pre: int) -> None:
+    fn = ir.Function(module, ir.FunctionType(u.I64, [u.PTR, u.I64] + [u.PTR] * 4),
                      name=fn_name)
-    table, m, keep, suppressed = fn.args
+    table, m, keep, suppressed, circles, near = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     bufs = [_vertex_buffer(b) for _ in range(4)]
     with u.for_range(b, 0, m, name="z") as j:
@@ -42,7 +48,8 @@ def build_nms(module: ir.Module, fn_name: str, *, threshold: float, post: int) -
             go_on = fn.append_basic_block("go_on")
             b.cbranch(full, exit_block, go_on)
             b.position_at_end(go_on)
-            _suppress_after(b, table, m, i, suppressed, bufs, threshold)
+            _mark_near(b, circles, near, suppressed, m, i, pre)
+            _suppress_after(b, table, m, i, suppressed, near, bufs, threshold)
     b.branch(exit_block)
     b.position_at_end(exit_block)
     b.ret(b.load(kept))
@@ -53,17 +60,26 @@ def _col(b, table, row, col: int) -> ir.Value:
     return u.load_at(b, table, index, u.F64)
 
 
-def _suppress_after(b, table, m, i, suppressed, bufs, threshold) -> None:
-    """Mark every live j > i whose IoU with i is > threshold."""
-    xi, yi, ri = (_col(b, table, i, c) for c in (X, Y, RADIUS))
-    with u.for_range(b, b.add(i, u.const_i64(1)), m, name="j") as j:
-        live = b.icmp_unsigned("==", u.load_at(b, suppressed, j, u.I8), ir.Constant(u.I8, 0))
-        dx = b.fsub(_col(b, table, j, X), xi)
-        dy = b.fsub(_col(b, table, j, Y), yi)
+def _mark_near(b, circles, near, suppressed, m, i, pre: int) -> None:
+    """near[j] = live j whose bounding circle meets i's (bev_iou.may_overlap), for j > i.
+    Branch-free so the loop vectoriser widens it."""
+    column = lambda c, row: u.load_at(b, circles, b.add(row, u.const_i64(c * pre)), u.F64)  # noqa
+    xi, yi, ri = column(0, i), column(1, i), column(2, i)
+    with u.for_range(b, b.add(i, u.const_i64(1)), m, name="n") as j:
+        dx = b.fsub(column(0, j), xi)
+        dy = b.fsub(column(1, j), yi)
         dist2 = b.fadd(b.fmul(dx, dx), b.fmul(dy, dy))
-        reach = b.fadd(b.fadd(ri, _col(b, table, j, RADIUS)), u.const_f64(1e-4))
-        near = b.fcmp_ordered("<=", dist2, b.fmul(reach, reach))
-        with b.if_then(b.and_(live, near)):
+        reach = b.fadd(b.fadd(ri, column(2, j)), u.const_f64(1e-4))
+        close = b.fcmp_ordered("<=", dist2, b.fmul(reach, reach))
+        live = b.icmp_unsigned("==", u.load_at(b, suppressed, j, u.I8), ir.Constant(u.I8, 0))
+        u.store_at(b, b.zext(b.and_(close, live), u.I8), near, j)
+
+
+def _suppress_after(b, table, m, i, suppressed, near, bufs, threshold) -> None:
+    """Mark every near, live j > i whose IoU with i is > threshold."""
+    with u.for_range(b, b.add(i, u.const_i64(1)), m, name="j") as j:
+        flagged = b.icmp_unsigned("!=", u.load_at(b, near, j, u.I8), ir.Constant(u.I8, 0))
+        with b.if_then(flagged):
             iou = _iou(b, table, i, j, bufs)
             with b.if_then(b.fcmp_ordered(">", iou, u.const_f64(threshold))):
                 u.store_at(b, ir.Constant(u.I8, 1), suppressed, j)
@@ -170,5 +186,7 @@ def _area(b, poly, count) -> ir.Value:
 def nms_spec(head: HeadConfig) -> KernelSpec:
     """The NMS kernel for one head's threshold and keep cap."""
     return KernelSpec(name="pillars.nms", build=build_nms,
-                      static={"threshold": head.nms_threshold, "post": head.nms_post},
-                      args=("ptr", "i64", "ptr", "ptr"), ret="i64", fastmath=(), version=1)
+                      static={"threshold": head.nms_threshold, "post": head.nms_post,
+                              "pre": head.nms_pre},
+                      args=("ptr", "i64", "ptr", "ptr", "ptr", "ptr"), ret="i64", fastmath=(),
+                      version=2)

@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from ...compile import KernelSpec, get_kernel
-from .bev_iou import box_table
+from .bev_iou import RADIUS, X, Y, box_table
 from .config import HeadConfig, PillarConfig
 from .kernel_decode import decode_spec
 from .kernel_nms import nms_spec
@@ -150,15 +150,19 @@ class NmsKernel(_Bound):
         self.spec = nms_spec(head)
         self.keep = np.zeros(head.nms_post, np.int32)
         self.suppressed = np.zeros(head.nms_pre, np.uint8)
+        self.circles = np.zeros((3, head.nms_pre), np.float64)
+        self.near = np.zeros(head.nms_pre, np.uint8)
+        self._addr = (self.keep.ctypes.data, self.suppressed.ctypes.data,
+                      self.circles.ctypes.data, self.near.ctypes.data)
 
     def __call__(self, boxes: np.ndarray, scores: np.ndarray, count: int) -> np.ndarray:
         """int32 indices into ``boxes`` of the kept boxes, by descending score."""
         order = np.argsort(-scores[:count], kind="stable")[:self.head.nms_pre].astype(np.int32)
         table = box_table(boxes[order])
+        self.circles[:, :len(order)] = table[:, [X, Y, RADIUS]].T
         if self.kernel is None:
             self.open()
-        kept = self.kernel(table.ctypes.data, len(order), self.keep.ctypes.data,
-                           self.suppressed.ctypes.data)
+        kept = self.kernel(table.ctypes.data, len(order), *self._addr)
         return order[self.keep[:kept]]
 
 
