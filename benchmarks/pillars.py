@@ -31,6 +31,8 @@ from cuvil_perception.ops.pillars.native import ScatterKernel  # noqa: E402
 from cuvil_perception.ops.pillars.op import BUNDLED_MODEL  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "kitti_velodyne"
+DRIVE = (Path(__file__).resolve().parents[1] / "datasets" / "sample_drive" / "velodyne_points"
+         / "data")
 
 
 def bandwidth_gbs() -> float:
@@ -71,100 +73,137 @@ def scatter_line_bytes(frames: list, config) -> float:
     return statistics.mean(total)
 
 
+class Bench:
+    """The frames, the model, precomputed inputs of every step, and the rows measured so far."""
+
+    def __init__(self, clouds: list, model: PointPillars, gbs: float):
+        self.clouds, self.model, self.gbs = clouds, model, gbs
+        self.config, self.head = model.config, model.head
+        self.pillars = [reference.pillarize(c, self.config) for c in clouds]
+        self.features = [reference.pfn(p, model.split.pfn, self.config) for p in self.pillars]
+        self.maps = [model.runner(model.bev(c)) for c in clouds]
+        self.cap = self.head.candidate_capacity(self.config)
+        self.cands = [reference.decode_boxes(*m, model.anchors, self.head, self.cap)
+                      for m in self.maps]
+        self.rows: list = []
+
+    def row(self, name, native_ms, ref_ms, nbytes) -> None:
+        self.rows.append((name, native_ms, ref_ms if ref_ms else "-",
+                          f"{ref_ms / native_ms:.0f}x" if ref_ms else "-",
+                          f"{nbytes / 1e6:.2f} MB", nbytes / (self.gbs * 1e9) * 1e3))
+
+    def preprocess(self) -> None:
+        model, config, clouds = self.model, self.config, self.clouds
+        kept_points = statistics.mean(int(p.num_points.sum()) for p in self.pillars)
+        counts = statistics.mean(p.count for p in self.pillars)
+        self.row("pillarize", per_frame_ms(model.pillarize, clouds, 5),
+                 per_frame_ms(lambda c: reference.pillarize(c, config), clouds, 2),
+                 statistics.mean(c.nbytes for c in clouds) + 2 * kept_points * 16
+                 + counts * (16 + 8))
+        # In a pipeline PFN reads what pillarize just wrote: time it right after pillarize.
+        weights = model.split.pfn
+        self.row("features + PFN",
+                 per_frame_ms(lambda c: model.pfn(model.pillarize(c)), clouds, 5)
+                 - per_frame_ms(model.pillarize, clouds, 5),
+                 per_frame_ms(lambda p: reference.pfn(p, weights, config), self.pillars, 1),
+                 kept_points * 16 + counts * (16 + 64 * 4))
+
+    def scatter(self) -> None:
+        config = self.config
+        pairs = list(zip(self.features, self.pillars))
+        ref = lambda fp: reference.scatter(fp[0], fp[1].coords, fp[1].count, config)  # noqa
+        for order in ("merged", "channel", "pillar"):
+            kernel = ScatterKernel(config, order).open()
+            self.row(f"scatter [64,ny,nx] + clear ({order})",
+                     per_frame_ms(lambda fp: kernel(fp[0], fp[1].coords, fp[1].count), pairs, 5),
+                     per_frame_ms(ref, pairs, 2) if order == "merged" else None,
+                     scatter_line_bytes(self.pillars, config))
+        if DRIVE.is_dir():
+            # Consecutive scans of one (synthetic) drive: neighbouring frames share cells.
+            scans = [reference.pillarize(np.fromfile(f, np.float32).reshape(-1, 4), config)
+                     for f in sorted(DRIVE.glob("*.bin"))]
+            scan_pairs = [(self.features[0], p) for p in scans]
+            kernel = ScatterKernel(config).open()
+            self.row(f"scatter (merged), {len(scans)} consecutive drive scans",
+                     per_frame_ms(lambda fp: kernel(fp[0], fp[1].coords, fp[1].count),
+                                  scan_pairs, 5),
+                     per_frame_ms(ref, scan_pairs, 2), scatter_line_bytes(scans, config))
+        steady = ScatterKernel(config).open()
+        self.row("scatter (merged), same frame again", per_frame_ms(
+            lambda fp: steady(fp[0], fp[1].coords, fp[1].count), [pairs[6]], 20), None,
+            scatter_line_bytes([self.pillars[6], self.pillars[6]], config))
+
+    def postprocess(self) -> None:
+        model, head, maps, cands = self.model, self.head, self.maps, self.cands
+        anchors, cap = model.anchors, self.cap
+        map_bytes = statistics.mean(m[0].nbytes for m in maps)
+        self.row("decode", per_frame_ms(lambda m: model.decode(*m), maps, 5),
+                 per_frame_ms(lambda m: reference.decode_boxes(*m, anchors, head, cap), maps, 2),
+                 map_bytes + statistics.mean(c.count for c in cands) * (14 + 2 + 10) * 4)
+        self.row("rotated NMS",
+                 per_frame_ms(lambda c: model.nms(c.boxes, c.scores, c.count), cands, 5),
+                 per_frame_ms(lambda c: reference.nms_bev_rotated(c.boxes, c.scores, c.count,
+                                                                  head), cands, 1),
+                 statistics.mean(c.count * 7 * 4 for c in cands))
+        self.row("decode + NMS", per_frame_ms(lambda m: model.postprocess(*m), maps, 5),
+                 per_frame_ms(lambda m: _reference_post(m, model), maps, 1), map_bytes)
+        # The random model passes more anchors than a trained one; the same maps with the
+        # class logits shifted by -1 show the cost at fewer candidates.
+        shifted = [(m[0] - np.float32(1.0), m[1], m[2]) for m in maps]
+        fewer = statistics.mean(reference.decode_boxes(*m, anchors, head, cap).count
+                                for m in shifted)
+        self.row(f"decode + NMS, logits - 1 ({fewer:.0f} cand.)",
+                 per_frame_ms(lambda m: model.postprocess(*m), shifted, 5),
+                 per_frame_ms(lambda m: _reference_post(m, model), shifted, 1), map_bytes)
+
+    def whole_path(self) -> None:
+        model, clouds, maps = self.model, self.clouds, self.maps
+        path_bytes = sum(float(r[4].split()[0]) * 1e6 for r in self.rows
+                         if r[0] in ("pillarize", "features + PFN", "decode + NMS"))
+        path_bytes += scatter_line_bytes(self.pillars, self.config)
+        self.row("whole pre/post path (without backbone)",
+                 per_frame_ms(lambda i: (model.bev(clouds[i]), model.postprocess(*maps[i])),
+                              range(len(clouds)), 3),
+                 per_frame_ms(lambda i: _reference_path(clouds[i], maps[i], model),
+                              range(len(clouds)), 1), path_bytes)
+        backbone = per_frame_ms(lambda i: model.runner(model.bev(clouds[i])),
+                                range(len(clouds)), 1)
+        self.rows.append(("(backbone + head, OpenCV DNN, random 16-ch model)", backbone,
+                          "-", "-", "-", "-"))
+
+
 def main() -> None:
     if not DATA.is_dir():
         sys.exit(f"no KITTI frames at {DATA}")
     import cv2
     cv2.setNumThreads(1)
     clouds = [np.fromfile(f, np.float32).reshape(-1, 4) for f in sorted(DATA.glob("*.bin"))]
-    model = PointPillars.from_onnx(BUNDLED_MODEL).open()
-    config, head, weights = model.config, model.head, model.split.pfn
-    gbs = bandwidth_gbs()
-    pillars = [reference.pillarize(c, config) for c in clouds]
-    features = [reference.pfn(p, weights, config) for p in pillars]
-    maps = [model.runner(model.bev(c)) for c in clouds]
-    cap = head.candidate_capacity(config)
-    cands = [reference.decode_boxes(*m, model.anchors, head, cap) for m in maps]
-    rows = []
-
-    def row(name, native_ms, ref_ms, nbytes):
-        floor_ms = nbytes / (gbs * 1e9) * 1e3
-        rows.append((name, native_ms, ref_ms if ref_ms else "-",
-                     f"{ref_ms / native_ms:.0f}x" if ref_ms else "-",
-                     f"{nbytes / 1e6:.2f} MB", floor_ms))
-
-    mean = lambda xs: statistics.mean(xs)  # noqa: E731
-    kept_points = mean([int(p.num_points.sum()) for p in pillars])
-    counts = mean([p.count for p in pillars])
-    row("pillarize", per_frame_ms(model.pillarize, clouds, 5),
-        per_frame_ms(lambda c: reference.pillarize(c, config), clouds, 2),
-        mean([c.nbytes for c in clouds]) + 2 * kept_points * 16 + counts * (16 + 8))
-    # In a pipeline PFN reads what pillarize just wrote: time it right after pillarize.
-    row("features + PFN", per_frame_ms(lambda c: model.pfn(model.pillarize(c)), clouds, 5)
-        - per_frame_ms(model.pillarize, clouds, 5),
-        per_frame_ms(lambda p: reference.pfn(p, weights, config), pillars, 1),
-        kept_points * 16 + counts * (16 + 64 * 4))
-    pairs = list(zip(features, pillars))
-    for order in ("merged", "channel", "pillar"):
-        kernel = ScatterKernel(config, order).open()
-        row(f"scatter [64,ny,nx] + clear ({order})",
-            per_frame_ms(lambda fp: kernel(fp[0], fp[1].coords, fp[1].count), pairs, 5),
-            per_frame_ms(lambda fp: reference.scatter(fp[0], fp[1].coords, fp[1].count, config),
-                         pairs, 2) if order == "merged" else None,
-            scatter_line_bytes(pillars, config))
-    steady = ScatterKernel(config).open()
-    row("scatter (merged), same frame again", per_frame_ms(
-        lambda fp: steady(fp[0], fp[1].coords, fp[1].count), [pairs[6]], 20), None,
-        scatter_line_bytes([pillars[6], pillars[6]], config))
-    anchors = model.anchors
-    row("decode", per_frame_ms(lambda m: model.decode(*m), maps, 5),
-        per_frame_ms(lambda m: reference.decode_boxes(*m, anchors, head, cap), maps, 2),
-        mean([m[0].nbytes + c.count * (14 + 2 + 10) * 4 for m, c in zip(maps, cands)]))
-    row("rotated NMS", per_frame_ms(lambda c: model.nms(c.boxes, c.scores, c.count), cands, 5),
-        per_frame_ms(lambda c: reference.nms_bev_rotated(c.boxes, c.scores, c.count, head),
-                     cands, 1), mean([c.count * 7 * 4 for c in cands]))
-    row("decode + NMS", per_frame_ms(lambda m: model.postprocess(*m), maps, 5),
-        per_frame_ms(lambda m: _reference_post(m, model), maps, 1),
-        mean([m[0].nbytes for m in maps]))
-    # The random model passes more anchors than a trained one; the same maps with the class
-    # logits shifted by -1 show the cost at a few hundred candidates.
-    shifted = [(m[0] - np.float32(1.0), m[1], m[2]) for m in maps]
-    fewer = mean([reference.decode_boxes(*m, anchors, head, cap).count for m in shifted])
-    row(f"decode + NMS, logits - 1 ({fewer:.0f} cand.)",
-        per_frame_ms(lambda m: model.postprocess(*m), shifted, 5),
-        per_frame_ms(lambda m: _reference_post(m, model), shifted, 1),
-        mean([m[0].nbytes for m in maps]))
-    pre_post = lambda i: (model.bev(clouds[i]), model.postprocess(*maps[i]))  # noqa: E731
-    ref_path = lambda i: _reference_path(clouds[i], maps[i], model)  # noqa: E731
-    path_bytes = sum(float(r[4].split()[0]) * 1e6 for r in rows
-                     if r[0] in ("pillarize", "features + PFN", "decode + NMS"))
-    path_bytes += scatter_line_bytes(pillars, config)
-    row("whole pre/post path (without backbone)", per_frame_ms(pre_post, range(10), 3),
-        per_frame_ms(ref_path, range(10), 1), path_bytes)
-    backbone = per_frame_ms(lambda i: model.runner(model.bev(clouds[i])), range(10), 1)
-    rows.append(("(backbone + head, OpenCV DNN, random 16-ch model)", backbone, "-", "-", "-",
-                 "-"))
-    print(f"KITTI frames: {len(clouds)}, mean {mean([len(c) for c in clouds]):.0f} points, "
-          f"{counts:.0f} pillars, {mean([c.count for c in cands]):.0f} candidates; "
-          f"copy bandwidth {gbs:.1f} GB/s")
+    bench = Bench(clouds, PointPillars.from_onnx(BUNDLED_MODEL).open(), bandwidth_gbs())
+    bench.preprocess()
+    bench.scatter()
+    bench.postprocess()
+    bench.whole_path()
+    print(f"KITTI frames: {len(clouds)}, mean {statistics.mean(len(c) for c in clouds):.0f} "
+          f"points, {statistics.mean(p.count for p in bench.pillars):.0f} pillars, "
+          f"{statistics.mean(c.count for c in bench.cands):.0f} candidates; copy bandwidth "
+          f"{bench.gbs:.1f} GB/s")
     print_table("PointPillars pre/post-processing, one thread (ms per frame)",
-                ["kernel", "native ms", "numpy ms", "ratio", "bytes", "floor ms"], rows)
+                ["kernel", "native ms", "numpy ms", "ratio", "bytes", "floor ms"], bench.rows)
 
 
 def _reference_post(maps, model):
     head = model.head
-    cand = reference.decode_boxes(*maps, model.anchors, head, head.candidate_capacity(model.config))
+    cap = head.candidate_capacity(model.config)
+    cand = reference.decode_boxes(*maps, model.anchors, head, cap)
     return reference.nms_bev_rotated(cand.boxes, cand.scores, cand.count, head)
 
 
 def _reference_path(points, maps, model):
-    config, head = model.config, model.head
+    config = model.config
     pillars = reference.pillarize(points, config)
     features = reference.pfn(pillars, model.split.pfn, config)
     reference.scatter(features, pillars.coords, pillars.count, config)
-    cap = head.candidate_capacity(config)
-    cand = reference.decode_boxes(*maps, model.anchors, head, cap)
-    return reference.nms_bev_rotated(cand.boxes, cand.scores, cand.count, head)
+    return _reference_post(maps, model)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ def test_bev_equals_reference_pfn_and_scatter(small_model, kitti_frames):
 
 def test_pfn_weights_come_from_the_onnx_nodes(small_model):
     model = PointPillars.from_onnx(small_model, SMALL)
-    inits = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(small_model).graph.initializer}
+    graph = onnx.load(small_model).graph
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
     np.testing.assert_array_equal(model.split.pfn.linear, inits["pfn.linear.weight"])
     np.testing.assert_array_equal(model.split.pfn.var, inits["pfn.norm.running_var"])
     assert model.split.pfn.eps == pytest.approx(1e-3)
@@ -109,7 +110,8 @@ def test_layout_errors_name_the_node(tmp_path, edit, words):
 
 
 def test_grid_mismatch_and_bad_files_are_model_errors(tmp_path, small_model):
-    with pytest.raises(ModelError, match=r"dense_shape \[128, 128\] does not match .* \[496, 432\]"):
+    with pytest.raises(ModelError, match=r"dense_shape \[128, 128\] does not match .*"
+                                         r"\[496, 432\]"):
         PointPillars.from_onnx(small_model)
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(b"not a model")

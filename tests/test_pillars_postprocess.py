@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from cuvil_perception.ops.pillars import HeadConfig, PillarConfig, native, reference
+from cuvil_perception.ops.pillars import HeadConfig, PfnWeights, PillarConfig, native, reference
 from cuvil_perception.ops.pillars.bev_iou import rotated_bev_iou
 from cuvil_perception.ops.pillars.native import DecodeKernel, NmsKernel
 
@@ -145,6 +145,10 @@ def test_module_level_twins_match_reference():
     ref = reference.pillarize(points, SMALL)
     got = native.pillarize(points, SMALL)
     np.testing.assert_array_equal(got.voxels, ref.voxels)
+    weights = PfnWeights(*(np.random.default_rng(6).uniform(0.5, 1.5, shape).astype(np.float32)
+                           for shape in ((10, 64), 64, 64, 64, 64)))
+    np.testing.assert_allclose(native.pfn(ref, weights, SMALL), reference.pfn(ref, weights, SMALL),
+                               rtol=1e-5, atol=1e-4)
     features = np.random.default_rng(5).normal(size=(600, 64)).astype(np.float32)
     np.testing.assert_array_equal(native.scatter(features, ref.coords, ref.count, SMALL),
                                   reference.scatter(features, ref.coords, ref.count, SMALL))

@@ -117,6 +117,16 @@ def test_pillarize_adversarial(name):
         assert stats["invalid_points"] == int((~np.isfinite(cloud)).any(axis=1).sum()) > 0
 
 
+def test_points_of_another_shape_are_input_errors():
+    from cuvil_perception.errors import InputError
+
+    for bad in (np.zeros((10, 5), np.float32), np.zeros(40, np.float32)):
+        with pytest.raises(InputError, match=r"\[N, 4\]"):
+            reference.pillarize(bad, SMALL)
+        with pytest.raises(InputError, match=r"\[N, 4\]"):
+            PillarizeKernel(SMALL)(bad)
+
+
 def test_pillarize_keeps_first_appearance_order():
     points = np.array([[3.0, 0, 0, 1], [1.0, 0, 0, 2], [3.01, 0, 0, 3], [2.0, 0, 0, 4]],
                       np.float32)

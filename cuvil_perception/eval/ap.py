@@ -3,7 +3,7 @@
 Matching (per frame and class, COCO style): detections in descending score order (stable: ties
 keep their input order) each take the not-yet-matched ground-truth box with the highest IoU;
 IoU >= ``iou_threshold`` (inclusive) makes a true positive, anything else a false positive.
-A detection whose best candidate is an *ignored* ground truth (too small, outside the sensor's
+A detection that matches no counted box but an *ignored* one (too small, outside the sensor's
 range) is dropped: neither a true nor a false positive. Ignored boxes do not count in the
 ground-truth total.
 
@@ -98,23 +98,27 @@ def average_precision(hits: np.ndarray, num_gt: int, method: str = "all") -> flo
 def match_frame(scores: np.ndarray, iou: np.ndarray, ignored: np.ndarray,
                 iou_threshold: float) -> tuple[np.ndarray, np.ndarray]:
     """One frame, one class: (kept scores [K'], hit flags [K']) of detections with ``scores``
-    [K] against ground truth with IoU matrix ``iou`` [K, G] and ``ignored`` flags [G]."""
+    [K] against ground truth with IoU matrix ``iou`` [K, G] and ``ignored`` flags [G].
+
+    A detection takes the best free counted box with IoU >= threshold; failing that, the best
+    free ignored one (then it is dropped, as COCO does); failing both it is a false positive."""
     scores = np.asarray(scores, np.float64).reshape(-1)
     ignored = np.asarray(ignored, bool).reshape(-1)
     taken = np.zeros(len(ignored), bool)
     kept, hits = [], []
     for k in np.argsort(-scores, kind="stable"):
-        overlap = np.where(taken, -1.0, iou[k]) if len(ignored) else np.zeros(0)
-        best = int(np.argmax(overlap)) if overlap.size else -1
-        if best >= 0 and overlap[best] >= iou_threshold:
-            taken[best] = True
-            if ignored[best]:
+        match = -1
+        for pool in (~ignored, ignored):
+            overlap = np.where(taken | ~pool, -1.0, iou[k]) if len(ignored) else np.zeros(0)
+            if overlap.size and overlap.max() >= iou_threshold:
+                match = int(np.argmax(overlap))
+                break
+        if match >= 0:
+            taken[match] = True
+            if ignored[match]:
                 continue  # matched a don't-care box: neither TP nor FP
-            kept.append(scores[k])
-            hits.append(True)
-        else:
-            kept.append(scores[k])
-            hits.append(False)
+        kept.append(scores[k])
+        hits.append(match >= 0)
     return np.array(kept, np.float64), np.array(hits, bool)
 
 

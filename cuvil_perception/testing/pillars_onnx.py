@@ -34,73 +34,89 @@ def build_pointpillars_onnx(config: PillarConfig | None = None, head: HeadConfig
     """A CUDA-PointPillars-layout model for ``config``'s grid (default KITTI) and ``head``."""
     config = config or PillarConfig()
     head = head or HeadConfig()
-    rng = np.random.default_rng(seed)
+    graph = _Builder(np.random.default_rng(seed))
     P = max_voxels or config.max_pillars
-    C = config.num_features
-    inits: list[onnx.TensorProto] = []
-
-    def init(name: str, value: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value), name))
-        return name
-
-    nodes = [
-        helper.make_node("Reshape", ["voxels", init("reshape_0_shape", np.array([P * 32, 10]))],
-                         ["reshape_0_out"], name="reshape_0"),
-        helper.make_node("MatMul", ["reshape_0_out", init(
-            "pfn.linear.weight", rng.normal(0, 0.4, (10, C)).astype(np.float32))],
-            ["matmul_op_out"], name="MatMul_0"),
-        helper.make_node("BatchNormalization", [
-            "matmul_op_out",
-            init("pfn.norm.weight", rng.uniform(0.5, 1.5, C).astype(np.float32)),
-            init("pfn.norm.bias", rng.normal(0, 0.2, C).astype(np.float32)),
-            init("pfn.norm.running_mean", rng.normal(0, 0.5, C).astype(np.float32)),
-            init("pfn.norm.running_var", rng.uniform(0.2, 2.0, C).astype(np.float32))],
-            ["bn_op_out"], name="BatchNormalization_0", epsilon=1e-3, momentum=0.99),
-        helper.make_node("Relu", ["bn_op_out"], ["relu_op_out"], name="Relu_0"),
-        helper.make_node("Reshape", ["relu_op_out", init("reshape_1_shape",
-                                                         np.array([P, 32, C]))],
-                         ["reshape_1_out"], name="reshape_1"),
-        helper.make_node("ReduceMax", ["reshape_1_out"], ["pillar_features"], name="ReduceMax_0",
-                         axes=[1], keepdims=0),
-        helper.make_node("PPScatterPlugin", ["pillar_features", "voxel_idxs", "voxel_num"],
-                         ["spatial_features"], name="PPScatter_0",
-                         dense_shape=[config.ny, config.nx]),
-    ]
-    x, cin = "spatial_features", C
-    for k, cout in enumerate(channels):
-        weight = rng.normal(0, np.sqrt(2.0 / (9 * cin)), (cout, cin, 3, 3)).astype(np.float32)
-        conv = f"backbone.{k}"
-        nodes.append(helper.make_node(
-            "Conv", [x, init(f"{conv}.weight", weight),
-                     init(f"{conv}.bias", np.zeros(cout, np.float32))], [f"{conv}.conv"],
-            name=f"Conv_{k}", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-            strides=[2, 2] if k == 0 else [1, 1]))
-        nodes.append(helper.make_node("Relu", [f"{conv}.conv"], [f"{conv}.out"], name=f"Relu_b{k}"))
-        x, cin = f"{conv}.out", cout
-    anchors = head.anchors_per_cell
+    _pfn_and_scatter(graph, config, P)
+    x = graph.backbone("spatial_features", config.num_features, channels)
     height, width = head.map_size(config)
     outputs = []
     for name, per_anchor, bias, scale in (("cls_preds", head.num_classes, cls_bias, 0.3),
                                           ("box_preds", 7, 0.0, 0.05),
                                           ("dir_cls_preds", 2, 0.0, 0.3)):
-        cout = anchors * per_anchor
-        weight = rng.normal(0, scale / np.sqrt(cin), (cout, cin, 1, 1)).astype(np.float32)
-        nodes.append(helper.make_node(
-            "Conv", [x, init(f"head.{name}.weight", weight),
-                     init(f"head.{name}.bias", np.full(cout, bias, np.float32))],
-            [f"{name}_nchw"], name=f"Conv_{name}", kernel_shape=[1, 1]))
-        nodes.append(helper.make_node("Transpose", [f"{name}_nchw"], [name],
-                                      name=f"Transpose_{name}", perm=[0, 2, 3, 1]))
+        cout = head.anchors_per_cell * per_anchor
+        graph.head_conv(x, channels[-1] if channels else config.num_features, name, cout, bias,
+                        scale)
         outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT,
                                                      [1, height, width, cout]))
     inputs = [helper.make_tensor_value_info("voxels", TensorProto.FLOAT, [P, 32, 10]),
               helper.make_tensor_value_info("voxel_idxs", TensorProto.INT32, [P, 4]),
               helper.make_tensor_value_info("voxel_num", TensorProto.INT32, [1])]
-    graph = helper.make_graph(nodes, "pointpillars_random_weights", inputs, outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    onnx_graph = helper.make_graph(graph.nodes, "pointpillars_random_weights", inputs, outputs,
+                                   graph.inits)
+    model = helper.make_model(onnx_graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="cuvil_perception.testing.pillars_onnx")
     model.ir_version = 7
     return model
+
+
+class _Builder:
+    """Accumulates nodes and initializers with seeded random weights."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def init(self, name: str, value: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(self, op: str, inputs: list, output: str, name: str, **attrs) -> str:
+        self.nodes.append(helper.make_node(op, inputs, [output], name=name, **attrs))
+        return output
+
+    def backbone(self, x: str, cin: int, channels: tuple) -> str:
+        for k, cout in enumerate(channels):
+            weight = self.rng.normal(0, np.sqrt(2.0 / (9 * cin)), (cout, cin, 3, 3))
+            conv = f"backbone.{k}"
+            self.node("Conv", [x, self.init(f"{conv}.weight", weight.astype(np.float32)),
+                               self.init(f"{conv}.bias", np.zeros(cout, np.float32))],
+                      f"{conv}.conv", f"Conv_{k}", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                      strides=[2, 2] if k == 0 else [1, 1])
+            x = self.node("Relu", [f"{conv}.conv"], f"{conv}.out", f"Relu_b{k}")
+            cin = cout
+        return x
+
+    def head_conv(self, x: str, cin: int, name: str, cout: int, bias: float, scale: float):
+        weight = self.rng.normal(0, scale / np.sqrt(cin), (cout, cin, 1, 1)).astype(np.float32)
+        self.node("Conv", [x, self.init(f"head.{name}.weight", weight),
+                           self.init(f"head.{name}.bias", np.full(cout, bias, np.float32))],
+                  f"{name}_nchw", f"Conv_{name}", kernel_shape=[1, 1])
+        self.node("Transpose", [f"{name}_nchw"], name, f"Transpose_{name}", perm=[0, 2, 3, 1])
+
+
+def _pfn_and_scatter(g: _Builder, config: PillarConfig, P: int) -> None:
+    """voxels -> Reshape -> MatMul -> BN -> Relu -> Reshape -> ReduceMax -> PPScatterPlugin."""
+    C, rng = config.num_features, g.rng
+    g.node("Reshape", ["voxels", g.init("reshape_0_shape", np.array([P * 32, 10]))],
+           "reshape_0_out", "reshape_0")
+    g.node("MatMul", ["reshape_0_out", g.init(
+        "pfn.linear.weight", rng.normal(0, 0.4, (10, C)).astype(np.float32))],
+        "matmul_op_out", "MatMul_0")
+    g.node("BatchNormalization", [
+        "matmul_op_out",
+        g.init("pfn.norm.weight", rng.uniform(0.5, 1.5, C).astype(np.float32)),
+        g.init("pfn.norm.bias", rng.normal(0, 0.2, C).astype(np.float32)),
+        g.init("pfn.norm.running_mean", rng.normal(0, 0.5, C).astype(np.float32)),
+        g.init("pfn.norm.running_var", rng.uniform(0.2, 2.0, C).astype(np.float32))],
+        "bn_op_out", "BatchNormalization_0", epsilon=1e-3, momentum=0.99)
+    g.node("Relu", ["bn_op_out"], "relu_op_out", "Relu_0")
+    g.node("Reshape", ["relu_op_out", g.init("reshape_1_shape", np.array([P, 32, C]))],
+           "reshape_1_out", "reshape_1")
+    g.node("ReduceMax", ["reshape_1_out"], "pillar_features", "ReduceMax_0", axes=[1],
+           keepdims=0)
+    g.node("PPScatterPlugin", ["pillar_features", "voxel_idxs", "voxel_num"],
+           "spatial_features", "PPScatter_0", dense_shape=[config.ny, config.nx])
 
 
 def write_pointpillars_onnx(path: str | Path, config: PillarConfig | None = None,

@@ -145,7 +145,8 @@ def _floats(values, length: int, name: str) -> tuple:
     try:
         result = tuple(float(v) for v in values)
     except (TypeError, ValueError):
-        raise ConfigError(f"PillarConfig: {name} must be {length} numbers, got {values!r}") from None
+        raise ConfigError(f"PillarConfig: {name} must be {length} numbers, "
+                          f"got {values!r}") from None
     if len(result) != length or not all(math.isfinite(v) for v in result):
         raise ConfigError(f"PillarConfig: {name} must be {length} finite numbers, got {values!r}")
     return result

@@ -11,7 +11,9 @@ N = H * W * A anchors (the NHWC head maps read as flat rows). Semantics are
 label = first argmax, kept when score >= threshold, written in anchor order; ``counts`` = (rows
 written, anchors that passed but did not fit in ``cap``). Since sigmoid is monotonic, an anchor
 whose best logit is below logit(threshold) - 1e-3 is skipped before any exp is computed; the
-margin keeps the float32 decision itself to the sigmoid comparison. fast-math: ``contract`` only.
+margin keeps the float32 decision itself to the sigmoid comparison. The gate runs branch-free
+over blocks of ``BLOCK`` anchors (so it vectorises) writing flag bytes; a second pass visits only
+flagged anchors. fast-math: ``contract`` only (inside ``vexp``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ...compile import KernelSpec, irutil as u
 from .config import HeadConfig, PillarConfig
 
 FLAGS = ("contract",)
+BLOCK = 2048  # anchors gated per vectorised pass (flags live in a stack buffer)
 
 
 def build_decode(module: ir.Module, fn_name: str, *, anchors: int, classes: int, cap: int,
@@ -34,23 +37,62 @@ def build_decode(module: ir.Module, fn_name: str, *, anchors: int, classes: int,
     written = u.entry_alloca(b, u.I64, init=u.const_i64(0))
     passed = u.entry_alloca(b, u.I64, init=u.const_i64(0))
     logit_gate = math.log(threshold / (1.0 - threshold)) - 1e-3 if threshold > 0 else -math.inf
-    with u.for_range(b, 0, anchors, name="a") as a:
-        best, label = _best_class(b, cls, a, classes)
-        with b.if_then(b.fcmp_ordered(">=", best, u.const_f32(logit_gate))):
-            score = u.sigmoid(b, best)
-            with b.if_then(b.fcmp_ordered(">=", score, u.const_f32(threshold))):
-                _bump(b, passed)
-                slot = b.load(written)
-                with b.if_then(b.icmp_signed("<", slot, u.const_i64(cap))):
-                    _decode_one(b, box, dirs, table, a, out_boxes, slot, dir_offset)
-                    u.store_at(b, score, out_scores, slot)
-                    u.store_at(b, label, out_labels, slot)
-                    u.store_at(b, b.trunc(a, u.I32), out_anchor, slot)
-                    b.store(b.add(slot, u.const_i64(1)), written)
+    gate = u.const_f32(logit_gate)
+    flags = _byte_buffer(b, BLOCK)
+    out = (out_boxes, out_scores, out_labels, out_anchor)
+    with u.for_range(b, 0, (anchors + BLOCK - 1) // BLOCK, name="blk") as blk:
+        start = b.mul(blk, u.const_i64(BLOCK))
+        stop = b.add(start, u.const_i64(BLOCK))
+        stop = b.select(b.icmp_signed(">", stop, u.const_i64(anchors)), u.const_i64(anchors), stop)
+        # Phase 1, branch-free (vectorised): which anchors' best logit reaches the gate.
+        with u.for_range(b, start, stop, name="g") as a:
+            best, _ = _best_class(b, cls, a, classes)
+            passes = b.zext(b.fcmp_ordered(">=", best, gate), u.I8)
+            u.store_at(b, passes, flags, b.sub(a, start))
+        # Phase 2: visit the flagged anchors, 8 flags per test.
+        with u.for_range(b, 0, BLOCK // 8, name="w") as w:
+            word = u.load_at(b, flags, w, u.I64)
+            with b.if_then(b.icmp_unsigned("!=", word, u.const_i64(0))):
+                with u.for_range(b, 0, 8, name="k") as k:
+                    slot = b.add(b.mul(w, u.const_i64(8)), k)
+                    a = b.add(start, slot)
+                    flagged = b.icmp_unsigned("!=", u.load_at(b, flags, slot, u.I8),
+                                              ir.Constant(u.I8, 0))
+                    with b.if_then(b.and_(flagged, b.icmp_signed("<", a, stop))):
+                        _score_and_decode(b, cls, box, dirs, table, a, out, written, passed,
+                                          classes, cap, threshold, dir_offset)
     count = b.load(written)
     u.store_at(b, count, counts, 0)
     u.store_at(b, b.sub(b.load(passed), count), counts, 1)
     b.ret_void()
+
+
+def _byte_buffer(b, size: int) -> ir.Value:
+    """An i8[size] stack buffer in the entry block, 8-byte aligned (read as i64 words)."""
+    entry = b.function.entry_basic_block
+    with b.goto_block(entry):
+        if entry.instructions:
+            b.position_before(entry.instructions[0])
+        buffer = b.alloca(u.I8, size=size)
+        buffer.align = 64
+        return buffer
+
+
+def _score_and_decode(b, cls, box, dirs, table, a, out, written, passed, classes: int,
+                      cap: int, threshold: float, dir_offset: float) -> None:
+    """The exact test (sigmoid(best) >= threshold) and, if it passes, decode into ``out``."""
+    out_boxes, out_scores, out_labels, out_anchor = out
+    best, label = _best_class(b, cls, a, classes)
+    score = u.sigmoid(b, best)
+    with b.if_then(b.fcmp_ordered(">=", score, u.const_f32(threshold))):
+        _bump(b, passed)
+        slot = b.load(written)
+        with b.if_then(b.icmp_signed("<", slot, u.const_i64(cap))):
+            _decode_one(b, box, dirs, table, a, out_boxes, slot, dir_offset)
+            u.store_at(b, score, out_scores, slot)
+            u.store_at(b, label, out_labels, slot)
+            u.store_at(b, b.trunc(a, u.I32), out_anchor, slot)
+            b.store(b.add(slot, u.const_i64(1)), written)
 
 
 def _best_class(b, cls, a, classes: int):
@@ -107,4 +149,4 @@ def decode_spec(config: PillarConfig, head: HeadConfig) -> KernelSpec:
         static={"anchors": height * width * head.anchors_per_cell, "classes": head.num_classes,
                 "cap": head.candidate_capacity(config), "threshold": head.score_threshold,
                 "dir_offset": head.dir_offset},
-        args=("ptr",) * 9, ret=None, fastmath=FLAGS, version=1)
+        args=("ptr",) * 9, ret=None, fastmath=FLAGS, version=2)

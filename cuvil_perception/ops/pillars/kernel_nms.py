@@ -2,18 +2,23 @@
 
 Signature::
 
-    i64 nms(ptr table f64[m, 12], i64 m, ptr keep i32[post], ptr suppressed u8[pre],
-            ptr circles f64[3, pre], ptr near u8[pre])
+    i64 nms(ptr boxes f32[m, 7], ptr cosines f64[m], ptr sines f64[m], i64 m,
+            ptr keep i32[post], ptr suppressed u8[pre], ptr table f64[pre, 12],
+            ptr extents f64[4, pre], ptr near u8[pre])
 
-``table`` rows come from ``bev_iou.box_table`` of the boxes already sorted by descending score
-(the caller sorts: a stable argsort, ties by lower anchor index). Returns how many positions were
-written to ``keep`` (positions into the sorted rows). The IoU is ``bev_iou.iou_rows`` step for
-step: Sutherland-Hodgman clipping of a's corners by b's 4 edges, shoelace area, the same float64
-operations in the same order and no fast-math, so every decision equals the reference's.
+``boxes`` are already sorted by descending score (the caller sorts: a stable argsort, ties by
+lower anchor index); ``cosines`` / ``sines`` are numpy's cos / sin of their float64 headings.
+Returns how many positions were written to ``keep`` (positions into the sorted rows).
 
-``circles`` holds the x, y and bounding radius columns of ``table`` (column-major, row stride
-``pre``) so that the bounding-circle prefilter against each kept box is a vectorised pass writing
-``near`` bytes; only the near, live boxes then go through the polygon clipping.
+The kernel first fills ``table`` with the rows of ``bev_iou.box_table`` (the same float64
+operations in the same order: bitwise the same rows), and ``extents`` with each box's
+axis-aligned extent (x_min, x_max, y_min, y_max of its corners; column-major, stride ``pre``).
+Then, per kept box, a branch-free (vectorised) pass marks in ``near`` the live boxes whose
+extents meet its own (1e-4 m margin), and only those go through the IoU, which is
+``bev_iou.iou_rows`` step for step: Sutherland-Hodgman clipping of a's corners by b's 4 edges,
+shoelace area, same float64 operations, no fast-math - so every IoU computed equals the
+reference's. The reference prefilters with bounding circles instead; a pair either prefilter
+drops has no overlap (IoU ~ 0, never > the threshold), so the decisions are the same.
 """
 
 from __future__ import annotations
@@ -29,11 +34,12 @@ MAX_VERTS = 16  # a quad clipped by 4 half-planes has at most 8 vertices
 
 def build_nms(module: ir.Module, fn_name: str, *, threshold: float, post: int,
               pre: int) -> None:
-    fn = ir.Function(module, ir.FunctionType(u.I64, [u.PTR, u.I64] + [u.PTR] * 4),
-                     name=fn_name)
-    table, m, keep, suppressed, circles, near = fn.args
+    args = [u.PTR] * 3 + [u.I64] + [u.PTR] * 5
+    fn = ir.Function(module, ir.FunctionType(u.I64, args), name=fn_name)
+    boxes, cosines, sines, m, keep, suppressed, table, extents, near = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     bufs = [_vertex_buffer(b) for _ in range(4)]
+    _fill_table(b, boxes, cosines, sines, m, table, extents, pre)
     with u.for_range(b, 0, m, name="z") as j:
         u.store_at(b, ir.Constant(u.I8, 0), suppressed, j)
     kept = u.entry_alloca(b, u.I64, init=u.const_i64(0))
@@ -48,11 +54,48 @@ def build_nms(module: ir.Module, fn_name: str, *, threshold: float, post: int,
             go_on = fn.append_basic_block("go_on")
             b.cbranch(full, exit_block, go_on)
             b.position_at_end(go_on)
-            _mark_near(b, circles, near, suppressed, m, i, pre)
+            _mark_near(b, extents, near, suppressed, m, i, pre)
             _suppress_after(b, table, m, i, suppressed, near, bufs, threshold)
     b.branch(exit_block)
     b.position_at_end(exit_block)
     b.ret(b.load(kept))
+
+
+_HALF = ((0.5, 0.5), (-0.5, 0.5), (-0.5, -0.5), (0.5, -0.5))  # bev_iou._HALF
+
+
+def _fill_table(b, boxes, cosines, sines, m, table, extents, pre: int) -> None:
+    """table[j] = bev_iou.box_table(boxes)[j] bit for bit; extents[:, j] = its corners' box."""
+    with u.for_range(b, 0, m, name="t") as j:
+        field = lambda k: b.fpext(  # noqa: E731
+            u.load_at(b, boxes, b.add(b.mul(j, u.const_i64(7)), u.const_i64(k)), u.F32), u.F64)
+        x, y, dx, dy = field(0), field(1), field(3), field(4)
+        c, s = u.load_at(b, cosines, j, u.F64), u.load_at(b, sines, j, u.F64)
+        row = b.mul(j, u.const_i64(TABLE_WIDTH))
+        put = lambda col, v: u.store_at(b, v, table, b.add(row, u.const_i64(col)))  # noqa
+        put(X, x)
+        put(Y, y)
+        put(AREA, b.fmul(dx, dy))
+        put(RADIUS, b.fmul(u.const_f64(0.5), u.intrinsic(
+            b, "llvm.sqrt", b.fadd(b.fmul(dx, dx), b.fmul(dy, dy)))))
+        xs, ys = [], []
+        for k, (hx, hy) in enumerate(_HALF):
+            px, py = b.fmul(u.const_f64(hx), dx), b.fmul(u.const_f64(hy), dy)
+            xs.append(b.fsub(b.fadd(x, b.fmul(px, c)), b.fmul(py, s)))
+            ys.append(b.fadd(b.fadd(y, b.fmul(px, s)), b.fmul(py, c)))
+            put(CORNERS + 2 * k, xs[-1])
+            put(CORNERS + 2 * k + 1, ys[-1])
+        bounds = (_fold(b, u.fmin, xs), _fold(b, u.fmax, xs), _fold(b, u.fmin, ys),
+                  _fold(b, u.fmax, ys))
+        for col, value in enumerate(bounds):
+            u.store_at(b, value, extents, b.add(j, u.const_i64(col * pre)))
+
+
+def _fold(b, op, values):
+    result = values[0]
+    for value in values[1:]:
+        result = op(b, result, value)
+    return result
 
 
 def _col(b, table, row, col: int) -> ir.Value:
@@ -60,19 +103,20 @@ def _col(b, table, row, col: int) -> ir.Value:
     return u.load_at(b, table, index, u.F64)
 
 
-def _mark_near(b, circles, near, suppressed, m, i, pre: int) -> None:
-    """near[j] = live j whose bounding circle meets i's (bev_iou.may_overlap), for j > i.
-    Branch-free so the loop vectoriser widens it."""
-    column = lambda c, row: u.load_at(b, circles, b.add(row, u.const_i64(c * pre)), u.F64)  # noqa
-    xi, yi, ri = column(0, i), column(1, i), column(2, i)
+def _mark_near(b, extents, near, suppressed, m, i, pre: int) -> None:
+    """near[j] = live j > i whose corner extent meets i's (1e-4 m margin). Branch-free so the
+    loop vectoriser widens it."""
+    column = lambda c, row: u.load_at(b, extents, b.add(row, u.const_i64(c * pre)), u.F64)  # noqa
+    margin = u.const_f64(1e-4)
+    lo_x, hi_x = b.fsub(column(0, i), margin), b.fadd(column(1, i), margin)
+    lo_y, hi_y = b.fsub(column(2, i), margin), b.fadd(column(3, i), margin)
     with u.for_range(b, b.add(i, u.const_i64(1)), m, name="n") as j:
-        dx = b.fsub(column(0, j), xi)
-        dy = b.fsub(column(1, j), yi)
-        dist2 = b.fadd(b.fmul(dx, dx), b.fmul(dy, dy))
-        reach = b.fadd(b.fadd(ri, column(2, j)), u.const_f64(1e-4))
-        close = b.fcmp_ordered("<=", dist2, b.fmul(reach, reach))
+        meet = b.and_(b.and_(b.fcmp_ordered("<=", column(0, j), hi_x),
+                             b.fcmp_ordered(">=", column(1, j), lo_x)),
+                      b.and_(b.fcmp_ordered("<=", column(2, j), hi_y),
+                             b.fcmp_ordered(">=", column(3, j), lo_y)))
         live = b.icmp_unsigned("==", u.load_at(b, suppressed, j, u.I8), ir.Constant(u.I8, 0))
-        u.store_at(b, b.zext(b.and_(close, live), u.I8), near, j)
+        u.store_at(b, b.zext(b.and_(meet, live), u.I8), near, j)
 
 
 def _suppress_after(b, table, m, i, suppressed, near, bufs, threshold) -> None:
@@ -188,5 +232,5 @@ def nms_spec(head: HeadConfig) -> KernelSpec:
     return KernelSpec(name="pillars.nms", build=build_nms,
                       static={"threshold": head.nms_threshold, "post": head.nms_post,
                               "pre": head.nms_pre},
-                      args=("ptr", "i64", "ptr", "ptr", "ptr", "ptr"), ret="i64", fastmath=(),
-                      version=2)
+                      args=("ptr", "ptr", "ptr", "i64") + ("ptr",) * 5, ret="i64",
+                      fastmath=(), version=4)

@@ -15,13 +15,14 @@ import functools
 import numpy as np
 
 from ...compile import KernelSpec, get_kernel
-from .bev_iou import RADIUS, X, Y, box_table
+from .bev_iou import TABLE_WIDTH
 from .config import HeadConfig, PillarConfig
 from .kernel_decode import decode_spec
 from .kernel_nms import nms_spec
 from .kernel_pfn import fold_weights, pfn_spec
 from .kernel_pillarize import pillarize_spec
 from .kernel_scatter import scatter_spec
+from .reference import as_points
 from .types import Candidates, PfnWeights, Pillars
 
 
@@ -62,7 +63,7 @@ class PillarizeKernel(_Bound):
 
     def __call__(self, points: np.ndarray) -> Pillars:
         """points float32 [N, 4] (x, y, z, r), LiDAR frame -> Pillars (views of the buffers)."""
-        pts = np.ascontiguousarray(points, np.float32).reshape(-1, 4)
+        pts = as_points(points)
         self._call(pts.ctypes.data, len(pts), *self._addr)
         return self.out
 
@@ -142,27 +143,31 @@ class DecodeKernel(_Bound):
 
 
 class NmsKernel(_Bound):
-    """Rotated-BEV greedy NMS: sorts by score (stable), builds the box table, runs the kernel."""
+    """Rotated-BEV greedy NMS: sorts by score (stable) in numpy, the rest in the kernel."""
 
     def __init__(self, head: HeadConfig):
         super().__init__()
         self.head = head
         self.spec = nms_spec(head)
+        pre = head.nms_pre
         self.keep = np.zeros(head.nms_post, np.int32)
-        self.suppressed = np.zeros(head.nms_pre, np.uint8)
-        self.circles = np.zeros((3, head.nms_pre), np.float64)
-        self.near = np.zeros(head.nms_pre, np.uint8)
-        self._addr = (self.keep.ctypes.data, self.suppressed.ctypes.data,
-                      self.circles.ctypes.data, self.near.ctypes.data)
+        self.suppressed = np.zeros(pre, np.uint8)
+        self.table = np.zeros((pre, TABLE_WIDTH), np.float64)
+        self.extents = np.zeros((4, pre), np.float64)
+        self.near = np.zeros(pre, np.uint8)
+        self._addr = tuple(a.ctypes.data for a in (
+            self.keep, self.suppressed, self.table, self.extents, self.near))
 
     def __call__(self, boxes: np.ndarray, scores: np.ndarray, count: int) -> np.ndarray:
         """int32 indices into ``boxes`` of the kept boxes, by descending score."""
         order = np.argsort(-scores[:count], kind="stable")[:self.head.nms_pre].astype(np.int32)
-        table = box_table(boxes[order])
-        self.circles[:, :len(order)] = table[:, [X, Y, RADIUS]].T
+        ranked = np.ascontiguousarray(boxes[order], np.float32)
+        heading = ranked[:, 6].astype(np.float64)
+        cosines, sines = np.cos(heading), np.sin(heading)
         if self.kernel is None:
             self.open()
-        kept = self.kernel(table.ctypes.data, len(order), *self._addr)
+        kept = self.kernel(ranked.ctypes.data, cosines.ctypes.data, sines.ctypes.data,
+                           len(order), *self._addr)
         return order[self.keep[:kept]]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import InputError
 from .bev_iou import box_table, iou_rows, may_overlap
 from .config import HeadConfig, PillarConfig
 from .types import (COUNT, DROPPED_PILLARS, DROPPED_POINTS, INVALID_POINTS, OUT_OF_RANGE,
@@ -20,6 +21,16 @@ def empty_pillars(config: PillarConfig) -> Pillars:
     m, k = config.max_pillars, config.max_points_per_pillar
     return Pillars(np.zeros((m, k, 4), np.float32), np.zeros((m, 3), np.int32),
                    np.zeros(m, np.int32), np.zeros(5, np.int64))
+
+
+def as_points(points) -> np.ndarray:
+    """points as C-contiguous float32 [N, 4]; any other shape is an InputError (a [N, 5] cloud
+    read as [N, 4] would be silently wrong)."""
+    array = np.asarray(points)
+    if array.ndim != 2 or array.shape[1] != 4:
+        raise InputError(f"points must be an [N, 4] array (x, y, z, reflectance), got shape "
+                         f"{array.shape}")
+    return np.ascontiguousarray(array, np.float32)
 
 
 def cell_of(points: np.ndarray, config: PillarConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -40,7 +51,7 @@ def pillarize(points: np.ndarray, config: PillarConfig) -> Pillars:
     and every point of the (max_pillars+1)th+ pillar are dropped and counted.
     """
     out = empty_pillars(config)
-    pts = np.ascontiguousarray(points, np.float32).reshape(-1, 4)
+    pts = as_points(points)
     finite = np.isfinite(pts).all(axis=1)
     pts = pts[finite]
     low = np.asarray(config.point_cloud_range[:3], np.float32)
@@ -53,18 +64,7 @@ def pillarize(points: np.ndarray, config: PillarConfig) -> Pillars:
         return out
     ix, iy = cell_of(pts, config)
     cell = iy.astype(np.int64) * config.nx + ix
-    # Pillar id = rank of the cell's first appearance.
-    cells, first, inverse = np.unique(cell, return_index=True, return_inverse=True)
-    by_appearance = np.argsort(first, kind="stable")
-    rank = np.empty(len(cells), np.int64)
-    rank[by_appearance] = np.arange(len(cells))
-    pillar = rank[inverse.reshape(-1)]
-    # Slot of each point inside its pillar = how many earlier points share the pillar.
-    order = np.argsort(pillar, kind="stable")
-    per_pillar = np.bincount(pillar, minlength=len(cells))
-    starts = np.cumsum(per_pillar) - per_pillar
-    slot = np.empty(len(pts), np.int64)
-    slot[order] = np.arange(len(pts)) - starts[pillar[order]]
+    cells, by_appearance, pillar, slot, per_pillar = _number_points(cell)
     keep = (pillar < config.max_pillars) & (slot < config.max_points_per_pillar)
     out.voxels[pillar[keep], slot[keep]] = pts[keep]
     count = min(len(cells), config.max_pillars)
@@ -76,6 +76,23 @@ def pillarize(points: np.ndarray, config: PillarConfig) -> Pillars:
     out.counts[DROPPED_PILLARS] = len(cells) - count
     out.counts[DROPPED_POINTS] = len(pts) - int(keep.sum())
     return out
+
+
+def _number_points(cell: np.ndarray):
+    """For the cell of each point: the distinct cells, their order of first appearance, each
+    point's pillar id (rank of its cell's first appearance), its slot (how many earlier points
+    share the pillar) and the points per pillar."""
+    cells, first, inverse = np.unique(cell, return_index=True, return_inverse=True)
+    by_appearance = np.argsort(first, kind="stable")
+    rank = np.empty(len(cells), np.int64)
+    rank[by_appearance] = np.arange(len(cells))
+    pillar = rank[inverse.reshape(-1)]
+    order = np.argsort(pillar, kind="stable")
+    per_pillar = np.bincount(pillar, minlength=len(cells))
+    starts = np.cumsum(per_pillar) - per_pillar
+    slot = np.empty(len(cell), np.int64)
+    slot[order] = np.arange(len(cell)) - starts[pillar[order]]
+    return cells, by_appearance, pillar, slot, per_pillar
 
 
 def pillar_features(pillars: Pillars, config: PillarConfig) -> np.ndarray:
@@ -114,7 +131,8 @@ def pfn(pillars: Pillars, weights: PfnWeights, config: PillarConfig) -> np.ndarr
 
 def scatter(features: np.ndarray, coords: np.ndarray, count: int,
             config: PillarConfig) -> np.ndarray:
-    """PointPillarScatter: float32 [C, ny, nx], pillar p's features at [:, y_p, x_p], zero elsewhere."""
+    """PointPillarScatter: float32 [C, ny, nx]; pillar p's features at [:, y_p, x_p], zero
+    elsewhere."""
     channels = features.shape[1]
     bev = np.zeros((channels, config.ny, config.nx), np.float32)
     bev[:, coords[:count, 1], coords[:count, 2]] = features[:count].T
@@ -124,8 +142,8 @@ def scatter(features: np.ndarray, coords: np.ndarray, count: int,
 def anchors(config: PillarConfig, head: HeadConfig) -> np.ndarray:
     """OpenPCDet AnchorGenerator (align_center False): float32 [H * W * A, 7].
 
-    Order: row (y) outer, column (x), class, rotation inner. x = x_min + i (x_max - x_min) / (W - 1),
-    same for y; z = bottom + dz / 2.
+    Order: row (y) outer, column (x), class, rotation inner.
+    x = x_min + i (x_max - x_min) / (W - 1), same for y; z = bottom + dz / 2.
     """
     height, width = head.map_size(config)
     rng = config.point_cloud_range

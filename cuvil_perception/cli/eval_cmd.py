@@ -1,0 +1,82 @@
+"""``cuvil-perception eval PIPELINE --replay DRIVE [--out FILE.json]``: detection quality.
+
+Runs PIPELINE over a labelled drive (deadlines measured, not enforced; the pipeline's own sinks
+are left out) and scores every detector stage: 2D AP@IoU per class for ``yolo.detect``, rotated
+BEV AP for ``pillars.detect``, both for ``fusion.associate``. Prints a table; ``--out`` writes
+the same numbers as JSON (format ``cuvil-eval/1``). Exit codes: 0 done, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import UsageError
+
+
+@click.command("eval")
+@click.argument("pipeline", type=click.Path(dir_okay=False))
+@click.option("--replay", metavar="DRIVE", help="Labelled drive to replay [default: the YAML's].")
+@click.option("--out", metavar="FILE.json", help="Write the scores as JSON.")
+@click.option("--frames", type=click.IntRange(min=1), help="Score only the first N frames.")
+@click.option("--iou", "iou_threshold", type=click.FloatRange(0.0, 1.0, min_open=True),
+              default=0.5, show_default=True, help="IoU a detection needs to count as found.")
+@click.option("--interpolation", type=click.Choice(["all", "r40"]), default="all",
+              show_default=True,
+              help="all = all-point (PASCAL VOC 2010+); r40 = KITTI's 40 recall points.")
+@click.option("--min-height", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="Ignore (don't-care) image boxes shorter than this many pixels.")
+@click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
+def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_height,
+             workers) -> None:
+    """Score the detector stages of PIPELINE against a drive's labels (AP per class)."""
+    from ..eval import METHOD_NAMES, evaluate_pipeline
+    from ..graph import apply_cli_sources, load_pipeline
+
+    p = load_pipeline(pipeline, validate=False)
+    apply_cli_sources(p, replay=replay)
+    errors = Console(stderr=True)
+
+    def warn(message: str) -> None:
+        errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+    report = evaluate_pipeline(p, frames=frames, iou_threshold=iou_threshold,
+                               method=interpolation, min_height=min_height, workers=workers,
+                               warn=warn)
+    console = Console()
+    console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} frames, "
+                  f"AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}", highlight=False)
+    console.print(score_table(report))
+    if out:
+        path = Path(out)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(report.as_dict(), indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot write the scores ({exc.strerror or exc})") from None
+        console.print(f"  scores  {path}", highlight=False)
+
+
+def score_table(report) -> Table:
+    """One row per stage, metric and class: AP, ground truth, detections, true positives."""
+    table = Table(title=None, show_lines=False)
+    for name, justify in (("stage", "left"), ("metric", "left"), ("class", "left"),
+                          ("AP", "right"), ("GT", "right"), ("det", "right"), ("TP", "right")):
+        table.add_column(name, justify=justify)
+    for score in report.scores:
+        metric = "2D" if score.metric == "2d" else "BEV"
+        for result in score.classes:
+            table.add_row(score.stage, metric, result.name, _ap(result.ap), str(result.num_gt),
+                          str(result.num_det), str(result.tp))
+        table.add_row(score.stage, metric, "[bold]mean[/bold]", f"[bold]{_ap(score.mean_ap)}"
+                      "[/bold]", "", "", "", end_section=True)
+    return table
+
+
+def _ap(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.3f}"

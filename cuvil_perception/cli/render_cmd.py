@@ -1,0 +1,47 @@
+"""``cuvil-perception render RUN_OUTPUT --out DIR``: pictures and an MP4 of a run.
+
+RUN_OUTPUT is the jsonl a ``run`` wrote; the drive is found again through the run record beside
+it (or ``--drive``). Writes ``DIR/camera/*.png``, ``DIR/bev/*.png`` and ``DIR/drive.mp4``
+(see ``viz.render``). Exit codes: 0 done, 2 usage error (no drive, unreadable output, ...).
+"""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+
+
+@click.command("render")
+@click.argument("run_output", type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", metavar="DIR", required=True, help="Folder for the pictures.")
+@click.option("--drive", metavar="DRIVE",
+              help="The drive the run replayed [default: from the run record].")
+@click.option("--no-video", is_flag=True, help="Write the PNGs only, no MP4.")
+@click.option("--gt", "ground_truth", is_flag=True, help="Also draw the drive's labels (white).")
+@click.option("--resolution", type=click.FloatRange(min=0.01), default=0.1, show_default=True,
+              help="Bird's-eye view metres per pixel.")
+def render_cmd(run_output, out_dir, drive, no_video, ground_truth, resolution) -> None:
+    """Draw the detections of RUN_OUTPUT on the camera images and a bird's-eye view."""
+    from ..viz import BevView, render_run
+
+    console, errors = Console(), Console(stderr=True)
+
+    def warn(message: str) -> None:
+        errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+    summary = render_run(run_output, out_dir, drive=drive, view=BevView(resolution=resolution),
+                         video=not no_video, ground_truth=ground_truth, warn=warn)
+    print_summary(console, summary)
+
+
+def print_summary(console: Console, summary) -> None:
+    """Where the pictures went; also used by ``run --viz``."""
+    camera = "x".join(map(str, summary.camera_size or (0, 0)))
+    bev = "x".join(map(str, summary.bev_size or (0, 0)))
+    console.print(f"  pictures {summary.frames} frame(s): {summary.camera_dir} ({camera}), "
+                  f"{summary.bev_dir} ({bev})", highlight=False)
+    if summary.video is not None and summary.frames:
+        console.print(f"  video    {summary.video}", highlight=False)
+    if summary.skipped:
+        console.print(f"  skipped  {len(summary.skipped)} frame(s) not found in the drive",
+                      highlight=False)

@@ -1,0 +1,149 @@
+"""Run a pipeline over a labelled drive and score every detector stage in it.
+
+``evaluate_pipeline(pipeline)``:
+
+1. removes the pipeline's own sinks (an evaluation must not overwrite a run's outputs) and adds
+   one ``jsonl`` capture stage wired to the replay ``labels`` and to the outputs of every
+   detector stage: ``yolo.detect`` (2D), ``pillars.detect`` (BEV), ``fusion.associate`` (both);
+2. runs it through ``rt.run_pipeline`` with deadlines measured but not enforced, so every frame
+   reaches the capture and the result depends only on the drive;
+3. reads the capture back and scores each stage (``scoring``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UsageError
+from ..graph import Pipeline, Sink, lookup
+from .ap import METHOD_NAMES, METHODS
+from .runlog import read_run
+from .scoring import StageScore, fused_as_2d, fused_as_bev, score_2d, score_bev
+
+CAPTURE = "eval_capture"
+GT = "gt_labels"
+# op -> the output ports the evaluation captures
+DETECTOR_PORTS = {"yolo.detect": ("detections",), "pillars.detect": ("boxes", "scores", "labels"),
+                  "fusion.associate": ("objects",)}
+
+
+@dataclass
+class EvalReport:
+    """Scores of every detector stage of a pipeline on one drive."""
+
+    pipeline: str
+    drive: str
+    frames: int
+    iou_threshold: float
+    method: str
+    min_height: float
+    scores: list[StageScore] = field(default_factory=list)
+
+    def score(self, stage: str, metric: str) -> StageScore:
+        for item in self.scores:
+            if item.stage == stage and item.metric == metric:
+                return item
+        raise KeyError(f"{stage}/{metric}")
+
+    def as_dict(self) -> dict:
+        return {"format": "cuvil-eval/1", "pipeline": self.pipeline, "drive": self.drive,
+                "frames": self.frames, "iou_threshold": self.iou_threshold,
+                "interpolation": self.method, "interpolation_name": METHOD_NAMES[self.method],
+                "min_height_px": self.min_height,
+                "results": [s.as_dict() for s in self.scores]}
+
+
+def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
+                      iou_threshold: float = 0.5, method: str = "all", min_height: float = 0.0,
+                      workers: int | None = None, warn=None) -> EvalReport:
+    """Run ``pipeline`` (a replay source with labels, one or more detector stages) and score it;
+    see the module docstring. UsageError when there is nothing to score."""
+    from ..rt import RunOptions, run_pipeline
+
+    if method not in METHODS:
+        raise UsageError(f"interpolation must be one of {', '.join(METHODS)}, got {method!r}")
+    if not 0.0 < iou_threshold <= 1.0:
+        raise UsageError(f"IoU threshold must be within (0, 1], got {iou_threshold}")
+    replay, detectors = _prepare(pipeline)
+    drive = Path(replay.resolved_params["path"])
+    if not (drive / "labels").is_dir():
+        raise UsageError(f"{drive}: the drive has no labels/ folder, so there is nothing to "
+                         "score against (see docs/drive-format.md)")
+    with tempfile.TemporaryDirectory(prefix="cuvil-eval-") as tmp:
+        capture = Path(tmp) / "capture.jsonl"
+        wiring = _add_capture(pipeline, replay, detectors, capture)
+        options = RunOptions(frames=frames, workers=workers, enforce_deadlines=False,
+                             write_record=False, warn=warn)
+        run_pipeline(pipeline, options)
+        captured = read_run(capture)
+    report = EvalReport(pipeline.name, str(drive), len(captured), iou_threshold, method,
+                        min_height)
+    for stage in detectors:
+        report.scores.extend(_score_stage(pipeline, stage, wiring, captured, report))
+    return report
+
+
+def _prepare(pipeline: Pipeline):
+    """Drop sink stages, validate, and find the replay stage and the detector stages."""
+    pipeline.stages = [s for s in pipeline.stages if not _is_sink(s.op)]
+    pipeline.order = []
+    pipeline.validate()
+    replays = [s for s in pipeline.ordered() if s.op == "replay"]
+    if len(replays) != 1:
+        raise UsageError(f"{pipeline.source}: eval needs exactly one 'replay' stage (the drive "
+                         f"with labels), found {len(replays)}")
+    detectors = [s for s in pipeline.ordered() if s.op in DETECTOR_PORTS]
+    if not detectors:
+        raise UsageError(f"{pipeline.source}: no detector stage to score (ops: "
+                         f"{', '.join(DETECTOR_PORTS)})")
+    return replays[0], detectors
+
+
+def _is_sink(op_name: str) -> bool:
+    cls = lookup(op_name)
+    return cls is not None and issubclass(cls, Sink)
+
+
+def _add_capture(pipeline: Pipeline, replay, detectors, path: Path) -> dict:
+    """Add the capture sink; returns {(stage id, port): capture input name}."""
+    wiring = {(replay.id, "labels"): GT}
+    for stage in detectors:
+        for port in DETECTOR_PORTS[stage.op]:
+            wiring[(stage.id, port)] = f"{stage.id}__{port}"
+    inputs = {name: f"{sid}/{port}" for (sid, port), name in wiring.items()}
+    pipeline.add(CAPTURE, "jsonl", inputs=inputs, path=str(path), max_values=2**62)
+    pipeline.validate()
+    return wiring
+
+
+def _score_stage(pipeline, stage, wiring, captured, report) -> list[StageScore]:
+    def column(port):
+        name = wiring[(stage.id, port)]
+        return [(f.outputs[name], f.outputs[GT]) for f in captured]
+
+    iou, method = report.iou_threshold, report.method
+    if stage.op == "yolo.detect":
+        return [StageScore(stage.id, stage.op, "2d",
+                           score_2d(column("detections"), iou, method, report.min_height))]
+    if stage.op == "pillars.detect":
+        boxes, scores, labels = (column(p) for p in ("boxes", "scores", "labels"))
+        frames = [(b, s, c, gt) for (b, gt), (s, _), (c, _) in zip(boxes, scores, labels)]
+        return [StageScore(stage.id, stage.op, "bev",
+                           score_bev(frames, iou, method, _xy_range(stage)))]
+    objects = column("objects")
+    two_d = [(fused_as_2d(o), gt) for o, gt in objects]
+    bev = [fused_as_bev(o) + (gt,) for o, gt in objects]
+    upstream = pipeline.stage(stage.inputs["boxes"].stage)
+    xy = _xy_range(upstream) if upstream.op == "pillars.detect" else None
+    return [StageScore(stage.id, stage.op, "2d", score_2d(two_d, iou, method, report.min_height)),
+            StageScore(stage.id, stage.op, "bev", score_bev(bev, iou, method, xy))]
+
+
+def _xy_range(stage) -> tuple[float, float, float, float]:
+    """(x_min, y_min, x_max, y_max) of a pillars.detect stage's point_cloud_range."""
+    r = np.asarray(stage.resolved_params["point_cloud_range"], np.float64)
+    return float(r[0]), float(r[1]), float(r[3]), float(r[4])

@@ -1,0 +1,185 @@
+"""Pictures of a run: re-read the drive a jsonl run output came from and draw its detections.
+
+``render_run(RUN_OUTPUT, OUT_DIR)`` writes, per frame k of the run output::
+
+    OUT_DIR/camera/<k:06d>.png   the camera image (drive size) with 2D boxes and projected 3D boxes
+    OUT_DIR/bev/<k:06d>.png      bird's-eye view of the LiDAR points with 3D boxes (BevView size)
+    OUT_DIR/drive.mp4            camera above BEV, one video frame per run frame (mp4v, 10 fps)
+
+Finding the drive: ``drive=`` if given, else the ``replay`` stage's resolved ``path`` in the run
+record that ``run`` writes beside the jsonl (``<file>.record.json``). A run frame is matched to a
+drive frame by its LiDAR stamp (``stamps.points``), else by index (looped replays).
+
+Finding the detections: the record says which stage/port feeds each jsonl input
+(``fusion.associate/objects``, ``yolo.detect/detections``, ``pillars.detect/boxes|scores|labels``);
+without a record, inputs named ``objects``, ``detections``, ``boxes``, ``scores`` and ``labels``
+are used. Fused objects, when present, are drawn instead of the separate detector outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..drives import Drive
+from ..errors import UsageError
+from ..eval.runlog import RunFrame, load_record, read_run
+from ..ops.fusion import SEEN_CAMERA, velo_to_image
+from .draw import GT_COLOUR, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d, draw_boxes_bev
+from .video import Mp4Writer, compose
+
+ROLES = {("fusion.associate", "objects"): "objects", ("yolo.detect", "detections"): "detections",
+         ("pillars.detect", "boxes"): "boxes", ("pillars.detect", "scores"): "scores",
+         ("pillars.detect", "labels"): "labels"}
+
+
+@dataclass
+class RenderSummary:
+    """What ``render_run`` wrote: folders, the MP4, frames drawn and skipped, image sizes."""
+
+    out_dir: Path
+    camera_dir: Path
+    bev_dir: Path
+    video: Path | None
+    frames: int = 0
+    skipped: list[int] = field(default_factory=list)
+    camera_size: tuple[int, int] | None = None  # (width, height)
+    bev_size: tuple[int, int] | None = None
+
+
+def render_run(run_output: str | Path, out_dir: str | Path, *, drive: str | Path | None = None,
+               view: BevView = BevView(), video: bool = True, ground_truth: bool = False,
+               fps: float = 10.0, warn=None) -> RenderSummary:
+    """Draw every frame of a jsonl run output (see the module docstring); returns a summary.
+
+    ``ground_truth`` also draws the drive's labels (white). ``warn`` gets one line per frame
+    that cannot be matched to the drive (skipped)."""
+    run_output = Path(run_output)
+    frames = read_run(run_output)
+    if not frames:
+        raise UsageError(f"{run_output}: the run output has no frames")
+    record = load_record(run_output)
+    opened = Drive(_drive_path(run_output, record, drive), _tolerance(record))
+    roles = _roles(run_output, record, frames[0])
+    out = Path(out_dir)
+    summary = RenderSummary(out, out / "camera", out / "bev", out / "drive.mp4" if video else None)
+    summary.camera_dir.mkdir(parents=True, exist_ok=True)
+    summary.bev_dir.mkdir(parents=True, exist_ok=True)
+    matrix = opened.calib.velo_to_image()
+    writer = Mp4Writer(summary.video, fps) if video else None
+    try:
+        for frame in frames:
+            index = _drive_index(opened, frame)
+            if index is None:
+                summary.skipped.append(frame.index)
+                if warn is not None:
+                    warn(f"{run_output}: frame {frame.index} (LiDAR stamp "
+                         f"{frame.stamps.get('points')}) is not in drive {opened.path}; skipped")
+                continue
+            data = opened.read(index)
+            camera, bev = draw_frame(data, frame, roles, matrix, view, ground_truth)
+            _write_png(summary.camera_dir / f"{frame.index:06d}.png", camera)
+            _write_png(summary.bev_dir / f"{frame.index:06d}.png", bev)
+            if writer is not None:
+                writer.write(compose(camera, bev))
+            summary.frames += 1
+            summary.camera_size = (camera.shape[1], camera.shape[0])
+            summary.bev_size = (bev.shape[1], bev.shape[0])
+    finally:
+        if writer is not None:
+            writer.close()
+    return summary
+
+
+def draw_frame(data, frame: RunFrame, roles: dict[str, str], matrix: np.ndarray,
+               view: BevView, ground_truth: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(camera image, BEV image) of one drive frame ``data`` with the run frame's detections."""
+    camera = data.image.copy()
+    bev = draw_bev(data.points, view)
+    if ground_truth and len(data.labels):
+        gt = data.labels
+        draw_boxes_3d(camera, gt[:, 1:8], gt[:, 0], matrix, colour=GT_COLOUR)
+        draw_boxes_bev(bev, gt[:, 1:8], gt[:, 0], view, colour=GT_COLOUR, thickness=1)
+    found = {role: frame.outputs.get(name) for name, role in roles.items()}
+    objects = found.get("objects")
+    if objects is not None:
+        objects = objects.reshape(-1, 15)
+        draw_boxes_3d(camera, objects[:, 1:8], objects[:, 0], matrix)
+        seen = (objects[:, 14].astype(np.int64) & SEEN_CAMERA) > 0
+        draw_boxes_2d(camera, objects[seen, 8:12], objects[seen, 0], objects[seen, 13])
+        draw_boxes_bev(bev, objects[:, 1:8], objects[:, 0], view)
+        return camera, bev
+    boxes, labels = found.get("boxes"), found.get("labels")
+    if boxes is not None:
+        classes = labels if labels is not None else np.zeros(len(boxes))
+        draw_boxes_3d(camera, boxes, classes, matrix)
+        draw_boxes_bev(bev, boxes, classes, view)
+    dets = found.get("detections")
+    if dets is not None:
+        dets = dets.reshape(-1, 6)
+        draw_boxes_2d(camera, dets[:, :4], dets[:, 5], dets[:, 4])
+    return camera, bev
+
+
+def _drive_path(run_output: Path, record: dict | None, drive) -> Path:
+    if drive is not None:
+        return Path(drive)
+    stages = (record or {}).get("pipeline", {}).get("stages", [])
+    paths = [s.get("params", {}).get("path") for s in stages if s.get("op") == "replay"]
+    paths = [p for p in paths if p]
+    if not paths:
+        where = "its run record has no replay stage" if record else \
+            f"there is no run record {run_output.name}.record.json beside it"
+        raise UsageError(f"{run_output}: cannot tell which drive this run replayed ({where}); "
+                         "pass --drive DRIVE")
+    return Path(paths[0])
+
+
+def _tolerance(record: dict | None) -> float:
+    stages = (record or {}).get("pipeline", {}).get("stages", [])
+    for stage in stages:
+        if stage.get("op") == "replay":
+            return float(stage.get("params", {}).get("sync_tolerance_ms", 50.0))
+    return 50.0
+
+
+def _roles(run_output: Path, record: dict | None, first: RunFrame) -> dict[str, str]:
+    """jsonl input name -> role ("objects", "detections", "boxes", "scores", "labels")."""
+    stages = {s.get("id"): s for s in (record or {}).get("pipeline", {}).get("stages", [])}
+    for stage in stages.values():
+        path = stage.get("params", {}).get("path")
+        if stage.get("op") != "jsonl" or not path or \
+                Path(path).resolve() != run_output.resolve():
+            continue
+        roles = {}
+        for name, ref in stage.get("inputs", {}).items():
+            source, _, port = ref.partition("/")
+            role = ROLES.get((stages.get(source, {}).get("op"), port))
+            if role is not None:
+                roles[name] = role
+        return roles
+    known = {"objects", "detections", "boxes", "scores", "labels"}
+    return {name: name for name in first.outputs if name in known}
+
+
+def _drive_index(drive: Drive, frame: RunFrame) -> int | None:
+    """The drive frame a run frame came from: by LiDAR stamp, else by index modulo the drive."""
+    stamp = frame.stamps.get("points")
+    scans = [drive.lidar.stamps[scan] for scan, _ in drive.pairs]
+    if stamp is not None:
+        hits = [k for k, s in enumerate(scans) if int(s) == stamp]
+        if hits:
+            return hits[0]
+    if stamp is None or frame.index >= len(scans):
+        return frame.index % len(scans)  # looped replay: stamps are shifted per pass
+    return None
+
+
+def _write_png(path: Path, image: np.ndarray) -> None:
+    ok, data = cv2.imencode(".png", image)
+    if not ok:
+        raise UsageError(f"{path}: OpenCV cannot encode the picture as PNG")
+    path.write_bytes(data.tobytes())

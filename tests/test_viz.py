@@ -1,0 +1,134 @@
+"""Pictures: camera and BEV images of the right size, and an MP4 OpenCV reads back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cuvil_perception.drives import Drive
+from cuvil_perception.errors import UsageError
+from cuvil_perception.ops.sinks import encode_array
+from cuvil_perception.viz import BevView, Mp4Writer, compose, draw_bev, draw_boxes_bev, render_run
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "datasets" / "sample_drive"
+
+
+@pytest.fixture()
+def sample_drive() -> Path:
+    if not (SAMPLE / "labels").is_dir():
+        pytest.skip("no bundled labelled sample drive")
+    return SAMPLE
+
+
+def read_video(path: Path) -> list[np.ndarray]:
+    cap = cv2.VideoCapture(str(path))
+    assert cap.isOpened(), path
+    frames = []
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        frames.append(frame)
+    cap.release()
+    return frames
+
+
+def write_run(path: Path, drive: Path, frames: list[int]) -> None:
+    """A run output as the jsonl sink writes it: the labels as fused-looking detections."""
+    opened = Drive(drive)
+    lines = []
+    for index in frames:
+        data = opened.read(index)
+        labels = data.labels
+        dets = np.concatenate([labels[:, 8:12], np.full((len(labels), 1), 0.9, np.float32),
+                               labels[:, :1]], axis=1)
+        outputs = {"detections": encode_array(dets, 4096),
+                   "boxes": encode_array(labels[:, 1:8], 4096),
+                   "labels": encode_array(labels[:, 0].astype(np.int32), 4096)}
+        lines.append(json.dumps({"frame": index, "timestamp_ns": data.scan_ns,
+                                 "stamps": {"points": data.scan_ns, "image": data.image_ns},
+                                 "stale": {}, "outputs": outputs}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_render_writes_images_and_a_readable_mp4(sample_drive, tmp_path) -> None:
+    run = tmp_path / "run.jsonl"
+    write_run(run, sample_drive, [0, 2, 3])
+    view = BevView(resolution=0.2)
+    summary = render_run(run, tmp_path / "viz", drive=sample_drive, view=view, ground_truth=True)
+    assert summary.frames == 3 and summary.skipped == []
+    width, height = Drive(sample_drive).image_size
+    assert view.size == (397, 346)
+    for index in (0, 2, 3):
+        camera = cv2.imread(str(summary.camera_dir / f"{index:06d}.png"))
+        bev = cv2.imread(str(summary.bev_dir / f"{index:06d}.png"))
+        assert camera.shape == (height, width, 3)
+        assert bev.shape == (view.size[1], view.size[0], 3)
+    drawn = cv2.imread(str(summary.camera_dir / "000000.png"))
+    assert np.abs(drawn.astype(int) - Drive(sample_drive).read(0).image).sum() > 0  # boxes drawn
+    frames = read_video(summary.video)
+    assert len(frames) == 3
+    expected = compose(np.zeros((height, width, 3), np.uint8),
+                       np.zeros((view.size[1], view.size[0], 3), np.uint8)).shape
+    assert frames[0].shape == expected
+
+
+def test_render_finds_the_drive_through_the_run_record(sample_drive, tmp_path) -> None:
+    from cuvil_perception.cli.render_cmd import render_cmd
+    from cuvil_perception.graph import apply_cli_sources, load_pipeline
+    from cuvil_perception.rt import RunOptions, run_pipeline
+
+    out = tmp_path / "run" / "detections.jsonl"
+    p = load_pipeline(REPO / "configs" / "fusion.yaml", validate=False)
+    apply_cli_sources(p, replay=sample_drive, out=out)
+    p.validate()
+    run_pipeline(p, RunOptions(frames=2, enforce_deadlines=False))
+    result = CliRunner().invoke(render_cmd, [str(out), "--out", str(tmp_path / "viz")])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "viz" / "camera").iterdir()) == \
+        ["000000.png", "000001.png"]
+    assert len(read_video(tmp_path / "viz" / "drive.mp4")) == 2
+
+
+def test_render_without_a_drive_is_a_usage_error(sample_drive, tmp_path) -> None:
+    run = tmp_path / "run.jsonl"
+    write_run(run, sample_drive, [0])
+    with pytest.raises(UsageError, match="--drive"):
+        render_run(run, tmp_path / "viz")
+
+
+def test_frames_not_in_the_drive_are_skipped(sample_drive, tmp_path) -> None:
+    run = tmp_path / "run.jsonl"
+    write_run(run, sample_drive, [1])
+    doc = json.loads(run.read_text())
+    doc["stamps"]["points"] += 12345
+    run.write_text(json.dumps(doc) + "\n")
+    seen = []
+    summary = render_run(run, tmp_path / "viz", drive=sample_drive, video=False, warn=seen.append)
+    assert summary.frames == 0 and summary.skipped == [1] and "skipped" in seen[0]
+
+
+def test_bev_geometry() -> None:
+    view = BevView(x_range=(0.0, 40.0), y_range=(-20.0, 20.0), resolution=0.5)
+    assert view.size == (80, 80)
+    # a point 10 m ahead and 5 m to the left: row (40 - 10) / 0.5, column (20 - 5) / 0.5
+    np.testing.assert_allclose(view.to_pixels(np.array([10.0, 5.0])), [30.0, 60.0])
+    image = draw_bev(np.array([[10.0, 5.0, 0.0, 0.5], [100.0, 0.0, 0.0, 0.1]], np.float32), view)
+    assert image.shape == (80, 80, 3) and image[60, 30].max() > 100
+    boxes = np.array([[20.0, 0.0, -1.0, 4.0, 2.0, 1.5, 0.0]])
+    draw_boxes_bev(image, boxes, np.array([0]), view)
+    assert image[40 - 4, 40].tolist() != [24, 24, 24]  # the front edge at x = 22 m
+
+
+def test_mp4_writer_rejects_a_size_change(tmp_path) -> None:
+    with Mp4Writer(tmp_path / "v.mp4") as writer:
+        writer.write(np.zeros((64, 96, 3), np.uint8))
+        with pytest.raises(ValueError):
+            writer.write(np.zeros((32, 96, 3), np.uint8))
+    assert len(read_video(tmp_path / "v.mp4")) == 1
