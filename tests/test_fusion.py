@@ -94,6 +94,29 @@ def test_greedy_takes_the_best_pair_first() -> None:
         pytest.approx(50 / 150)
 
 
+def greedy_by_argmax(iou: np.ndarray, threshold: float) -> list[tuple[int, int]]:
+    """The rule as written: take the global maximum (first in row-major order), repeat."""
+    iou = np.array(iou, np.float64)
+    pairs = []
+    while iou.size:
+        row, col = divmod(int(np.argmax(iou)), iou.shape[1])
+        if not iou[row, col] >= threshold or iou[row, col] < 0:
+            break
+        pairs.append((row, col))
+        iou[row, :] = -1.0
+        iou[:, col] = -1.0
+    return pairs
+
+
+def test_greedy_walk_equals_repeated_argmax() -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        shape = tuple(rng.integers(0, 12, 2))
+        iou = rng.choice([0.0, 0.2, 0.3, 0.5, 0.7, 0.9, -1.0], size=shape)  # many ties
+        threshold = float(rng.choice([0.0, 0.3, 0.5]))
+        assert greedy_match(iou, threshold) == greedy_by_argmax(iou, threshold), trial
+
+
 def test_empty_inputs() -> None:
     out = associate(np.zeros((0, 7)), np.zeros(0), np.zeros(0, np.int32), np.zeros((0, 6)),
                     MATRIX, HW)

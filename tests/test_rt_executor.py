@@ -6,15 +6,15 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import cuvil_perception.testing.ops  # noqa: F401  (registers test.*)
 from cuvil_perception.errors import DriveError, ExecutionError, UsageError
-from cuvil_perception.graph import Pipeline, Sample, Source, register
+from cuvil_perception.graph import Op, Pipeline, PortSpec, Sample, Source, register
 from cuvil_perception.rt import RunOptions, read_record, run_pipeline, run_sequential
 from cuvil_perception.testing.clock import FakeClock
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def branchy(out: Path, frames: int = 12, n: int = 64) -> Pipeline:
@@ -184,3 +184,38 @@ def test_live_source_keeps_only_the_newest_sample(tmp_path):
     assert reader.get().sample is END
     assert reader.skipped == 49
     reader.stop()
+
+
+@register
+class _InPlace(Op):
+    """Writes its output into one persistent buffer (declares it, so the executor copies)."""
+
+    name = "rttest.inplace"
+    reuses_output_buffers = True
+
+    def input_ports(self):
+        return (PortSpec("x", "float32", (None,)),)
+
+    def output_ports(self):
+        return (PortSpec("y", "float32", self.connected["x"].shape),)
+
+    def open(self, ctx):
+        self.buffer = np.zeros(self.connected["x"].shape, np.float32)
+
+    def process(self, inputs, frame):
+        np.multiply(inputs["x"], 3.0, out=self.buffer)
+        return {"y": self.buffer}
+
+
+def test_ops_that_reuse_output_buffers_get_copies(tmp_path):
+    def build(out):
+        p = Pipeline("inplace")
+        p.add("src", "test.scripted", frames=12, n=16)
+        p.add("fill", "rttest.inplace", inputs={"x": "src/value"})
+        p.add("slow", "test.cost", inputs={"x": "fill/y"}, cost_ms=[2.0])  # real clock: sleeps
+        p.add("out", "test.lines", inputs={"a": "fill/y", "b": "slow/y"}, path=str(out))
+        return p.validate()
+
+    run_pipeline(build(tmp_path / "rt.jsonl"), RunOptions(workers=2, max_in_flight=6))
+    run_sequential(build(tmp_path / "seq.jsonl"))
+    assert (tmp_path / "rt.jsonl").read_bytes() == (tmp_path / "seq.jsonl").read_bytes()

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from cuvil_perception.drives import Drive
 from cuvil_perception.errors import UsageError
 from cuvil_perception.ops.sinks import encode_array
-from cuvil_perception.viz import BevView, Mp4Writer, compose, draw_bev, draw_boxes_bev, render_run
+from cuvil_perception.viz import (BevView, Mp4Writer, compose, draw_bev, draw_boxes_bev,
+                                  render_result, render_run)
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "datasets" / "sample_drive"
@@ -88,7 +89,9 @@ def test_render_finds_the_drive_through_the_run_record(sample_drive, tmp_path) -
     p = load_pipeline(REPO / "configs" / "fusion.yaml", validate=False)
     apply_cli_sources(p, replay=sample_drive, out=out)
     p.validate()
-    run_pipeline(p, RunOptions(frames=2, enforce_deadlines=False))
+    run = run_pipeline(p, RunOptions(frames=2, enforce_deadlines=False))
+    direct = render_result(p, run, tmp_path / "direct", video=False)  # what run --viz calls
+    assert direct.frames == 2 and direct.video is None
     result = CliRunner().invoke(render_cmd, [str(out), "--out", str(tmp_path / "viz")])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "viz" / "camera").iterdir()) == \
@@ -132,3 +135,36 @@ def test_mp4_writer_rejects_a_size_change(tmp_path) -> None:
         with pytest.raises(ValueError):
             writer.write(np.zeros((32, 96, 3), np.uint8))
     assert len(read_video(tmp_path / "v.mp4")) == 1
+
+
+def test_open3d_view_or_clean_fallback(sample_drive, tmp_path) -> None:
+    run = tmp_path / "run.jsonl"
+    write_run(run, sample_drive, [0, 1])
+    warnings = []
+    summary = render_run(run, tmp_path / "viz", drive=sample_drive, open3d=True,
+                         warn=warnings.append)
+    assert summary.frames == 2
+    if summary.scene3d_dir is None:  # no offscreen renderer here: one warning, OpenCV pictures
+        assert any("Open3D" in w for w in warnings)
+    else:
+        views = sorted(summary.scene3d_dir.glob("*.png"))
+        assert len(views) == 2 and cv2.imread(str(views[0])).shape == (540, 960, 3)
+    frames = read_video(summary.video)
+    assert len(frames) == 2
+
+
+def test_open3d_failure_falls_back(sample_drive, tmp_path, monkeypatch) -> None:
+    rendering = pytest.importorskip("open3d.visualization.rendering")
+
+    def no_device(*args, **kwargs):
+        raise RuntimeError("no Vulkan device")
+
+    monkeypatch.setattr(rendering, "OffscreenRenderer", no_device)
+    run = tmp_path / "run.jsonl"
+    write_run(run, sample_drive, [0])
+    warnings = []
+    summary = render_run(run, tmp_path / "viz", drive=sample_drive, open3d=True,
+                         warn=warnings.append)
+    assert summary.scene3d_dir is None and summary.frames == 1
+    assert "Open3D" in warnings[0] and "Vulkan" in warnings[0]
+    assert len(read_video(summary.video)) == 1

@@ -20,17 +20,41 @@ NUM_FEATURES = 64
 
 
 class PFN(nn.Module):
-    """PillarVFE with one PFN layer: [P, 32, 10] -> [P, 64]."""
+    """PillarVFE with one PFN layer: [P, 32, 10] -> [P, 64].
+
+    Same function as Linear -> BatchNorm1d over all P * 32 rows -> ReLU -> max over the rows,
+    computed without materialising the padded rows: they are exact zeros, so Linear gives 0
+    there and BatchNorm gives the per-channel constant (0 - mean) * scale + beta; the batch
+    statistics count them analytically. About 10x less work (3-4 real points per pillar)."""
 
     def __init__(self, channels: int = NUM_FEATURES):
         super().__init__()
         self.linear = nn.Linear(10, channels, bias=False)
         self.norm = nn.BatchNorm1d(channels, eps=1e-3, momentum=0.01)
 
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        x = self.linear(features)
-        x = self.norm(x.permute(0, 2, 1)).permute(0, 2, 1)
-        return torch.relu(x).max(dim=1).values
+    def forward(self, features: torch.Tensor, num_points: torch.Tensor) -> torch.Tensor:
+        P, K, _ = features.shape
+        real = torch.arange(K)[None, :] < num_points[:, None]
+        owner = torch.arange(P)[:, None].expand(P, K)[real]
+        x = self.linear(features[real])  # [R, C], real rows only
+        norm, rows = self.norm, P * K
+        if self.training:
+            mean = x.sum(0) / rows
+            var = (x * x).sum(0) / rows - mean * mean
+            with torch.no_grad():
+                norm.num_batches_tracked += 1  # momentum None: cumulative average, as torch
+                m = norm.momentum if norm.momentum is not None else \
+                    1.0 / float(norm.num_batches_tracked)
+                norm.running_mean.mul_(1 - m).add_(m * mean)
+                norm.running_var.mul_(1 - m).add_(m * var * rows / max(rows - 1, 1))
+        else:
+            mean, var = norm.running_mean, norm.running_var
+        scale = norm.weight / torch.sqrt(var + norm.eps)
+        y = torch.relu((x - mean) * scale + norm.bias)
+        padded = torch.relu(-mean * scale + norm.bias)  # every padded row's value
+        out = padded[None, :] * (num_points < K).to(y.dtype)[:, None]  # relu >= 0: 0 is neutral
+        index = owner[:, None].expand(-1, y.shape[1])
+        return out.scatter_reduce(0, index, y, reduce="amax", include_self=True)
 
 
 def _block(c_in: int, c_out: int, stride: int, layers: int) -> nn.Sequential:
@@ -83,6 +107,7 @@ class PointPillarsNet(nn.Module):
         canvas[:, coords[:, 1] * self.nx + coords[:, 2]] = features.T
         return canvas.view(NUM_FEATURES, self.ny, self.nx)
 
-    def forward(self, pillar_sets: list[tuple[torch.Tensor, torch.Tensor]]):
-        maps = [self.scatter(self.pfn(feats), coords) for feats, coords in pillar_sets]
+    def forward(self, pillar_sets: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]):
+        """pillar_sets: per sample (features [P, 32, 10], coords [P, 3] (z, y, x), points [P])."""
+        maps = [self.scatter(self.pfn(feats, num), coords) for feats, coords, num in pillar_sets]
         return self.bev(torch.stack(maps))

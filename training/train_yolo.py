@@ -34,23 +34,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from yolo_net import REG_MAX, STRIDES, TinyYolo, dist2bbox, make_anchors  # noqa: E402
 
 from cuvil_perception.drives import CLASSES, Drive  # noqa: E402
-
-PAD = 114
+from cuvil_perception.ops.yolo.reference import letterbox_geometry, letterbox_image  # noqa: E402
 
 
 def letterbox(image: np.ndarray, hw: tuple[int, int]):
-    """uint8 BGR [h, w, 3] -> (uint8 RGB [3, H, W], gain, (left, top)), ultralytics rules."""
-    import cv2
-
-    h, w = image.shape[:2]
-    r = min(hw[0] / h, hw[1] / w)
-    new_w, new_h = int(round(w * r)), int(round(h * r))
-    dw, dh = (hw[1] - new_w) / 2, (hw[0] - new_h) / 2
-    top, left = int(round(dh - 0.1)), int(round(dw - 0.1))
-    resized = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
-    out = np.full((hw[0], hw[1], 3), PAD, np.uint8)
-    out[top:top + new_h, left:left + new_w] = resized
-    return np.ascontiguousarray(out[..., ::-1].transpose(2, 0, 1)), r, (left, top)
+    """uint8 BGR [h, w, 3] -> (uint8 RGB [3, H, W], per-axis gain and offset [4] for x1 y1 x2
+    y2): the run-time letterbox of ``ops.yolo.reference`` (ultralytics LetterBox), so training
+    sees exactly what inference sees."""
+    (new_w, new_h), (top, _, left, _) = letterbox_geometry(image.shape[:2], hw)
+    boxed = letterbox_image(image, hw)
+    gx, gy = new_w / image.shape[1], new_h / image.shape[0]
+    gain = np.array([gx, gy, gx, gy], np.float32)
+    offset = np.array([left, top, left, top], np.float32)
+    return np.ascontiguousarray(boxed[..., ::-1].transpose(2, 0, 1)), gain, offset
 
 
 class Frames:
@@ -68,9 +64,9 @@ class Frames:
         """(uint8 [3, H, W], boxes float32 [G, 4] x1 y1 x2 y2 input pixels, classes [G])."""
         drive, k = self.items[i]
         frame = drive.read(k)
-        image, r, (left, top) = letterbox(frame.image, self.hw)
+        image, gain, offset = letterbox(frame.image, self.hw)
         rows = frame.labels[frame.labels[:, 8] >= 0]
-        boxes = rows[:, 8:12] * r + np.array([left, top, left, top], np.float32)
+        boxes = rows[:, 8:12] * gain + offset
         if flip:
             image = image[:, :, ::-1].copy()
             boxes = np.stack([self.hw[1] - boxes[:, 2], boxes[:, 1], self.hw[1] - boxes[:, 0],
@@ -161,6 +157,19 @@ def compute_loss(feats, batch_boxes, batch_cls, nc: int):
     return (7.5 * box_loss + 0.5 * cls_loss + 1.5 * dfl) / total
 
 
+def _step(model, opt, sched, items) -> float:
+    """One optimiser step on a list of (image, boxes, classes); returns the loss."""
+    images = torch.from_numpy(np.stack([it[0] for it in items])).float() / 255
+    loss = compute_loss(model(images), [it[1] for it in items], [it[2] for it in items],
+                        len(CLASSES))
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+    opt.step()
+    sched.step()
+    return loss.item()
+
+
 def train(args) -> dict:
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -175,30 +184,40 @@ def train(args) -> dict:
     began, step, losses = time.perf_counter(), 0, []
     model.train()
     while step < steps:
-        for start in range(0, len(data), args.batch):
-            if step >= steps:
-                break
-            picks = rng.permutation(len(data))[:args.batch] if start == 0 else \
-                rng.integers(0, len(data), args.batch)
+        for _ in range(0, len(data), args.batch):
+            picks = rng.integers(0, len(data), args.batch)
             items = [data.load(int(i), flip=bool(rng.random() < 0.5)) for i in picks]
-            images = torch.from_numpy(np.stack([it[0] for it in items])).float() / 255
-            loss = compute_loss(model(images), [it[1] for it in items], [it[2] for it in items],
-                                len(CLASSES))
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
-            opt.step()
-            sched.step()
+            losses.append(_step(model, opt, sched, items))
             step += 1
-            losses.append(loss.item())
             if step % args.log_every == 0 or step == steps:
                 print(f"step {step}/{steps} loss {np.mean(losses[-args.log_every:]):.3f} "
                       f"{time.perf_counter() - began:.0f} s", flush=True)
-            if args.max_minutes and time.perf_counter() - began > args.max_minutes * 60:
+            out_of_time = args.max_minutes and time.perf_counter() - began > args.max_minutes * 60
+            if step >= steps or out_of_time:
                 steps = step
                 break
+
+    def forward_batch(start):
+        items = [data.load(i % len(data)) for i in range(start, start + args.batch)]
+        return lambda: model(torch.from_numpy(np.stack([it[0] for it in items])).float() / 255)
+
+    recalibrate_bn(model, [forward_batch(k * args.batch) for k in range(args.bn_batches)])
     return {"model": model, "steps": step, "seconds": time.perf_counter() - began,
             "final_loss": float(np.mean(losses[-20:])) if losses else None}
+
+
+def recalibrate_bn(model: torch.nn.Module, batches) -> None:
+    """Re-estimate every BatchNorm's running statistics as the plain average over ``batches``
+    (callables running one forward pass each), in train mode without gradients. Short training
+    runs otherwise export running stats that lag far behind the weights."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # cumulative moving average
+    model.train()
+    with torch.no_grad():
+        for run in batches:
+            run()
 
 
 def export(model, path: Path, hw: tuple[int, int]) -> Path:
@@ -222,18 +241,30 @@ def export(model, path: Path, hw: tuple[int, int]) -> Path:
 
 
 def check_export(path: Path, val: list[str], hw) -> dict:
-    """Load through YoloV8.from_onnx; the head must be cut (native head), then detect."""
-    from cuvil_perception.ops.yolo import YoloV8
+    """Load through YoloV8.from_onnx: the head must be cut (native head); its detections must
+    equal the full graph's output through the numpy postprocess (low conf, so there are some)."""
+    from cuvil_perception.ops.yolo import YoloV8, letterbox as cuvil_letterbox, postprocess
+    from cuvil_perception.ops.yolo import scale_boxes
+    import onnxruntime as ort
 
-    model = YoloV8.from_onnx(path, conf=0.25)
+    model = YoloV8.from_onnx(path, conf=0.01)
     if not model.cut:
         raise SystemExit(f"{path}: the head surgery did not cut the model: "
                          f"{model.fallback_reason}")
     model.open()
     image = Drive(Path(val[0])).read(0).image
     rows = model.detect(image)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    full = session.run(None, {"images": cuvil_letterbox(image, hw)})[0]
+    expected = postprocess(full, conf=0.01).copy()
+    scale_boxes(hw, expected, image.shape[:2])
+    n = min(len(rows), len(expected), 20)
+    diff = float(np.abs(rows[:n] - expected[:n]).max()) if n else 0.0
+    if len(rows) != len(expected) or diff > 0.05:
+        raise SystemExit(f"{path}: native head gives {len(rows)} boxes, the full graph "
+                         f"{len(expected)} (max diff {diff:.3g})")
     return {"cut": True, "style": model.layout.style, "grids": model.layout.grids,
-            "detections_on_val_frame0": int(len(rows))}
+            "boxes_conf_0.01_val_frame0": int(len(rows)), "max_abs_diff_vs_full_graph": diff}
 
 
 def main(argv=None) -> None:
@@ -251,6 +282,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--bn-batches", type=int, default=16,
+                    help="batches that re-estimate the BatchNorm statistics before export")
     ap.add_argument("--no-check", action="store_true", help="skip the from_onnx check")
     args = ap.parse_args(argv)
     if any(v % 32 for v in args.imgsz):

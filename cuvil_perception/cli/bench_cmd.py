@@ -14,6 +14,8 @@ import sys
 import click
 from rich.console import Console
 
+from .run_cmd import wide_console
+
 
 @click.command("bench")
 @click.argument("pipeline", type=click.Path(dir_okay=False))
@@ -27,28 +29,37 @@ from rich.console import Console
 @click.option("--frames", type=click.IntRange(min=1), help="Frames per run.")
 @click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
 def bench_cmd(pipeline, replay, budgets_path, plot_dir, repeat, frames, workers) -> None:
-    """Run PIPELINE over a drive and check latency budgets; exit 1 on a breach."""
+    """Run PIPELINE over a drive and check latency budgets.
+
+    Exit codes: 0 every budget holds; 1 a budget is breached (or a run failed); 2 a usage error
+    (bad budgets file, unknown stage, missing drive).
+    """
     from ..rt import BREACH_EXIT_CODE, bench_pipeline, load_budgets, write_plots
     from ..rt.report import budget_table, timing_table
 
-    console, errors = Console(), Console(stderr=True)
+    console, errors = wide_console(), Console(stderr=True)
     spec = load_budgets(budgets_path)
 
     def warn(message: str) -> None:
-        errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+        errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
 
     result = bench_pipeline(pipeline, spec, replay=replay, frames=frames or spec.frames,
                             repeat=repeat, workers=workers, warn=warn)
     runs = len(result.runs)
-    frames_total = sum(r.frames for r in result.runs)
-    console.print(f"{runs} run(s), {frames_total} frames", highlight=False)
+    frames_total = sum(r.frames for r in result.runs)  # both runs of a repeat with references
+    console.print(f"{runs} run(s), {frames_total} frames", highlight=False, soft_wrap=True)
     console.print(timing_table(result.report))
+    if result.reference_report is not None:
+        console.print(timing_table(result.reference_report,
+                                   "the same stages with their references timed (ms)"))
     console.print(budget_table(result))
     if plot_dir:
-        for path in write_plots(plot_dir, result.recorder, result.report):
-            console.print(f"  plot {path}", highlight=False)
+        for path in write_plots(plot_dir, result.recorder, result.report,
+                                result.runs[0].recorder):
+            console.print(f"  plot {path}", highlight=False, soft_wrap=True)
     if not result.passed:
         breached = sum(1 for v in result.verdicts if not v.passed)
-        errors.print(f"[bold red]{breached} budget(s) breached[/bold red]", highlight=False)
+        errors.print(f"[bold red]{breached} budget(s) breached[/bold red]", highlight=False,
+                     soft_wrap=True)
         sys.exit(BREACH_EXIT_CODE)
-    console.print("all budgets hold", highlight=False)
+    console.print("all budgets hold", highlight=False, soft_wrap=True)

@@ -18,9 +18,11 @@ from rich.console import Console
               help="The drive the run replayed [default: from the run record].")
 @click.option("--no-video", is_flag=True, help="Write the PNGs only, no MP4.")
 @click.option("--gt", "ground_truth", is_flag=True, help="Also draw the drive's labels (white).")
+@click.option("--open3d", "open3d", is_flag=True,
+              help="Add an Open3D offscreen 3D view (falls back to OpenCV only if unavailable).")
 @click.option("--resolution", type=click.FloatRange(min=0.01), default=0.1, show_default=True,
               help="Bird's-eye view metres per pixel.")
-def render_cmd(run_output, out_dir, drive, no_video, ground_truth, resolution) -> None:
+def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resolution) -> None:
     """Draw the detections of RUN_OUTPUT on the camera images and a bird's-eye view."""
     from ..viz import BevView, render_run
 
@@ -30,7 +32,8 @@ def render_cmd(run_output, out_dir, drive, no_video, ground_truth, resolution) -
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
     summary = render_run(run_output, out_dir, drive=drive, view=BevView(resolution=resolution),
-                         video=not no_video, ground_truth=ground_truth, warn=warn)
+                         video=not no_video, ground_truth=ground_truth, open3d=open3d,
+                         warn=warn)
     print_summary(console, summary)
 
 
@@ -40,6 +43,8 @@ def print_summary(console: Console, summary) -> None:
     bev = "x".join(map(str, summary.bev_size or (0, 0)))
     console.print(f"  pictures {summary.frames} frame(s): {summary.camera_dir} ({camera}), "
                   f"{summary.bev_dir} ({bev})", highlight=False)
+    if summary.scene3d_dir is not None:
+        console.print(f"  3D views {summary.scene3d_dir}", highlight=False)
     if summary.video is not None and summary.frames:
         console.print(f"  video    {summary.video}", highlight=False)
     if summary.skipped:

@@ -2,8 +2,7 @@
 
 Prints where the outputs went (sink files and folders, the run record, the trace), the prewarm
 summary, the deadline decisions and a per-stage timing table. A progress bar goes to stderr when
-stderr is a terminal. Exit codes: 0 done; 1 the run stopped (a stage raised, ``on_miss: fail``);
-2 a usage error.
+stderr is a terminal. Ctrl-C stops a run cleanly (sinks closed, record written, table printed).
 """
 
 from __future__ import annotations
@@ -36,16 +35,20 @@ from ..graph import apply_cli_sources, load_pipeline
               help="Measure deadlines but do not act on misses (outputs depend only on input).")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
             no_deadlines) -> None:
-    """Run PIPELINE over a recorded drive or a live camera."""
+    """Run PIPELINE over a recorded drive or a live camera.
+
+    Exit codes: 0 done; 1 the run stopped (a stage raised, or on_miss: fail fired); 2 a usage
+    error; 130 interrupted by Ctrl-C (outputs, record and table are still written).
+    """
     from ..rt import RunOptions, run_pipeline
 
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay, camera=camera, out=out)
     p.validate()
-    console, errors = Console(), Console(stderr=True)
+    console, errors = wide_console(), Console(stderr=True)
 
     def warn(message: str) -> None:
-        errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+        errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
 
     options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
                          enforce_deadlines=not no_deadlines, trace=trace, record=record,
@@ -58,6 +61,10 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
                 print_result(console, failure.result, p)
             raise
     print_result(console, result, p)
+    if result.interrupted:
+        errors.print("interrupted: outputs and record hold the frames finished before Ctrl-C",
+                     highlight=False, soft_wrap=True)
+        sys.exit(130)
 
 
 def print_result(console: Console, result, pipeline) -> None:
@@ -65,22 +72,28 @@ def print_result(console: Console, result, pipeline) -> None:
     from ..rt.report import timing_table
 
     console.print(f"[bold]{pipeline.name}[/bold]: {result.frames} frames in "
-                  f"{result.wall_s:.2f} s", highlight=False)
+                  f"{result.wall_s:.2f} s", highlight=False, soft_wrap=True)
     for output in result.outputs:
         console.print(f"  output  {output['stage']} ({output['op']}.{output['param']}): "
-                      f"{output['path']}", highlight=False)
+                      f"{output['path']}", highlight=False, soft_wrap=True)
     if result.record_path:
-        console.print(f"  record  {result.record_path}", highlight=False)
+        console.print(f"  record  {result.record_path}", highlight=False, soft_wrap=True)
     if result.trace_path:
-        console.print(f"  trace   {result.trace_path}", highlight=False)
+        console.print(f"  trace   {result.trace_path}", highlight=False, soft_wrap=True)
     summary = result.prewarm_summary()
     console.print(f"  prewarm {summary['kernels']} kernel(s): {summary['hits']} cache hit(s), "
                   f"{summary['misses']} compiled; {result.compiles_after_frame0} compile(s) "
-                  "after frame 0", highlight=False)
+                  "after frame 0", highlight=False, soft_wrap=True)
     if result.actions:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(result.actions.items()))
-        console.print(f"  deadline decisions: {counts}", highlight=False)
+        console.print(f"  deadline decisions: {counts}", highlight=False, soft_wrap=True)
     console.print(timing_table(result.report))
+
+
+def wide_console() -> Console:
+    """stdout console; when it is not a terminal (a pipe, a log), 140 columns instead of rich's
+    default 80 so the timing table is not truncated."""
+    return Console() if sys.stdout.isatty() else Console(width=140)
 
 
 @contextmanager

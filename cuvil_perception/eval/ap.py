@@ -126,7 +126,8 @@ IouFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def evaluate(frames: list[tuple], iou_fn: IouFn, class_names: tuple[str, ...],
-             iou_threshold: float = 0.5, method: str = "all", classes: tuple[int, ...] | None = None) -> list[ClassAP]:
+             iou_threshold: float = 0.5, method: str = "all",
+             classes: tuple[int, ...] | None = None) -> list[ClassAP]:
     """AP per class over ``frames``.
 
     Each frame is (det_boxes [K, D], det_scores [K], det_classes [K], gt_boxes [G, D],

@@ -61,7 +61,8 @@ def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
                       iou_threshold: float = 0.5, method: str = "all", min_height: float = 0.0,
                       workers: int | None = None, warn=None) -> EvalReport:
     """Run ``pipeline`` (a replay source with labels, one or more detector stages) and score it;
-    see the module docstring. UsageError when there is nothing to score."""
+    see the module docstring. The pipeline object is modified in place (sinks removed, the
+    capture added): pass a freshly loaded one. UsageError when there is nothing to score."""
     from ..rt import RunOptions, run_pipeline
 
     if method not in METHODS:

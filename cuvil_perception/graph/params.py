@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ class Param:
             path = Path(value).expanduser()
             if base_dir is not None and not path.is_absolute():
                 path = base_dir / path
-            value = path
+            value = Path(os.path.normpath(path))
         if self.type is list:
             if self.length is not None and len(value) != self.length:
                 raise ValueError(f"must be {_article(self.type_name())}, got {len(value)} items")

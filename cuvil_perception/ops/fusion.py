@@ -118,17 +118,21 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def greedy_match(iou: np.ndarray, threshold: float) -> list[tuple[int, int]]:
     """Pairs (row, column) by repeatedly taking the highest remaining IoU >= threshold; ties go
-    to the lower row, then the lower column. Entries < 0 never match."""
-    iou = np.array(iou, np.float64, copy=True)
-    pairs = []
-    while iou.size:
-        flat = int(np.argmax(iou))  # first maximum in row-major order: the documented tie rule
-        row, col = divmod(flat, iou.shape[1])
-        if not iou[row, col] >= threshold or iou[row, col] < 0:
-            break
-        pairs.append((row, col))
-        iou[row, :] = -1.0
-        iou[:, col] = -1.0
+    to the lower row, then the lower column. Entries < 0 never match.
+
+    Implemented as one walk over the qualifying pairs sorted by (-IoU, row, column), skipping
+    pairs whose row or column is taken: the same pairs as the repeated argmax, without
+    rescanning the matrix per pair."""
+    iou = np.asarray(iou, np.float64)
+    rows, cols = np.nonzero((iou >= threshold) & (iou >= 0))  # row-major order
+    order = np.argsort(-iou[rows, cols], kind="stable")  # stable: ties stay row-major
+    used_rows, used_cols, pairs = set(), set(), []
+    for k in order:
+        row, col = int(rows[k]), int(cols[k])
+        if row not in used_rows and col not in used_cols:
+            pairs.append((row, col))
+            used_rows.add(row)
+            used_cols.add(col)
     return pairs
 
 

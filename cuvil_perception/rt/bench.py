@@ -1,8 +1,13 @@
 """``bench``: run a drive (``repeat`` times), merge the latencies, check them against budgets.
 
 Runs use ``rate 0`` and no deadline enforcement (a policy would change what is measured: a
-dropped frame has no downstream latency); misses are still counted in the table. The budgets'
-references are timed in the same runs (``RunOptions.reference_stages``).
+dropped frame has no downstream latency); misses are still counted in the table.
+
+When a budget is relative to a reference implementation, each repeat is two runs: a clean run
+(what absolute budgets and ``e2e`` are checked on) and a run that also times the references
+right after their stage on every frame (``RunOptions.reference_stages``). Ratio budgets compare
+the stage and its reference from that second run, frame by frame on the same inputs and under
+the same machine load; the clean run keeps the references' time out of ``e2e``.
 """
 
 from __future__ import annotations
@@ -38,10 +43,14 @@ class Verdict:
 
 @dataclass
 class BudgetReport:
+    """Verdicts plus what they were computed from: ``report`` (clean runs) and, when references
+    were timed, ``reference_report`` (the runs that also timed them)."""
+
     verdicts: list[Verdict]
     report: LatencyReport
     runs: list[RunResult] = field(default_factory=list)
     recorder: LatencyRecorder | None = None
+    reference_report: LatencyReport | None = None
 
     @property
     def passed(self) -> bool:
@@ -56,15 +65,18 @@ class BudgetReport:
         return "\n".join(lines)
 
 
-def evaluate(spec: BudgetSpec, report: LatencyReport) -> list[Verdict]:
+def evaluate(spec: BudgetSpec, report: LatencyReport,
+             reference_report: LatencyReport | None = None) -> list[Verdict]:
+    """Absolute budgets on ``report``; ratio budgets on ``reference_report`` (else ``report``)."""
     verdicts = []
     for budget in spec.budgets:
-        row = report.row(budget.stage)
+        source = reference_report if budget.kind == "ratio" and reference_report else report
+        row = source.row(budget.stage)
         measured = getattr(row, budget.metric)
         if budget.kind == "ms":
             allowed, value = budget.limit, measured
         else:
-            reference = report.row(spec.reference_row(budget.reference))
+            reference = source.row(spec.reference_row(budget.reference))
             base = getattr(reference, budget.metric)
             allowed = budget.limit * base
             value = measured / base if base > 0 else float("inf")
@@ -85,16 +97,21 @@ def bench_pipeline(pipeline, spec: BudgetSpec, replay=None, frames=None, repeat:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     pipeline = _load(pipeline, replay)
     spec.check_pipeline(pipeline)
-    merged, runs = LatencyRecorder(), []
+    references = spec.reference_stages()
+    clean, timed, runs = LatencyRecorder(), LatencyRecorder(), []
     for _ in range(repeat):
-        options = RunOptions(frames=frames, workers=workers, rate=0.0, enforce_deadlines=False,
-                             write_record=False, warn=warn, progress=progress,
-                             reference_stages=spec.reference_stages())
-        result = run_pipeline(pipeline, options)
-        runs.append(result)
-        merged.merge(result.recorder)
-    report = merged.report(pipeline.ordered(), pipeline.e2e_deadline_ms)
-    return BudgetReport(evaluate(spec, report), report, runs, merged)
+        for reference_stages in ((), references) if references else ((),):
+            options = RunOptions(frames=frames, workers=workers, rate=0.0,
+                                 enforce_deadlines=False, write_record=False, warn=warn,
+                                 progress=progress, reference_stages=reference_stages)
+            result = run_pipeline(pipeline, options)
+            runs.append(result)
+            (timed if reference_stages else clean).merge(result.recorder)
+    stages = pipeline.ordered()
+    report = clean.report(stages, pipeline.e2e_deadline_ms)
+    reference_report = timed.report(stages, pipeline.e2e_deadline_ms) if references else None
+    return BudgetReport(evaluate(spec, report, reference_report), report, runs, clean,
+                        reference_report)
 
 
 def _load(pipeline, replay):

@@ -1,7 +1,8 @@
 """``run_pipeline``: open, prewarm, schedule frames, close, and write what happened.
 
 Order of a run: check the ``rt:`` knobs -> build every op (both variants of degradable stages)
--> open them -> prewarm their kernels and snapshot the compile counters -> schedule frames
+-> prewarm their kernels -> open them (ops bind kernels in ``open``) -> snapshot the compile
+counters -> schedule frames
 (``scheduler``) -> stop the threads -> close every op (sinks flush, even after a failure) ->
 latency report, trace, run record -> raise ``DeadlineFailure`` / the stage's error if the run
 stopped early. The record is written for failed runs too.
@@ -29,7 +30,9 @@ from .trace import write_trace
 def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     """Run a validated ``Pipeline`` and return its ``RunResult``.
 
-    Raises ``DeadlineFailure`` (with ``report``) when an ``on_miss: fail`` fires,
+    Ctrl-C (KeyboardInterrupt) stops the run after the stages already running; the result has
+    ``interrupted=True`` and the record is written. Raises ``DeadlineFailure`` (with ``report``)
+    when an ``on_miss: fail`` fires,
     ``ExecutionError`` when a stage raises, the op's own ``CuvilError`` (e.g. ``DriveError``)
     unchanged, and ``UsageError`` for impossible options. Ops are closed in every case.
     """
@@ -46,17 +49,20 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     instances = build_instances(pipeline)
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,
                      extra={"clock": options.clock})
+    prewarm_rows = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     open_all(instances, ctx)
     recorder = LatencyRecorder()
     scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn)
     try:
-        prewarm_rows = prewarm_ops(all_ops(instances))
         counters = compile_counters()
         apply_process_knobs(knobs, warn)
         wall0 = time.perf_counter()
         scheduler.start()
         try:
             scheduler.run()
+        except KeyboardInterrupt:
+            # Ctrl-C ends a live run: keep what finished, close cleanly, still report.
+            scheduler.interrupted = True
         finally:
             scheduler.shutdown()
         wall_s = time.perf_counter() - wall0
@@ -118,7 +124,8 @@ def _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows, counte
     result = RunResult(frames=scheduler.completed, wall_s=wall_s, report=report, outputs=outputs,
                        prewarm=prewarm_rows, compiles_after_frame0=compiles,
                        decisions=list(policy.decisions), actions=policy.counts(),
-                       warnings=warnings, recorder=recorder, t0_ns=scheduler.t0_ns)
+                       warnings=warnings, recorder=recorder, t0_ns=scheduler.t0_ns,
+                       interrupted=scheduler.interrupted)
     if options.trace is not None:
         ops = {s.id: s.op for s in stages}
         result.trace_path = write_trace(options.trace, recorder.timings, ops, scheduler.t0_ns)

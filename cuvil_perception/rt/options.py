@@ -31,7 +31,8 @@ class RunOptions:
     reference_stages: stage ids whose op's ``reference_process`` is timed on the same inputs
         right after ``process`` (budgets relative to a numpy twin); results are discarded.
     max_in_flight: frames admitted but not finished (default ``workers + 2``).
-    read_ahead: samples a replay source may read ahead of the pipeline.
+    read_ahead: samples a replay source may read ahead of the pipeline at ``rate 0`` (paced
+        replays read one sample ahead).
     """
 
     frames: int | None = None
@@ -78,6 +79,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     recorder: LatencyRecorder | None = None  # the raw timings (plots, merged bench runs)
     t0_ns: int = 0  # run-clock origin of the timings
+    interrupted: bool = False  # stopped by Ctrl-C (frames counts what finished before)
 
     def prewarm_summary(self) -> dict[str, int]:
         """``{"kernels", "hits", "misses"}`` over the prewarm rows."""

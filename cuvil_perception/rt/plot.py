@@ -22,14 +22,19 @@ _PALETTE = [(180, 119, 31), (14, 127, 255), (44, 160, 44), (189, 103, 148), (75,
             (194, 119, 227), (127, 127, 127), (34, 189, 188), (207, 190, 23)]
 
 
-def write_plots(directory: str | Path, recorder, report: LatencyReport) -> list[Path]:
-    """Write both PNGs into ``directory`` (created) and return their paths."""
+def write_plots(directory: str | Path, recorder, report: LatencyReport,
+                timeline_recorder=None) -> list[Path]:
+    """Write both PNGs into ``directory`` (created) and return their paths.
+
+    ``recorder`` feeds the histograms (e.g. several runs pooled); the timeline shows
+    ``timeline_recorder`` (one run; default ``recorder``), since pooled runs share no clock.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     hist = directory / "latency_histogram.png"
     timeline = directory / "timeline.png"
     _write(hist, histogram_image(recorder, report))
-    _write(timeline, timeline_image(recorder, report))
+    _write(timeline, timeline_image(timeline_recorder or recorder, report))
     return [hist, timeline]
 
 
@@ -76,8 +81,8 @@ def _histogram_panel(panel: np.ndarray, row, values: list[float]) -> None:
         if ms is not None:
             cv2.line(panel, (x_of(ms), top), (x_of(ms), bottom), colour, 2)
     cv2.putText(panel, row.stage[:18], (8, 50), _FONT, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
-    cv2.putText(panel, f"p50 {row.p50:.2f}  p99 {row.p99:.2f}  max {row.max:.2f} ms  n={len(values)}",
-                (left, 18), _FONT, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
+    label = f"p50 {row.p50:.2f}  p99 {row.p99:.2f}  max {row.max:.2f} ms  n={len(values)}"
+    cv2.putText(panel, label, (left, 18), _FONT, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
     for frac in (0.0, 0.5, 1.0):
         cv2.putText(panel, f"{top_ms * frac:.2f}", (x_of(top_ms * frac) - 12, bottom + 18), _FONT,
                     0.4, (60, 60, 60), 1, cv2.LINE_AA)
@@ -109,8 +114,18 @@ def timeline_image(recorder, report: LatencyReport) -> np.ndarray:
                           _PALETTE[t["frame"] % len(_PALETTE)], -1)
             if t["outcome"] != "ok":
                 cv2.rectangle(image, (x0, y + 3), (x1, y + row_h - 3), (40, 39, 214), 2)
-    bottom = 20 + len(stages) * row_h + 15
-    cv2.putText(image, "0 ms", (left, bottom), _FONT, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
-    cv2.putText(image, f"{span / 1e6:.1f} ms", (right - 80, bottom), _FONT, 0.45, (0, 0, 0), 1,
-                cv2.LINE_AA)
+    _time_axis(image, 20 + len(stages) * row_h + 5, left, right, span)
     return image
+
+
+def _time_axis(image: np.ndarray, y: int, left: int, right: int, span_ns: int) -> None:
+    """Ticks at a round step (1, 2 or 5 x 10^k ms) under the timeline."""
+    span_ms = span_ns / 1e6
+    step = 10 ** np.floor(np.log10(max(span_ms, 1e-3) / 10))
+    step *= next(f for f in (1, 2, 5, 10) if span_ms / (step * f) <= 12)
+    cv2.line(image, (left, y), (right, y), (0, 0, 0), 1)
+    for i in range(int(span_ms / step) + 1):
+        x = int(left + (right - left) * i * step / span_ms)
+        cv2.line(image, (x, y), (x, y + 5), (0, 0, 0), 1)
+        cv2.putText(image, f"{i * step:g} ms", (x - 12, y + 22), _FONT, 0.4, (60, 60, 60), 1,
+                    cv2.LINE_AA)

@@ -118,7 +118,8 @@ def _jsonable(value):
 def default_record_path(pipeline, outputs: list[dict]) -> Path:
     """``<first jsonl output>.record.json`` (else the first sink's ``path`` file), else
     ``runs/<name>-<UTC time>/record.json`` in the working directory."""
-    files = [o for o in outputs if o["op"] == "jsonl"] + [o for o in outputs if o["param"] == "path"]
+    files = [o for o in outputs if o["op"] == "jsonl"]
+    files += [o for o in outputs if o["param"] == "path"]
     for output in files:
         path = Path(output["path"])
         return path.with_name(path.name + ".record.json")

@@ -14,6 +14,8 @@ def build_record(pipeline, options, scheduler, policy, recorder, result, counter
         stopped = dict(scheduler.failure, reason="on_miss: fail")
     elif scheduler.error is not None:
         stopped = {"reason": f"{type(scheduler.error).__name__}: {scheduler.error}"}
+    elif scheduler.interrupted:
+        stopped = {"reason": "interrupted (Ctrl-C)"}
     return {
         "format": FORMAT,
         "pipeline": pipeline_section(pipeline),

@@ -9,6 +9,11 @@ for ``f`` exist. Different stages work on different frames at the same time (pip
 ``max_in_flight`` frames), but each stage — sinks included — sees its frames strictly in order
 and one at a time. An op's output therefore depends only on its input sequence, never on thread
 timing: that is what makes outputs identical for any worker count.
+
+Output ownership: once ``process()`` returns, its arrays belong to the frame (downstream
+stages of this frame read them while the op already works on the next frame, and ``reuse_last``
+may hand them out again later). An op that writes its outputs into persistent buffers sets the
+class attribute ``reuses_output_buffers = True``; the executor then copies them on the worker.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ class _Done:
 
 class Scheduler:
     """One run's scheduling state. ``run()`` returns when the sources end, the frame limit is
-    reached, a ``fail`` decision fires or a stage raises (then ``self.error`` is set)."""
+    reached, a ``fail`` decision fires (``self.failure``) or a stage raises (``self.error``)."""
 
     def __init__(self, pipeline, instances, policy, recorder, options, knobs, warn):
         self.stages = pipeline.ordered()
@@ -78,6 +83,7 @@ class Scheduler:
         self.stop_at = float("inf")  # frames >= this index are not started (fail policy)
         self.error: BaseException | None = None
         self.failure: dict | None = None
+        self.interrupted = False  # set by the executor on Ctrl-C
         self.t0_ns = 0
         self.ts0_ns: int | None = None  # sensor time of frame 0 (pacing origin)
         self.pace0_ns = 0  # run-clock time frame 0 was released
@@ -85,8 +91,11 @@ class Scheduler:
     # -- threads -------------------------------------------------------------------------
     def start(self) -> None:
         opts = self.options
+        # Paced replay: one sample ahead is enough (the pipeline idles between frames), and a
+        # deeper read-ahead only adds reads that compete with frame 0 for the CPU and the GIL.
+        depth = 1 if opts.rate > 0 else opts.read_ahead
         self.readers = {s.id: SourceReader(s.id, self.instances[s.id]["normal"], self.clock,
-                                           opts.live, opts.read_ahead, self._io_thread_start,
+                                           opts.live, depth, self._io_thread_start,
                                            lambda: self.events.put("wake"))
                         for s in self.sources}
         self.pool = ThreadPoolExecutor(opts.worker_count(), thread_name_prefix="cuvil-compute",
@@ -118,18 +127,16 @@ class Scheduler:
         while True:
             if not self.stopping:
                 self._admit()
-            if self.stopping != "error":
-                self._dispatch()
+            self._dispatch()
             if not self.busy and self._finished():
                 return
             self._wait()
 
     def _finished(self) -> bool:
-        """Nothing left to do. After a ``fail`` decision on frame k, the frames before k are
-        still finished (their sinks write them), so a failed run's outputs are deterministic."""
-        if self.stopping == "error":
-            return True
-        if self.stopping == "fail":
+        """Nothing left to do. After a ``fail`` decision or an error on frame k, the frames
+        before k are still finished (their sinks write them) and no later frame starts, so what
+        a stopped run leaves behind does not depend on thread timing."""
+        if self.stopping:
             return not any(index < self.stop_at for index in self.frames)
         return self.ended and not self.frames
 
@@ -172,7 +179,8 @@ class Scheduler:
         reads = [self.pending[s.id] for s in self.sources]
         for read in reads:
             if read.error is not None:
-                self._abort(self._wrap(read.error, self.sources[0].id, self.admitted))
+                self._abort(self._wrap(read.error, self.sources[0].id, self.admitted),
+                            self.admitted)
                 return False
             if read.sample is END:
                 self.ended = True
@@ -182,8 +190,11 @@ class Scheduler:
             return False
         self.pending.clear()
         first = reads[0].sample
-        stamps = dict(first.stamps) if len(reads) == 1 else {
-            f"{s.id}/{k}": v for s, r in zip(self.sources, reads) for k, v in r.sample.stamps.items()}
+        if len(reads) == 1:
+            stamps = dict(first.stamps)
+        else:  # several sources: prefix each stream with its stage id
+            stamps = {f"{s.id}/{k}": v for s, r in zip(self.sources, reads)
+                      for k, v in r.sample.stamps.items()}
         frame = _Frame(self.admitted, first.timestamp_ns, stamps, self.clock.now_ns())
         if self.ts0_ns is None:
             self.ts0_ns, self.pace0_ns = first.timestamp_ns, frame.release_ns
@@ -211,7 +222,7 @@ class Scheduler:
     # -- dispatch ----------------------------------------------------------------------------
     def _dispatch(self) -> None:
         progressed = True
-        while progressed and not self.stopping:
+        while progressed:
             progressed = False
             for stage in self.workers:
                 frame = self.frames.get(self.next_frame[stage.id])
@@ -251,6 +262,10 @@ class Scheduler:
         outputs, error = None, None
         try:
             outputs = op.process(inputs, info)
+            if getattr(op, "reuses_output_buffers", False) and isinstance(outputs, dict):
+                # the op overwrites these arrays on its next frame, which may start before
+                # downstream stages (or a later reuse_last) are done with this one
+                outputs = {port: value.copy() for port, value in outputs.items()}
         except BaseException as exc:  # reported by the scheduler thread
             error = exc
         end, cpu = self.clock.now_ns(), time.thread_time_ns() - cpu0
@@ -279,7 +294,7 @@ class Scheduler:
         problem = done.error or self._check_outputs(done.stage, done.outputs)
         if problem is not None:
             self.recorder.add(done.timing)
-            self._abort(self._wrap(problem, done.stage, done.frame))
+            self._abort(self._wrap(problem, done.stage, done.frame), done.frame)
             return
         self._settle(frame, done.stage, done.outputs, done.timing)
 
@@ -351,7 +366,9 @@ class Scheduler:
         wrapped.__cause__ = exc
         return wrapped
 
-    def _abort(self, error: BaseException) -> None:
+    def _abort(self, error: BaseException, frame: int) -> None:
+        """Stop after finishing the frames before ``frame``; the first error is the one raised."""
         if self.error is None:
             self.error = error
         self.stopping = "error"
+        self.stop_at = min(self.stop_at, frame)

@@ -8,6 +8,9 @@ A *timing* is a dict (also its JSON form in the run record)::
 
 ``start_ns``/``end_ns`` are on the run's monotonic clock; ``cpu_ns`` is ``time.thread_time_ns``
 spent by the worker thread inside the call, so cpu/wall says whether a stage computes or waits.
+A source's timing is its ``read()`` on the read-ahead thread. End to end (``e2e``) runs from the
+frame's release (its samples taken from the read-ahead queues, after ``rate`` pacing) to the end
+of its last stage; at ``rate 0`` it includes waiting behind the frames in flight.
 
 Tag check (``inspect --profile`` and ``run`` print it): over a run, a ``compute`` stage whose
 cpu/wall ratio is below ``COMPUTE_MIN_CPU_RATIO`` (0.5) spends most of its time off-CPU (blocked

@@ -13,7 +13,7 @@ import threading
 
 
 class FakeClock:
-    """Monotonic nanoseconds under test control. ``virtual`` tells the executor not to wait on it."""
+    """Monotonic ns under test control; ``virtual`` tells the executor never to wait on it."""
 
     virtual = True
 

@@ -17,6 +17,7 @@ test.work          compute   real CPU work: ``y = tanh(x @ W) summed over reps``
                              holds the GIL in parts); ``reference_process`` = the same math
 test.native_spin   compute   a native kernel (``example.exp_accumulate``, GIL released):
                              ``y += exp(x)`` ``reps`` times; ``reference_process`` = numpy
+test.pass          compute   ``y = x`` (no copy): an empty stage, for executor-overhead benchmarks
 test.fail          compute   passes ``x`` through, raises RuntimeError on frame ``fail_at``
 test.lines         io        Sink: one JSON line per frame (frame, stale map, every input as a
                              list) flushed per frame; the file is what determinism tests hash
@@ -25,6 +26,7 @@ test.lines         io        Sink: one JSON line per frame (frame, stale map, ev
 
 from __future__ import annotations
 
+import ctypes
 import json
 import time
 from pathlib import Path
@@ -133,7 +135,9 @@ class NativeSpinOp(_OneInput):
     """``y = x`` then ``reps`` times ``y += exp(x)`` in a native kernel that releases the GIL."""
 
     name = "test.native_spin"
-    params = (Param("reps", int, 200, "kernel repetitions (cost grows linearly)"),)
+    params = (Param("reps", int, 200, "kernel repetitions (cost grows linearly)"),
+              Param("hold_gil", bool, False, "bind the kernel with PYFUNCTYPE so it keeps the "
+                    "GIL (the negative control of GIL-release tests)"))
 
     def kernels(self):
         from ..compile.examples import EXP_ACCUMULATE
@@ -144,6 +148,9 @@ class NativeSpinOp(_OneInput):
         from ..compile import get_kernel
 
         self.kernel = get_kernel(self.kernels()[0])
+        if self.p["hold_gil"]:
+            self.kernel = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
+                                            ctypes.c_int64)(self.kernel.address)
         self.x = np.zeros(self.connected["x"].shape, np.float32)
         self.y = np.zeros_like(self.x)
         self.x_addr, self.y_addr = self.x.ctypes.data, self.y.ctypes.data
@@ -160,6 +167,16 @@ class NativeSpinOp(_OneInput):
         y = inputs["x"].copy()
         exp_accumulate_ref(inputs["x"], y, self.p["reps"])
         return {"y": y}
+
+
+@register
+class PassOp(_OneInput):
+    """``y = x`` (the same array, no copy): the cheapest possible stage, for overhead benchmarks."""
+
+    name = "test.pass"
+
+    def process(self, inputs, frame):
+        return {"y": inputs["x"]}
 
 
 @register

@@ -4,7 +4,9 @@
 
     OUT_DIR/camera/<k:06d>.png   the camera image (drive size) with 2D boxes and projected 3D boxes
     OUT_DIR/bev/<k:06d>.png      bird's-eye view of the LiDAR points with 3D boxes (BevView size)
-    OUT_DIR/drive.mp4            camera above BEV, one video frame per run frame (mp4v, 10 fps)
+    OUT_DIR/scene3d/<k:06d>.png  optional (``open3d=True``): Open3D offscreen 3D view
+    OUT_DIR/drive.mp4            camera above BEV (above the 3D view), one video frame per run
+                                 frame (mp4v, 10 fps)
 
 Finding the drive: ``drive=`` if given, else the ``replay`` stage's resolved ``path`` in the run
 record that ``run`` writes beside the jsonl (``<file>.record.json``). A run frame is matched to a
@@ -27,8 +29,9 @@ import numpy as np
 from ..drives import Drive
 from ..errors import UsageError
 from ..eval.runlog import RunFrame, load_record, read_run
-from ..ops.fusion import SEEN_CAMERA, velo_to_image
+from ..ops.fusion import SEEN_CAMERA
 from .draw import GT_COLOUR, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d, draw_boxes_bev
+from .scene3d import Scene3D
 from .video import Mp4Writer, compose
 
 ROLES = {("fusion.associate", "objects"): "objects", ("yolo.detect", "detections"): "detections",
@@ -46,17 +49,20 @@ class RenderSummary:
     video: Path | None
     frames: int = 0
     skipped: list[int] = field(default_factory=list)
+    scene3d_dir: Path | None = None  # Open3D views, when asked for and available
     camera_size: tuple[int, int] | None = None  # (width, height)
     bev_size: tuple[int, int] | None = None
 
 
 def render_run(run_output: str | Path, out_dir: str | Path, *, drive: str | Path | None = None,
                view: BevView = BevView(), video: bool = True, ground_truth: bool = False,
-               fps: float = 10.0, warn=None) -> RenderSummary:
+               fps: float = 10.0, open3d: bool = False, warn=None) -> RenderSummary:
     """Draw every frame of a jsonl run output (see the module docstring); returns a summary.
 
-    ``ground_truth`` also draws the drive's labels (white). ``warn`` gets one line per frame
-    that cannot be matched to the drive (skipped)."""
+    ``ground_truth`` also draws the drive's labels (white). ``open3d`` adds a 3D view per frame
+    (``scene3d/``, and below the BEV in the video) when Open3D can render offscreen here (else
+    one warning and the OpenCV pictures only). ``warn`` gets one line per frame that cannot be
+    matched to the drive (skipped)."""
     run_output = Path(run_output)
     frames = read_run(run_output)
     if not frames:
@@ -68,59 +74,107 @@ def render_run(run_output: str | Path, out_dir: str | Path, *, drive: str | Path
     summary = RenderSummary(out, out / "camera", out / "bev", out / "drive.mp4" if video else None)
     summary.camera_dir.mkdir(parents=True, exist_ok=True)
     summary.bev_dir.mkdir(parents=True, exist_ok=True)
-    matrix = opened.calib.velo_to_image()
+    scene = Scene3D.create(warn=warn) if open3d else None
+    if scene is not None:
+        summary.scene3d_dir = out / "scene3d"
+        summary.scene3d_dir.mkdir(parents=True, exist_ok=True)
     writer = Mp4Writer(summary.video, fps) if video else None
     try:
         for frame in frames:
-            index = _drive_index(opened, frame)
-            if index is None:
-                summary.skipped.append(frame.index)
-                if warn is not None:
-                    warn(f"{run_output}: frame {frame.index} (LiDAR stamp "
-                         f"{frame.stamps.get('points')}) is not in drive {opened.path}; skipped")
-                continue
-            data = opened.read(index)
-            camera, bev = draw_frame(data, frame, roles, matrix, view, ground_truth)
-            _write_png(summary.camera_dir / f"{frame.index:06d}.png", camera)
-            _write_png(summary.bev_dir / f"{frame.index:06d}.png", bev)
-            if writer is not None:
-                writer.write(compose(camera, bev))
-            summary.frames += 1
-            summary.camera_size = (camera.shape[1], camera.shape[0])
-            summary.bev_size = (bev.shape[1], bev.shape[0])
+            _render_frame(opened, frame, roles, view, ground_truth, summary, writer, scene, warn)
     finally:
         if writer is not None:
             writer.close()
     return summary
 
 
-def draw_frame(data, frame: RunFrame, roles: dict[str, str], matrix: np.ndarray,
-               view: BevView, ground_truth: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(camera image, BEV image) of one drive frame ``data`` with the run frame's detections."""
+def render_result(pipeline, result, out_dir: str | Path, **options) -> RenderSummary:
+    """Pictures right after ``rt.run_pipeline`` (what ``run --viz DIR`` calls): the run's first
+    jsonl output, the drive of its ``replay`` stage; ``options`` go to ``render_run``. UsageError
+    when the run wrote no jsonl or replayed no drive (a live camera cannot be re-read)."""
+    outputs = [o for o in result.outputs if o["op"] == "jsonl"]
+    if not outputs:
+        raise UsageError("--viz needs a 'jsonl' stage: the pictures are drawn from its output")
+    replays = [s for s in pipeline.ordered() if s.op == "replay"]
+    if not replays:
+        raise UsageError("--viz needs a replayed drive (--replay): live camera frames are not "
+                         "kept, so they cannot be drawn afterwards")
+    drive = replays[0].resolved_params.get("path")
+    return render_run(outputs[0]["path"], out_dir, drive=drive, **options)
+
+
+def _render_frame(drive: Drive, frame: RunFrame, roles, view, ground_truth, summary, writer,
+                  scene, warn) -> None:
+    """Draw one run frame into the summary's folders (and the video), or record it skipped."""
+    index = _drive_index(drive, frame)
+    if index is None:
+        summary.skipped.append(frame.index)
+        if warn is not None:
+            warn(f"frame {frame.index} (LiDAR stamp {frame.stamps.get('points')}) is not in "
+                 f"drive {drive.path}; skipped")
+        return
+    data = drive.read(index)
+    found = FrameDetections.of(frame, roles)
+    camera, bev = draw_frame(data, found, drive.calib.velo_to_image(), view, ground_truth)
+    _write_png(summary.camera_dir / f"{frame.index:06d}.png", camera)
+    _write_png(summary.bev_dir / f"{frame.index:06d}.png", bev)
+    panels = [bev]
+    if scene is not None:
+        view3d = scene.render(data.points, found.boxes3d, found.classes3d)
+        _write_png(summary.scene3d_dir / f"{frame.index:06d}.png", view3d)
+        panels.append(view3d)
+    if writer is not None:
+        writer.write(compose(camera, *panels))
+    summary.frames += 1
+    summary.camera_size = (camera.shape[1], camera.shape[0])
+    summary.bev_size = (bev.shape[1], bev.shape[0])
+
+
+@dataclass
+class FrameDetections:
+    """What one run frame says about the scene, whichever stages produced it.
+
+    boxes3d float [N, 7] + classes3d [N] (LiDAR frame); boxes2d [M, 4] + classes2d [M] +
+    scores2d [M] (image pixels). From fused objects when present (2D rows: those a camera saw),
+    else from the separate ``pillars.detect`` / ``yolo.detect`` outputs.
+    """
+
+    boxes3d: np.ndarray
+    classes3d: np.ndarray
+    boxes2d: np.ndarray
+    classes2d: np.ndarray
+    scores2d: np.ndarray
+
+    @classmethod
+    def of(cls, frame: RunFrame, roles: dict[str, str]) -> "FrameDetections":
+        found = {role: frame.outputs.get(name) for name, role in roles.items()}
+        objects = found.get("objects")
+        if objects is not None:
+            objects = objects.reshape(-1, 15)
+            seen = (np.nan_to_num(objects[:, 14]).astype(np.int64) & SEEN_CAMERA) > 0
+            return cls(objects[:, 1:8], objects[:, 0], objects[seen, 8:12], objects[seen, 0],
+                       objects[seen, 13])
+        boxes = found.get("boxes")
+        boxes = np.zeros((0, 7)) if boxes is None else boxes.reshape(-1, 7)
+        labels = found.get("labels")
+        classes = np.zeros(len(boxes)) if labels is None else labels.reshape(-1)
+        dets = found.get("detections")
+        dets = np.zeros((0, 6)) if dets is None else dets.reshape(-1, 6)
+        return cls(boxes, classes, dets[:, :4], dets[:, 5], dets[:, 4])
+
+
+def draw_frame(data, found: FrameDetections, matrix: np.ndarray, view: BevView,
+               ground_truth: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(camera image, BEV image) of one drive frame ``data`` with the frame's detections."""
     camera = data.image.copy()
     bev = draw_bev(data.points, view)
     if ground_truth and len(data.labels):
         gt = data.labels
         draw_boxes_3d(camera, gt[:, 1:8], gt[:, 0], matrix, colour=GT_COLOUR)
         draw_boxes_bev(bev, gt[:, 1:8], gt[:, 0], view, colour=GT_COLOUR, thickness=1)
-    found = {role: frame.outputs.get(name) for name, role in roles.items()}
-    objects = found.get("objects")
-    if objects is not None:
-        objects = objects.reshape(-1, 15)
-        draw_boxes_3d(camera, objects[:, 1:8], objects[:, 0], matrix)
-        seen = (objects[:, 14].astype(np.int64) & SEEN_CAMERA) > 0
-        draw_boxes_2d(camera, objects[seen, 8:12], objects[seen, 0], objects[seen, 13])
-        draw_boxes_bev(bev, objects[:, 1:8], objects[:, 0], view)
-        return camera, bev
-    boxes, labels = found.get("boxes"), found.get("labels")
-    if boxes is not None:
-        classes = labels if labels is not None else np.zeros(len(boxes))
-        draw_boxes_3d(camera, boxes, classes, matrix)
-        draw_boxes_bev(bev, boxes, classes, view)
-    dets = found.get("detections")
-    if dets is not None:
-        dets = dets.reshape(-1, 6)
-        draw_boxes_2d(camera, dets[:, :4], dets[:, 5], dets[:, 4])
+    draw_boxes_3d(camera, found.boxes3d, found.classes3d, matrix)
+    draw_boxes_2d(camera, found.boxes2d, found.classes2d, found.scores2d)
+    draw_boxes_bev(bev, found.boxes3d, found.classes3d, view)
     return camera, bev
 
 

@@ -12,14 +12,14 @@ from ..errors import UsageError
 FOURCC = "mp4v"
 
 
-def compose(camera: np.ndarray, bev: np.ndarray | None) -> np.ndarray:
-    """One video frame: the camera image on top, the BEV below it scaled to the same width.
-    Both uint8 BGR; the result's width and height are even (some players need that)."""
+def compose(camera: np.ndarray, *panels: np.ndarray) -> np.ndarray:
+    """One video frame: the camera image on top, each panel (BEV, 3D view) below it scaled to
+    the same width. All uint8 BGR; the result's width and height are even (players need it)."""
     parts = [camera]
-    if bev is not None:
-        width = camera.shape[1]
-        height = max(1, int(round(bev.shape[0] * width / bev.shape[1])))
-        parts.append(cv2.resize(bev, (width, height), interpolation=cv2.INTER_AREA))
+    width = camera.shape[1]
+    for panel in panels:
+        height = max(1, int(round(panel.shape[0] * width / panel.shape[1])))
+        parts.append(cv2.resize(panel, (width, height), interpolation=cv2.INTER_AREA))
     frame = np.concatenate(parts, axis=0)
     even_h, even_w = frame.shape[0] - frame.shape[0] % 2, frame.shape[1] - frame.shape[1] % 2
     return np.ascontiguousarray(frame[:even_h, :even_w])

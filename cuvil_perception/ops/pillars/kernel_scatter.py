@@ -48,16 +48,7 @@ def build_scatter(module: ir.Module, fn_name: str, *, channels: int, nx: int, ny
     features, coords, count, bev, prev_cells, prev_count, bitmap, cell_pillar, cells, pids = \
         fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    with u.for_range(b, 0, count, name="mark") as p:
-        base = b.mul(p, u.const_i64(3))
-        iy = b.sext(u.load_at(b, coords, b.add(base, u.const_i64(1)), u.I32), u.I64)
-        ix = b.sext(u.load_at(b, coords, b.add(base, u.const_i64(2)), u.I32), u.I64)
-        cell = b.add(b.mul(iy, u.const_i64(nx)), ix)
-        u.store_at(b, b.trunc(p, u.I32), cell_pillar, cell)
-        word = b.lshr(cell, u.const_i64(6))
-        bit = b.shl(u.const_i64(1), b.and_(cell, u.const_i64(63)))
-        u.store_at(b, b.or_(u.load_at(b, bitmap, word, u.I64), bit), bitmap, word)
-    _collect_sorted(b, bitmap, cell_pillar, cells, pids, (nx * ny + 63) // 64)
+    mark_and_sort(b, coords, count, bitmap, cell_pillar, cells, pids, nx, ny)
     previous = u.load_at(b, prev_count, 0, u.I64)
     plane = nx * ny
     if order == "merged":
@@ -72,6 +63,22 @@ def build_scatter(module: ir.Module, fn_name: str, *, channels: int, nx: int, ny
         u.store_at(b, u.load_at(b, cells, i, u.I32), prev_cells, i)
     u.store_at(b, count, prev_count, 0)
     b.ret_void()
+
+
+def mark_and_sort(b, coords, count, bitmap, cell_pillar, cells, pids, nx: int, ny: int) -> None:
+    """Fill ``cells[:count]`` with this frame's cells in increasing order and ``pids[:count]``
+    with their pillars: mark each cell in ``bitmap`` (and its pillar in ``cell_pillar``), then
+    scan the bitmap (left all-zero again)."""
+    with u.for_range(b, 0, count, name="mark") as p:
+        base = b.mul(p, u.const_i64(3))
+        iy = b.sext(u.load_at(b, coords, b.add(base, u.const_i64(1)), u.I32), u.I64)
+        ix = b.sext(u.load_at(b, coords, b.add(base, u.const_i64(2)), u.I32), u.I64)
+        cell = b.add(b.mul(iy, u.const_i64(nx)), ix)
+        u.store_at(b, b.trunc(p, u.I32), cell_pillar, cell)
+        word = b.lshr(cell, u.const_i64(6))
+        bit = b.shl(u.const_i64(1), b.and_(cell, u.const_i64(63)))
+        u.store_at(b, b.or_(u.load_at(b, bitmap, word, u.I64), bit), bitmap, word)
+    _collect_sorted(b, bitmap, cell_pillar, cells, pids, (nx * ny + 63) // 64)
 
 
 def _merged(b, features, bev, prev_cells, previous, cells, pids, count, channels, plane) -> None:

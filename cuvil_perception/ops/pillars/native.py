@@ -20,10 +20,14 @@ from .config import HeadConfig, PillarConfig
 from .kernel_decode import decode_spec
 from .kernel_nms import nms_spec
 from .kernel_pfn import fold_weights, pfn_spec
-from .kernel_pillarize import pillarize_spec
-from .kernel_scatter import scatter_spec
+from .kernel_pillarize import grid_type, pillarize_spec
+from .kernel_scatter import ORDERS, scatter_spec
+from .kernel_scatter_lines import scatter_lines_spec
 from .reference import as_points
 from .types import Candidates, PfnWeights, Pillars
+
+LINE_ORDERS = ("stream", "lines")
+SCATTER_ORDERS = LINE_ORDERS + ORDERS
 
 
 class _Bound:
@@ -53,13 +57,17 @@ class PillarizeKernel(_Bound):
         self.config = config
         self.spec = pillarize_spec(config)
         m, k = config.max_pillars, config.max_points_per_pillar
-        self.out = Pillars(np.zeros((m, k, 4), np.float32), np.zeros((m, 3), np.int32),
+        # Four spare rows past the [m, k, 4] output: the kernel's scratch (see kernel_pillarize).
+        self._rows = _aligned_zeros((m * k + 4, 4))
+        self.out = Pillars(self._rows[:m * k].reshape(m, k, 4), np.zeros((m, 3), np.int32),
                            np.zeros(m, np.int32), np.zeros(5, np.int64))
-        self.grid = np.full(config.num_cells, -1, np.int32)
+        self.grid = np.full(config.num_cells, -1, np.int16 if grid_type(m).width == 16
+                            else np.int32)
         self.overflow = np.zeros(config.num_cells, np.int32)
+        self.cells = np.zeros(m, np.int32)
         self._addr = (self.out.voxels.ctypes.data, self.out.coords.ctypes.data,
                       self.out.num_points.ctypes.data, self.out.counts.ctypes.data,
-                      self.grid.ctypes.data, self.overflow.ctypes.data)
+                      self.grid.ctypes.data, self.overflow.ctypes.data, self.cells.ctypes.data)
 
     def __call__(self, points: np.ndarray) -> Pillars:
         """points float32 [N, 4] (x, y, z, r), LiDAR frame -> Pillars (views of the buffers)."""
@@ -90,29 +98,50 @@ class PfnKernel(_Bound):
 
 
 class ScatterKernel(_Bound):
-    """PillarScatter into a persistent [C, ny, nx] map, clearing only last frame's cells."""
+    """PillarScatter into a persistent [C, ny, nx] map, clearing only last frame's cells.
 
-    def __init__(self, config: PillarConfig, order: str = "merged"):
+    ``order`` is one of ``SCATTER_ORDERS``: ``"stream"`` (default) and ``"lines"`` are
+    kernel_scatter_lines with and without non-temporal stores, the others kernel_scatter's
+    write orders (kept for the benchmark). The map is 64-byte aligned (whole-line stores)."""
+
+    def __init__(self, config: PillarConfig, order: str = "stream"):
         super().__init__()
+        if order not in SCATTER_ORDERS:
+            raise ValueError(f"scatter order must be one of {SCATTER_ORDERS}, got {order!r}")
         self.config = config
-        self.spec = scatter_spec(config, order)
+        self.spec = scatter_lines_spec(config, order == "stream") if order in LINE_ORDERS \
+            else scatter_spec(config, order)
         m, cells = config.max_pillars, config.num_cells
-        self.bev = np.zeros((config.num_features, config.ny, config.nx), np.float32)
-        self.prev_cells = np.zeros(m, np.int32)
+        self.bev = _aligned_zeros((config.num_features, config.ny, config.nx))
+        # last frame's cells ("merged"...) or lines ("stream", "lines"), sorted
+        self.prev_cells = np.zeros(m + 1, np.int32)
         self.prev_count = np.zeros(1, np.int64)
         self.bitmap = np.zeros((cells + 63) // 64, np.uint64)
         self.cell_pillar = np.zeros(cells, np.int32)
         self.cells = np.zeros(m, np.int32)
         self.pids = np.zeros(m, np.int32)
-        self._addr = tuple(a.ctypes.data for a in (
-            self.bev, self.prev_cells, self.prev_count, self.bitmap, self.cell_pillar,
-            self.cells, self.pids))
+        buffers = (self.bev, self.prev_cells, self.prev_count, self.bitmap, self.cell_pillar,
+                   self.cells, self.pids)
+        if order in LINE_ORDERS:  # the union of last frame's and this frame's lines
+            self.union = np.zeros((2, 2 * m), np.int32)
+            self.gathered = _aligned_zeros((config.num_features // 16, m, 16))
+            self.rank = np.zeros(m, np.int32)
+            buffers += (self.union[0], self.union[1], self.gathered, self.rank)
+        self._addr = tuple(a.ctypes.data for a in buffers)
 
     def __call__(self, features: np.ndarray, coords: np.ndarray, count: int) -> np.ndarray:
         """features float32 [P, C], coords int32 [P, 3] (z, y, x) -> the map [C, ny, nx]."""
         _check_rows(features, coords, count, self.config)
         self._call(features.ctypes.data, coords.ctypes.data, int(count), *self._addr)
         return self.bev
+
+
+def _aligned_zeros(shape: tuple) -> np.ndarray:
+    """A zeroed C-contiguous float32 array whose data starts on a 64-byte boundary."""
+    size = int(np.prod(shape))
+    raw = np.zeros(size + 16, np.float32)
+    skip = (-raw.ctypes.data % 64) // 4
+    return raw[skip:skip + size].reshape(shape)
 
 
 class DecodeKernel(_Bound):
