@@ -5,8 +5,12 @@ Run: ``python benchmarks/pillars.py``. One thread, the ten real KITTI frames in
 random-weight model's head maps for decode + NMS. Each frame is processed in turn (as in a drive
 of unrelated scans: the worst case for the incremental scatter clear); every figure is the mean
 over the frames of the median over passes. "bytes" is what a kernel must read + write at element
-granularity (for scatter: whole 64-byte lines of the [C, ny, nx] map, read for ownership and
-written back), "floor" that volume at the measured copy bandwidth.
+granularity (for scatter: the features read plus whole 64-byte lines of the [C, ny, nx] map,
+written once by the streaming kernel, read for ownership and written back by the cell-granular
+orders), "floor" that volume at the measured copy bandwidth (read + write counted; for the streaming
+scatter rows at the measured streaming-store bandwidth, as their bytes are mostly such writes). The
+features of the ten frames are separate arrays (30 MB): scatter reads them from DRAM here,
+from cache in a pipeline (PFN has just written them).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import print_table  # noqa: E402
 
 from cuvil_perception.ops.pillars import PointPillars, reference  # noqa: E402
-from cuvil_perception.ops.pillars.native import ScatterKernel  # noqa: E402
+from cuvil_perception.ops.pillars.native import SCATTER_ORDERS, ScatterKernel  # noqa: E402
 from cuvil_perception.ops.pillars.op import BUNDLED_MODEL  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "kitti_velodyne"
@@ -42,6 +46,35 @@ def bandwidth_gbs() -> float:
     np.copyto(dst, src)
     best = min(_time(lambda: np.copyto(dst, src)) for _ in range(3))
     return 2 * src.nbytes / best / 1e9
+
+
+def _build_stream_zero(module, fn_name: str) -> None:
+    """void fn(ptr dst, i64 lines): zero ``lines`` 64-byte lines with streaming stores."""
+    from llvmlite import ir
+    from cuvil_perception.compile import irutil as u
+    fn = ir.Function(module, ir.FunctionType(u.VOID, [u.PTR, u.I64]), name=fn_name)
+    dst, lines = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    hint = module.add_metadata([u.const_i32(1)])
+    zero = ir.Constant(u.vec(u.F32, 16), [0.0] * 16)
+    with u.for_range(b, 0, lines) as i:
+        b.store(zero, u.gep(b, dst, b.mul(i, u.const_i64(16)), u.F32),
+                align=64).set_metadata("nontemporal", hint)
+    b.fence("seq_cst")
+    b.ret_void()
+
+
+def stream_bandwidth_gbs() -> float:
+    """Streaming-store (write-only, no read for ownership) bandwidth over 16 MB, GB/s."""
+    from cuvil_perception.compile import KernelSpec, get_kernel
+    kernel = get_kernel(KernelSpec(name="bench.stream_zero", build=_build_stream_zero,
+                                   static={}, args=("ptr", "i64"), ret=None, fastmath=(),
+                                   version=1))
+    raw = np.zeros((64 << 20) // 4 + 16, np.float32)
+    start = raw.ctypes.data + (-raw.ctypes.data % 64)
+    lines = (16 << 20) // 64
+    best = min(_time(lambda: kernel(start + (k % 4) * (16 << 20), lines)) for k in range(12))
+    return lines * 64 / best / 1e9
 
 
 def _time(fn) -> float:
@@ -59,9 +92,10 @@ def per_frame_ms(fn, inputs: list, passes: int) -> float:
     return statistics.mean(statistics.median(s) for s in samples)
 
 
-def scatter_line_bytes(frames: list, config) -> float:
-    """Mean bytes of map lines a frame's scatter touches: (this frame's cells | last frame's) x C
-    channels x 64 B x 2 (read for ownership + write back)."""
+def scatter_bytes(frames: list, config, streamed: bool = True) -> float:
+    """Mean bytes a frame's scatter must move: the map lines it touches ((this frame's cells |
+    last frame's) x C channels x 64 B; written once by full-line streaming stores, or read for
+    ownership and written back when ``streamed`` is False) plus the features it reads."""
     total = []
     for k, pillars in enumerate(frames):
         prev = frames[k - 1]
@@ -69,15 +103,16 @@ def scatter_line_bytes(frames: list, config) -> float:
         for p in (pillars, prev):
             cells = p.coords[:p.count, 1].astype(np.int64) * config.nx + p.coords[:p.count, 2]
             lines.update((cells // 16).tolist())
-        total.append(len(lines) * config.num_features * 64 * 2)
+        map_bytes = len(lines) * config.num_features * 64 * (1 if streamed else 2)
+        total.append(map_bytes + pillars.count * config.num_features * 4)
     return statistics.mean(total)
 
 
 class Bench:
     """The frames, the model, precomputed inputs of every step, and the rows measured so far."""
 
-    def __init__(self, clouds: list, model: PointPillars, gbs: float):
-        self.clouds, self.model, self.gbs = clouds, model, gbs
+    def __init__(self, clouds: list, model: PointPillars, gbs: float, stream_gbs: float):
+        self.clouds, self.model, self.gbs, self.stream_gbs = clouds, model, gbs, stream_gbs
         self.config, self.head = model.config, model.head
         self.pillars = [reference.pillarize(c, self.config) for c in clouds]
         self.features = [reference.pfn(p, model.split.pfn, self.config) for p in self.pillars]
@@ -87,10 +122,12 @@ class Bench:
                       for m in self.maps]
         self.rows: list = []
 
-    def row(self, name, native_ms, ref_ms, nbytes) -> None:
+    def row(self, name, native_ms, ref_ms, nbytes, streamed: bool = False) -> None:
+        """``streamed``: the bytes are mostly streaming stores; floor at that bandwidth."""
+        gbs = self.stream_gbs if streamed else self.gbs
         self.rows.append((name, native_ms, ref_ms if ref_ms else "-",
                           f"{ref_ms / native_ms:.0f}x" if ref_ms else "-",
-                          f"{nbytes / 1e6:.2f} MB", nbytes / (self.gbs * 1e9) * 1e3))
+                          f"{nbytes / 1e6:.2f} MB", nbytes / (gbs * 1e9) * 1e3))
 
     def preprocess(self) -> None:
         model, config, clouds = self.model, self.config, self.clouds
@@ -112,26 +149,30 @@ class Bench:
         config = self.config
         pairs = list(zip(self.features, self.pillars))
         ref = lambda fp: reference.scatter(fp[0], fp[1].coords, fp[1].count, config)  # noqa
-        for order in ("merged", "channel", "pillar"):
+        for order in SCATTER_ORDERS:
             kernel = ScatterKernel(config, order).open()
             self.row(f"scatter [64,ny,nx] + clear ({order})",
                      per_frame_ms(lambda fp: kernel(fp[0], fp[1].coords, fp[1].count), pairs, 5),
-                     per_frame_ms(ref, pairs, 2) if order == "merged" else None,
-                     scatter_line_bytes(self.pillars, config))
+                     per_frame_ms(ref, pairs, 2) if order == "stream" else None,
+                     scatter_bytes(self.pillars, config, order == "stream"), order == "stream")
         if DRIVE.is_dir():
             # Consecutive scans of one (synthetic) drive: neighbouring frames share cells.
             scans = [reference.pillarize(np.fromfile(f, np.float32).reshape(-1, 4), config)
                      for f in sorted(DRIVE.glob("*.bin"))]
             scan_pairs = [(self.features[0], p) for p in scans]
-            kernel = ScatterKernel(config).open()
-            self.row(f"scatter (merged), {len(scans)} consecutive drive scans",
-                     per_frame_ms(lambda fp: kernel(fp[0], fp[1].coords, fp[1].count),
-                                  scan_pairs, 5),
-                     per_frame_ms(ref, scan_pairs, 2), scatter_line_bytes(scans, config))
-        steady = ScatterKernel(config).open()
-        self.row("scatter (merged), same frame again", per_frame_ms(
-            lambda fp: steady(fp[0], fp[1].coords, fp[1].count), [pairs[6]], 20), None,
-            scatter_line_bytes([self.pillars[6], self.pillars[6]], config))
+            for order in ("stream", "merged"):
+                kernel = ScatterKernel(config, order).open()
+                self.row(f"scatter ({order}), {len(scans)} consecutive drive scans",
+                         per_frame_ms(lambda fp: kernel(fp[0], fp[1].coords, fp[1].count),
+                                      scan_pairs, 5),
+                         per_frame_ms(ref, scan_pairs, 2) if order == "stream" else None,
+                         scatter_bytes(scans, config, order == "stream"), order == "stream")
+        same = [self.pillars[6], self.pillars[6]]
+        for order in ("stream", "merged"):
+            steady = ScatterKernel(config, order).open()
+            self.row(f"scatter ({order}), same frame again", per_frame_ms(
+                lambda fp: steady(fp[0], fp[1].coords, fp[1].count), [pairs[6]], 20), None,
+                scatter_bytes(same, config, order == "stream"), order == "stream")
 
     def postprocess(self) -> None:
         model, head, maps, cands = self.model, self.head, self.maps, self.cands
@@ -160,7 +201,7 @@ class Bench:
         model, clouds, maps = self.model, self.clouds, self.maps
         path_bytes = sum(float(r[4].split()[0]) * 1e6 for r in self.rows
                          if r[0] in ("pillarize", "features + PFN", "decode + NMS"))
-        path_bytes += scatter_line_bytes(self.pillars, self.config)
+        path_bytes += scatter_bytes(self.pillars, self.config)
         self.row("whole pre/post path (without backbone)",
                  per_frame_ms(lambda i: (model.bev(clouds[i]), model.postprocess(*maps[i])),
                               range(len(clouds)), 3),
@@ -178,7 +219,8 @@ def main() -> None:
     import cv2
     cv2.setNumThreads(1)
     clouds = [np.fromfile(f, np.float32).reshape(-1, 4) for f in sorted(DATA.glob("*.bin"))]
-    bench = Bench(clouds, PointPillars.from_onnx(BUNDLED_MODEL).open(), bandwidth_gbs())
+    bench = Bench(clouds, PointPillars.from_onnx(BUNDLED_MODEL).open(), bandwidth_gbs(),
+                  stream_bandwidth_gbs())
     bench.preprocess()
     bench.scatter()
     bench.postprocess()
@@ -186,7 +228,7 @@ def main() -> None:
     print(f"KITTI frames: {len(clouds)}, mean {statistics.mean(len(c) for c in clouds):.0f} "
           f"points, {statistics.mean(p.count for p in bench.pillars):.0f} pillars, "
           f"{statistics.mean(c.count for c in bench.cands):.0f} candidates; copy bandwidth "
-          f"{bench.gbs:.1f} GB/s")
+          f"{bench.gbs:.1f} GB/s, streaming stores {bench.stream_gbs:.1f} GB/s")
     print_table("PointPillars pre/post-processing, one thread (ms per frame)",
                 ["kernel", "native ms", "numpy ms", "ratio", "bytes", "floor ms"], bench.rows)
 

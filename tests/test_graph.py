@@ -99,3 +99,15 @@ stages:
         apply_cli_sources(lidar, camera="0")
     with pytest.raises(UsageError, match="not both"):
         apply_cli_sources(parse_pipeline(text), camera="0", replay="d")
+
+
+def test_builtin_model_paths_resolve_to_package_data():
+    from cuvil_perception.graph import Param
+    from pathlib import Path as P
+
+    param = Param("model", P)
+    shipped = sorted((P(__file__).resolve().parents[1] / "cuvil_perception" / "models").glob("*.onnx"))
+    assert shipped, "the package ships at least one model"
+    assert param.coerce(f"builtin:{shipped[0].name}", None) == shipped[0]
+    with pytest.raises(ValueError, match="no bundled model 'nope.onnx'"):
+        param.coerce("builtin:nope.onnx", None)

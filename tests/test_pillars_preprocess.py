@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from cuvil_perception.ops.pillars import PfnWeights, PillarConfig, reference
-from cuvil_perception.ops.pillars.native import (PfnKernel, PillarizeKernel, ScatterKernel)
-from cuvil_perception.ops.pillars.kernel_scatter import ORDERS
+from cuvil_perception.ops.pillars.native import (SCATTER_ORDERS, PfnKernel, PillarizeKernel,
+                                                 ScatterKernel)
 
 SMALL = PillarConfig((0.0, -10.24, -3.0, 20.48, 10.24, 1.0), (0.16, 0.16, 4.0), max_pillars=600)
 KITTI = PillarConfig()
@@ -136,6 +136,41 @@ def test_pillarize_keeps_first_appearance_order():
     np.testing.assert_array_equal(ref.voxels[0, :2, 3], [1, 3])
 
 
+@pytest.mark.parametrize("per_pillar", [1, 3, 5, 6])
+def test_pillarize_any_points_per_pillar(per_pillar):
+    """K not a multiple of 4: the kernel zeroes one row per store instead of four."""
+    config = PillarConfig(SMALL.point_cloud_range, SMALL.voxel_size, max_pillars=600,
+                          max_points_per_pillar=per_pillar)
+    kernel = PillarizeKernel(config).open()
+    clouds = [random_cloud(3000 * (seed % 3 + 1), config, seed) for seed in range(4)]
+    for cloud in clouds + list(adversarial_clouds(config).values()) + clouds[:1]:
+        cloud = cloud.astype(np.float32)
+        assert_same_pillars(kernel(cloud), reference.pillarize(cloud, config))
+    assert (kernel.grid == -1).all()
+
+
+def test_pillarize_int32_grid_for_a_large_budget(kitti_frames):
+    """Pillar ids past int16: the grid falls back to int32."""
+    config = PillarConfig(max_pillars=40000)
+    kernel = PillarizeKernel(config).open()
+    assert kernel.grid.dtype == np.int32
+    for frame in kitti_frames[:3] + kitti_frames[:1]:
+        points = kitti(frame)
+        assert_same_pillars(kernel(points), reference.pillarize(points, config))
+    assert (kernel.grid == -1).all()
+
+
+def test_pillarize_spare_rows_stay_outside_the_output():
+    """Dropped points land in the spare rows past [P, K, 4]; the output view never shows them."""
+    kernel = PillarizeKernel(SMALL).open()
+    cloud = adversarial_clouds(SMALL)["one pillar"].astype(np.float32)
+    got = kernel(cloud)
+    assert got.voxels.shape == (SMALL.max_pillars, SMALL.max_points_per_pillar, 4)
+    assert got.stats()["dropped_points"] == 68
+    np.testing.assert_array_equal(got.voxels[0], cloud[:32])
+    assert not got.voxels[1:].any()
+
+
 # -- PFN ----------------------------------------------------------------------------------
 def test_pfn_random_and_adversarial():
     weights = random_weights()
@@ -166,7 +201,7 @@ def test_pfn_padded_rows_enter_the_max_as_relu_bn_zero():
 
 
 # -- scatter ------------------------------------------------------------------------------
-@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("order", SCATTER_ORDERS)
 def test_scatter_bitwise_random_sequences(order):
     rng = np.random.default_rng(5)
     kernel = ScatterKernel(SMALL, order).open()
@@ -191,3 +226,41 @@ def test_scatter_bitwise_real_frames(kitti_frames):
         got = kernel(features, pillars.coords, pillars.count)
         want = reference.scatter(features, pillars.coords, pillars.count, KITTI)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), frame.name
+
+
+def test_scatter_bitwise_shared_cells_budget_and_payloads():
+    """Frames that share most cells (a drive), the same frame twice, a full pillar budget, an
+    empty frame; NaN payloads and -0.0 survive. Every order, each with its own state."""
+    rng = np.random.default_rng(8)
+    base = random_cloud(4000, SMALL, 21)
+    jittered = base + rng.normal(0, 0.05, base.shape).astype(np.float32)
+    budget = adversarial_clouds(SMALL)["10x pillar budget"].astype(np.float32)
+    clouds = [base, jittered, jittered, budget, np.zeros((0, 4), np.float32), budget, base]
+    frames = [reference.pillarize(c, SMALL) for c in clouds]
+    assert frames[3].count == SMALL.max_pillars
+    for order in SCATTER_ORDERS:
+        kernel = ScatterKernel(SMALL, order).open()
+        assert kernel.bev.ctypes.data % 64 == 0
+        for k, pillars in enumerate(frames):
+            features = rng.normal(size=(SMALL.max_pillars, 64)).astype(np.float32)
+            bits = features.view(np.uint32)
+            bits[::7, 5] = 0x7FC01234  # a NaN with a payload
+            bits[::3, 9] = 0x80000000  # -0.0
+            got = kernel(features, pillars.coords, pillars.count)
+            want = reference.scatter(features, pillars.coords, pillars.count, SMALL)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (order, k)
+
+
+def test_scatter_default_order_and_grids_without_whole_lines():
+    assert ScatterKernel(SMALL).spec.name == "pillars.scatter_lines"
+    narrow = PillarConfig(SMALL.point_cloud_range, SMALL.voxel_size, max_pillars=600,
+                          num_features=8)
+    kernel = ScatterKernel(narrow).open()  # falls back to the cell-granular kernel
+    assert kernel.spec.name == "pillars.scatter"
+    pillars = reference.pillarize(random_cloud(3000, narrow, 4), narrow)
+    features = np.random.default_rng(9).normal(size=(600, 8)).astype(np.float32)
+    np.testing.assert_array_equal(kernel(features, pillars.coords, pillars.count),
+                                  reference.scatter(features, pillars.coords, pillars.count,
+                                                    narrow))
+    with pytest.raises(ValueError, match="multiples of 16"):
+        ScatterKernel(narrow, "stream")

@@ -219,3 +219,39 @@ def test_ops_that_reuse_output_buffers_get_copies(tmp_path):
     run_pipeline(build(tmp_path / "rt.jsonl"), RunOptions(workers=2, max_in_flight=6))
     run_sequential(build(tmp_path / "seq.jsonl"))
     assert (tmp_path / "rt.jsonl").read_bytes() == (tmp_path / "seq.jsonl").read_bytes()
+
+
+def test_ctrl_c_stops_cleanly_and_still_reports(tmp_path):
+    def progress(done, total):
+        if done == 3:
+            raise KeyboardInterrupt  # what Ctrl-C raises on the main thread
+
+    out = tmp_path / "o.jsonl"
+    result = run_pipeline(branchy(out, frames=50), RunOptions(workers=2, progress=progress))
+    assert result.interrupted and result.frames == 3
+    assert [json.loads(x)["frame"] for x in out.read_text().splitlines()][:3] == [0, 1, 2]
+    record = read_record(result.record_path)
+    assert record["stopped"] == {"reason": "interrupted (Ctrl-C)"} and record["frames"] == 3
+
+
+def test_a_pipeline_without_source_is_a_usage_error():
+    q = Pipeline("sink-only")
+    q.add("out", "test.lines", path="/dev/null")
+    for runner in (run_pipeline, run_sequential):
+        with pytest.raises(UsageError, match="no source stage"):
+            runner(q.validate(), RunOptions(write_record=False))
+
+
+def test_paced_replay_reads_while_the_pipeline_is_idle(tmp_path):
+    p = Pipeline("paced-real")
+    p.add("src", "test.scripted", frames=5, dt_ms=40.0)
+    p.add("slow", "test.cost", inputs={"x": "src/value"}, cost_ms=[10.0])  # real clock: sleeps
+    p.add("out", "test.lines", inputs={"y": "slow/y"}, path=str(tmp_path / "o.jsonl"))
+    result = run_pipeline(p.validate(), RunOptions(rate=1.0, workers=2, write_record=False))
+    reads = [t for t in result.recorder.timings if t["stage"] == "src"]
+    frames = result.recorder.e2e
+    assert len(reads) == len(frames) == 5
+    # no read overlaps the processing of a frame (release to last stage done); frames 0 and 1
+    # are read at start-up, before the pipeline had anything to do
+    assert not [(r["frame"], f["frame"]) for r in reads[2:] for f in frames
+                if r["start_ns"] < f["end_ns"] and f["start_ns"] < r["end_ns"]]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 REQUIRED = object()
+BUILTIN_PREFIX = "builtin:"  # a path param "builtin:NAME" names a file shipped in cuvil_perception/models
 
 _TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "boolean", list: "list",
                dict: "mapping", Path: "path"}
@@ -51,6 +52,8 @@ class Param:
             raise ValueError(f"must be {_article(self.type_name())}, got null")
         value = _coerce_scalar(self.type, value, self.type_name())
         if self.type is Path:
+            if isinstance(value, str) and value.startswith(BUILTIN_PREFIX):
+                return _builtin(value[len(BUILTIN_PREFIX):])
             path = Path(value).expanduser()
             if base_dir is not None and not path.is_absolute():
                 path = base_dir / path
@@ -92,3 +95,16 @@ def _describe(value: Any) -> str:
 
 def _article(noun: str) -> str:
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
+
+
+def builtin_models_dir() -> Path:
+    """The folder of the models shipped with the package."""
+    return Path(__file__).resolve().parents[1] / "models"
+
+
+def _builtin(name: str) -> Path:
+    path = builtin_models_dir() / name
+    if not name or "/" in name or not path.is_file():
+        shipped = ", ".join(sorted(p.name for p in builtin_models_dir().glob("*.onnx"))) or "none"
+        raise ValueError(f"no bundled model '{name}' (bundled: {shipped})")
+    return path

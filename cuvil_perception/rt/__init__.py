@@ -6,6 +6,13 @@ Run a validated pipeline::
     result = run_pipeline(pipeline, RunOptions(workers=2, rate=0, trace="trace.json"))
     result.report.row("bev").p99      # ms
 
+What the executor expects of ops beyond ``graph.op`` (both optional):
+
+* ``reference_process(inputs, frame) -> dict``: the op's numpy twin (same semantics); timed
+  after ``process()`` on the same inputs when a budget compares a stage with its reference.
+* ``reuses_output_buffers = True`` (class attribute): ``process()`` returns persistent buffers
+  it overwrites on the next frame; the executor copies them (frames overlap stage by stage).
+
 Modules: ``executor`` (run_pipeline), ``scheduler`` (placement and frame order), ``policy``
 (deadline decisions), ``sources`` (read-ahead), ``stats`` (latency recorder), ``record`` (run
 records), ``trace`` (Perfetto JSON), ``knobs`` (rt: block), ``prewarm``, ``sequential`` (the simple

@@ -2,21 +2,21 @@
 
 Order of a run: check the ``rt:`` knobs -> build every op (both variants of degradable stages)
 -> prewarm their kernels -> open them (ops bind kernels in ``open``) -> snapshot the compile
-counters -> schedule frames
-(``scheduler``) -> stop the threads -> close every op (sinks flush, even after a failure) ->
-latency report, trace, run record -> raise ``DeadlineFailure`` / the stage's error if the run
-stopped early. The record is written for failed runs too.
+counters -> schedule frames (``scheduler``) -> stop the threads -> close every op (sinks flush,
+even after a failure) -> latency report, trace, run record -> raise ``DeadlineFailure`` / the
+stage's error if the run stopped early. The record is written for failed runs too.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from ..errors import DeadlineFailure, UsageError
 from ..graph import RunContext
 from .clock import MonotonicClock
 from .knobs import apply_process_knobs, parse_knobs
-from .lifecycle import all_ops, build_instances, close_ops, open_all, sink_outputs
+from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all, sink_outputs
 from .options import RunOptions, RunResult
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
@@ -31,12 +31,12 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     """Run a validated ``Pipeline`` and return its ``RunResult``.
 
     Ctrl-C (KeyboardInterrupt) stops the run after the stages already running; the result has
-    ``interrupted=True`` and the record is written. Raises ``DeadlineFailure`` (with ``report``)
-    when an ``on_miss: fail`` fires,
-    ``ExecutionError`` when a stage raises, the op's own ``CuvilError`` (e.g. ``DriveError``)
-    unchanged, and ``UsageError`` for impossible options. Ops are closed in every case.
+    ``interrupted=True`` and the record is written. Raises ``DeadlineFailure`` (with
+    ``report``) when an ``on_miss: fail`` fires, ``ExecutionError`` when a stage raises, the
+    op's own ``CuvilError`` (e.g. ``DriveError``) unchanged, and ``UsageError`` for impossible
+    options. Ops are closed in every case.
     """
-    options = options or RunOptions()
+    options = replace(options or RunOptions())  # a copy: the caller's options stay as given
     if options.clock is None:
         options.clock = MonotonicClock()
     warnings: list[str] = []
@@ -56,21 +56,26 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     try:
         counters = compile_counters()
         apply_process_knobs(knobs, warn)
-        wall0 = time.perf_counter()
-        scheduler.start()
-        try:
-            scheduler.run()
-        except KeyboardInterrupt:
-            # Ctrl-C ends a live run: keep what finished, close cleanly, still report.
-            scheduler.interrupted = True
-        finally:
-            scheduler.shutdown()
-        wall_s = time.perf_counter() - wall0
+        wall_s = _schedule(scheduler)
     finally:
         close_ops(all_ops(instances), warn)
     after = compile_counters()
     return _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows,
                    {"before_frame0": counters, "after_run": after}, wall_s, warnings)
+
+
+def _schedule(scheduler) -> float:
+    """Run the frames; returns the wall time in s. Threads are stopped in every case."""
+    wall0 = time.perf_counter()
+    scheduler.start()
+    try:
+        scheduler.run()
+    except KeyboardInterrupt:
+        # Ctrl-C ends a live run: keep what finished, close cleanly, still report.
+        scheduler.interrupted = True
+    finally:
+        scheduler.shutdown()
+    return time.perf_counter() - wall0
 
 
 def _warner(sink: list[str], callback):
@@ -95,6 +100,9 @@ def _check_options(options: RunOptions, stages) -> None:
         raise UsageError(f"--rate must be >= 0 (0 = as fast as possible), got {options.rate}")
     if options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {options.workers}")
+    if not any(is_source(s) for s in stages):
+        raise UsageError("the pipeline has no source stage (replay, camera, ...): nothing "
+                         "produces frames")
     by_id = {s.id: s for s in stages}
     for stage_id in options.reference_stages:
         stage = by_id.get(stage_id)

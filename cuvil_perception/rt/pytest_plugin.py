@@ -34,15 +34,17 @@ def pytest_addoption(parser) -> None:
 
 @pytest.fixture
 def cuvil_budget(request):
-    """A function ``(pipeline=None, replay=None, frames=None, budgets=None, **run_options)``.
+    """A function ``(pipeline=None, replay=None, frames=None, budgets=None, repeat=1,
+    workers=None)``.
 
-    Runs the pipeline (a path or a ``Pipeline``) over ``replay`` with ``rate 0`` and no deadline
-    enforcement, applies the budgets and calls ``pytest.fail`` with the table on a breach.
-    Returns the ``BudgetReport``.
+    Runs the pipeline (a path or a validated ``Pipeline``; default the budgets file's
+    ``pipeline:``) over ``replay`` with ``rate 0`` and no deadline enforcement (``bench``'s
+    rules), applies the budgets and calls ``pytest.fail`` with the table on a breach. Returns the
+    ``rt.BudgetReport``.
     """
     option = request.config.getoption("--cuvil-budgets")
 
-    def check(pipeline=None, replay=None, frames=None, budgets=None, **run_options):
+    def check(pipeline=None, replay=None, frames=None, budgets=None, **bench_options):
         from .bench import bench_pipeline
         from .budgets import load_budgets
 
@@ -53,7 +55,7 @@ def cuvil_budget(request):
         report = bench_pipeline(pipeline if pipeline is not None else spec.pipeline,
                                 spec, replay=replay if replay is not None else spec.replay,
                                 frames=frames if frames is not None else spec.frames,
-                                **run_options)
+                                **bench_options)
         if not report.passed:
             pytest.fail("latency budget breached:\n" + report.text(), pytrace=False)
         return report

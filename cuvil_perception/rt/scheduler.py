@@ -91,12 +91,16 @@ class Scheduler:
     # -- threads -------------------------------------------------------------------------
     def start(self) -> None:
         opts = self.options
-        # Paced replay: one sample ahead is enough (the pipeline idles between frames), and a
-        # deeper read-ahead only adds reads that compete with frame 0 for the CPU and the GIL.
+        # Paced replay: one sample ahead is enough (the pipeline idles between frames), and the
+        # reader waits for those idle moments (``idle``) instead of competing with the frame
+        # being processed for the CPU and the GIL.
         depth = 1 if opts.rate > 0 else opts.read_ahead
+        self.idle = threading.Event() if opts.rate > 0 and not opts.live else None
+        if self.idle is not None:
+            self.idle.set()
         self.readers = {s.id: SourceReader(s.id, self.instances[s.id]["normal"], self.clock,
                                            opts.live, depth, self._io_thread_start,
-                                           lambda: self.events.put("wake"))
+                                           lambda: self.events.put("wake"), self.idle, opts.rate)
                         for s in self.sources}
         self.pool = ThreadPoolExecutor(opts.worker_count(), thread_name_prefix="cuvil-compute",
                                        initializer=apply_thread_knobs,
@@ -177,10 +181,9 @@ class Scheduler:
 
     def _admit_pending(self) -> bool:
         reads = [self.pending[s.id] for s in self.sources]
-        for read in reads:
+        for stage, read in zip(self.sources, reads):
             if read.error is not None:
-                self._abort(self._wrap(read.error, self.sources[0].id, self.admitted),
-                            self.admitted)
+                self._abort(self._wrap(read.error, stage.id, self.admitted), self.admitted)
                 return False
             if read.sample is END:
                 self.ended = True
@@ -200,6 +203,8 @@ class Scheduler:
             self.ts0_ns, self.pace0_ns = first.timestamp_ns, frame.release_ns
         self.frames[frame.index] = frame
         self.admitted += 1
+        if self.idle is not None:
+            self.idle.clear()
         for stage, read in zip(self.sources, reads):
             timing = self._timing(frame.index, stage.id, "normal", read.start_ns, read.end_ns,
                                   read.cpu_ns, read.worker, read.tid)
@@ -332,6 +337,8 @@ class Scheduler:
         self._check_e2e(frame.index, end - frame.release_ns)
         del self.frames[frame.index]
         self.completed += 1
+        if self.idle is not None and not self.frames:
+            self.idle.set()
         if self.options.progress is not None:
             self.options.progress(self.completed, self.options.frames or 0)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..errors import CuvilError, ExecutionError
+from ..errors import CuvilError, ExecutionError, UsageError
 from ..graph import FrameInfo, RunContext
 from .clock import MonotonicClock
 from .lifecycle import close_ops, is_source, open_all, sink_outputs
@@ -32,6 +32,9 @@ def run_sequential(pipeline, options: RunOptions | None = None) -> RunResult:
             options.warn(message)
 
     stages = pipeline.ordered()
+    if not any(is_source(s) for s in stages):
+        raise UsageError("the pipeline has no source stage (replay, camera, ...): nothing "
+                         "produces frames")
     ops = {s.id: s.make_op() for s in stages}
     open_all({sid: {"normal": op} for sid, op in ops.items()},
              RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,

@@ -29,18 +29,23 @@ reading it: this frame's values in their lanes, zeros elsewhere. Steps:
    written to their rank (sequential reads from DRAM prefetch well, random ones do not);
 4. per chunk of 16 channels, per union line: compose the 16 lines (one per channel plane) in
    16 registers - each pillar of the line loads its 16 features of the chunk as one vector and
-   broadcasts each into its lane (a masked permute per channel) - and store them whole.
+   broadcasts each into its lane (a masked broadcast per channel) - and store them whole.
 
-Chunk-outer because measured (benchmarks/pillars.py): storing a line to all 64 planes before
-moving on runs ~1.7x slower than 16 planes at a time (as slow as going plane by plane), and a
-chunk reads each pillar's features as one 64-byte vector. With ``stream`` the stores are
-non-temporal: a full-line streaming store needs no read for ownership, so a frame moves
-(lines x C x 64 B) once instead of twice, and a seq_cst fence at the end orders them before the
-caller (or another thread) reads the map. Without ``stream`` the same full-line stores go
-through the cache.
+Measured on a Zen 4 (one thread; benchmarks/pillars.py and ad-hoc kernels):
 
-No floating-point arithmetic: values are copied (a select of a splat), so bitwise equality
-holds, including -0.0 and NaN payloads of the features.
+- store order: a line to all 64 planes before the next line streams at ~30 GB/s, 16 planes at
+  a time (chunk-outer, this kernel) or plane by plane at ~50-70 GB/s;
+- with ``stream`` the stores are non-temporal: a full-line streaming store needs no read for
+  ownership, so a frame moves (lines x C x 64 B) once instead of twice (without ``stream`` the
+  same stores go through the cache: ~2x slower on unrelated frames). A seq_cst fence at the
+  end orders them before the caller (or another thread) reads the map;
+- the cost left is mostly compute (composing ~0.15 ms on the bigger KITTI frames) and reading
+  the features (step 3, DRAM-bound when they are not cached);
+- tried and slower: transposing the features channel-major and filling each line with one
+  masked expand-load per channel (``vexpandps`` is slow on Zen 4: 1.6x the whole kernel).
+
+No floating-point arithmetic: values are only moved (loads, lane selects, stores), so bitwise
+equality holds, including -0.0 and NaN payloads of the features.
 """
 
 from __future__ import annotations
@@ -214,6 +219,11 @@ def _splat(b, scalar, lanes: int):
     undef = ir.Constant(u.vec(scalar.type, lanes), ir.Undefined)
     one = b.insert_element(undef, scalar, u.const_i32(0))
     return b.shuffle_vector(one, undef, ir.Constant(u.vec(u.I32, lanes), [0] * lanes))
+
+
+def lines_fit(config: PillarConfig) -> bool:
+    """Whether this kernel can serve the grid: whole channel chunks and whole lines."""
+    return config.num_features % LANES == 0 and (config.nx * config.ny) % LANES == 0
 
 
 def scatter_lines_spec(config: PillarConfig, stream: bool = True) -> KernelSpec:

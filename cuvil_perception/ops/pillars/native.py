@@ -22,7 +22,7 @@ from .kernel_nms import nms_spec
 from .kernel_pfn import fold_weights, pfn_spec
 from .kernel_pillarize import grid_type, pillarize_spec
 from .kernel_scatter import ORDERS, scatter_spec
-from .kernel_scatter_lines import scatter_lines_spec
+from .kernel_scatter_lines import lines_fit, scatter_lines_spec
 from .reference import as_points
 from .types import Candidates, PfnWeights, Pillars
 
@@ -100,14 +100,20 @@ class PfnKernel(_Bound):
 class ScatterKernel(_Bound):
     """PillarScatter into a persistent [C, ny, nx] map, clearing only last frame's cells.
 
-    ``order`` is one of ``SCATTER_ORDERS``: ``"stream"`` (default) and ``"lines"`` are
+    ``order`` is one of ``SCATTER_ORDERS``: ``"stream"`` and ``"lines"`` are
     kernel_scatter_lines with and without non-temporal stores, the others kernel_scatter's
-    write orders (kept for the benchmark). The map is 64-byte aligned (whole-line stores)."""
+    write orders (the benchmark's baseline). Default: ``"stream"`` when the grid allows it
+    (C and ny * nx multiples of 16), else ``"merged"``. The map is 64-byte aligned."""
 
-    def __init__(self, config: PillarConfig, order: str = "stream"):
+    def __init__(self, config: PillarConfig, order: str | None = None):
         super().__init__()
+        fits = lines_fit(config)
+        order = order or ("stream" if fits else "merged")
         if order not in SCATTER_ORDERS:
             raise ValueError(f"scatter order must be one of {SCATTER_ORDERS}, got {order!r}")
+        if order in LINE_ORDERS and not fits:
+            raise ValueError(f"scatter order {order!r} needs num_features and nx * ny to be "
+                             f"multiples of 16")
         self.config = config
         self.spec = scatter_lines_spec(config, order == "stream") if order in LINE_ORDERS \
             else scatter_spec(config, order)
@@ -122,7 +128,7 @@ class ScatterKernel(_Bound):
         self.pids = np.zeros(m, np.int32)
         buffers = (self.bev, self.prev_cells, self.prev_count, self.bitmap, self.cell_pillar,
                    self.cells, self.pids)
-        if order in LINE_ORDERS:  # the union of last frame's and this frame's lines
+        if order in LINE_ORDERS:  # the union of the two frames' lines; sorted features
             self.union = np.zeros((2, 2 * m), np.int32)
             self.gathered = _aligned_zeros((config.num_features // 16, m, 16))
             self.rank = np.zeros(m, np.int32)
