@@ -11,6 +11,7 @@ Hierarchy::
     │   │   ├── CameraError         a camera device or video file that cannot deliver frames
     │   │   └── ModelError          an ONNX file that does not have the expected layout
     │   └── ConfigError             a parameter object (PillarConfig, ...) that is inconsistent
+    │       └── BudgetFileError     a latency-budgets file is wrong (file:line:col and field)
     ├── CompileError                a native kernel failed to build (a bug, not a user mistake)
     └── ExecutionError              a run stopped: a stage raised, or an ``on_miss: fail`` fired
         └── DeadlineFailure         the ``fail`` miss policy stopped the run (carries the report)
@@ -88,6 +89,15 @@ class ModelError(InputError):
 
 class ConfigError(UsageError):
     """A configuration object is inconsistent (empty range, voxel size not dividing it, ...)."""
+
+
+class BudgetFileError(ConfigError):
+    """A budgets file is wrong; the message starts with ``file:line:col: field 'x':``."""
+
+    def __init__(self, message: str, loc: Location, field_name: str | None = None):
+        where = f"{loc}: field '{field_name}'" if field_name else str(loc)
+        super().__init__(f"{where}: {message}")
+        self.location = loc
 
 
 class CompileError(CuvilError):

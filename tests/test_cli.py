@@ -85,3 +85,20 @@ def test_camera_on_a_lidar_pipeline_says_what_is_missing(tmp_path):
     result = cli("run", "configs/demo.yaml", "--camera", "/dev/video99",
                  "--out", str(tmp_path / "o.jsonl"))
     assert_usage_error(result, "points", "camera")
+
+
+def test_inspect_profile_checks_tags_and_writes_nothing(tmp_path):
+    result = cli("inspect", "configs/demo.yaml", "--replay", "datasets/sample_drive", "--profile",
+                 "--frames", "3")
+    assert result.returncode == 0, result.stderr
+    assert "tag check over 3 frames" in result.stdout
+    for stage in ("drive", "crop", "bev", "images", "log"):
+        assert stage in result.stdout
+
+
+def test_run_with_viz_writes_pictures(tmp_path):
+    result = cli("run", "configs/lidar_pillars.yaml", "--replay", "datasets/sample_drive",
+                 "--frames", "2", "--out", str(tmp_path / "o.jsonl"), "--viz", str(tmp_path / "viz"))
+    assert result.returncode == 0, result.stderr
+    assert len(list((tmp_path / "viz" / "bev").glob("*.png"))) == 2
+    assert (tmp_path / "viz" / "drive.mp4").is_file()

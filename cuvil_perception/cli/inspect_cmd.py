@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import tempfile
+from pathlib import Path
+
 import click
 from rich.console import Console
 from rich.table import Table
@@ -13,12 +17,54 @@ from ..graph import Pipeline, apply_cli_sources, load_pipeline
 @click.argument("pipeline", type=click.Path(dir_okay=False))
 @click.option("--replay", "replay", metavar="DRIVE", help="Inspect with this drive as the source.")
 @click.option("--camera", "camera", metavar="DEV", help="Inspect with a camera as the source.")
-def inspect_cmd(pipeline: str, replay: str | None, camera: str | None) -> None:
+@click.option("--profile", is_flag=True,
+              help="Also run it (deadlines not enforced, sinks write to a temporary folder) and "
+                   "check every stage's io/compute tag against its measured cpu/wall ratio.")
+@click.option("--frames", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Frames to run with --profile.")
+def inspect_cmd(pipeline: str, replay: str | None, camera: str | None, profile: bool,
+                frames: int) -> None:
     """Validate PIPELINE and print its stages: op, tag, inputs, output shapes, deadlines."""
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay, camera=camera)
     p.validate()
-    Console().print(stage_table(p))
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    console.print(stage_table(p))
+    if profile:
+        _profile(console, p, frames, live=camera is not None)
+
+
+def _profile(console: Console, p: Pipeline, frames: int, live: bool) -> None:
+    """Run a few frames and print cpu/wall per stage with a verdict on its tag."""
+    from ..rt import RunOptions, run_pipeline
+
+    with tempfile.TemporaryDirectory(prefix="cuvil-profile-") as scratch:
+        _redirect_sinks(p, Path(scratch))
+        result = run_pipeline(p, RunOptions(frames=frames, live=live, enforce_deadlines=False,
+                                            write_record=False))
+    table = Table(title=f"tag check over {result.frames} frames (cpu time / wall time)")
+    for column in ("stage", "tag", "p50 ms", "cpu/wall", "verdict"):
+        table.add_column(column)
+    flagged = {w.split("'")[1]: w for w in result.report.warnings if w.startswith("stage '")}
+    for row in result.report.rows:
+        if row.stage not in p.order:
+            continue
+        ratio = "-" if row.cpu_wall is None else f"{row.cpu_wall:.2f}"
+        verdict = "[yellow]mismatch[/yellow]" if row.stage in flagged else "ok"
+        table.add_row(row.stage, row.tag, f"{row.p50:.3f}", ratio, verdict)
+    console.print(table)
+    for warning in result.report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+
+
+def _redirect_sinks(p: Pipeline, scratch: Path) -> None:
+    """Point every path-like param of the sinks into ``scratch`` so profiling writes nothing."""
+    for stage in p.ordered():
+        if stage.output_specs:
+            continue
+        for name, value in stage.resolved_params.items():
+            if isinstance(value, Path):
+                stage.resolved_params[name] = scratch / stage.id / value.name
 
 
 def stage_table(p: Pipeline) -> Table:

@@ -33,8 +33,10 @@ from ..graph import apply_cli_sources, load_pipeline
               help="Re-apply the deadline decisions of this run record (reproduces its outputs).")
 @click.option("--no-deadlines", is_flag=True,
               help="Measure deadlines but do not act on misses (outputs depend only on input).")
+@click.option("--viz", metavar="DIR",
+              help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            no_deadlines) -> None:
+            no_deadlines, viz) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
     Exit codes: 0 done; 1 the run stopped (a stage raised, or on_miss: fail fired); 2 a usage
@@ -61,6 +63,11 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
                 print_result(console, failure.result, p)
             raise
     print_result(console, result, p)
+    if viz is not None and result.frames:
+        from ..viz import render_result
+        from .render_cmd import print_summary
+
+        print_summary(console, render_result(p, result, viz, warn=warn))
     if result.interrupted:
         errors.print("interrupted: outputs and record hold the frames finished before Ctrl-C",
                      highlight=False, soft_wrap=True)

@@ -9,6 +9,13 @@ instance per stage (plus one per ``degrade`` variant) and calls, in order::
     close()          release everything; must be safe after a failed open
 
 Sources (no inputs) implement ``read()`` instead of ``process()``.
+
+Optional hooks the executor looks for:
+
+* ``reference_process(inputs, frame) -> dict``: the op's numpy twin with the same semantics;
+  ``bench`` times it on the same inputs in the same run for relative budgets.
+* ``reuses_output_buffers = True`` (class attribute): ``process()`` returns persistent buffers
+  that the next call overwrites; the executor copies them before handing them downstream.
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ class Op:
     params: ClassVar[tuple[Param, ...]] = ()
     doc: ClassVar[str] = ""
     variadic_inputs: ClassVar[bool] = False  # sinks: accept any input name and spec
+    reuses_output_buffers: ClassVar[bool] = False  # process() returns persistent buffers
 
     def __init__(self, params: dict[str, Any], inputs: dict[str, PortSpec]):
         self.p = params
@@ -96,7 +104,7 @@ class Op:
         return []
 
     def check(self) -> None:
-        """Cross-parameter validation; raise ValueError(field, reason) style via ``ParamProblem``."""
+        """Cross-parameter validation: raise ``ParamProblem(param, reason)`` to blame one param."""
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self, ctx: RunContext) -> None:

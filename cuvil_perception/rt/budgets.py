@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import ConfigError, Location
+from ..errors import BudgetFileError, Location
 from ..graph.op import suggest
 from .stats import E2E
 
@@ -41,15 +41,6 @@ METRICS = ("p50", "p90", "p99", "max")
 LIMIT_KEYS = tuple(f"{m}_ms" for m in METRICS) + tuple(f"{m}_ratio" for m in METRICS)
 TOP_KEYS = ("pipeline", "replay", "frames", "references", "budgets")
 BUDGET_KEYS = ("stage", "reference") + LIMIT_KEYS
-
-
-class BudgetFileError(ConfigError):
-    """A budgets file is wrong; the message starts with ``file:line:col: field 'x':``."""
-
-    def __init__(self, message: str, loc: Location, field_name: str | None = None):
-        where = f"{loc}: field '{field_name}'" if field_name else str(loc)
-        super().__init__(f"{where}: {message}")
-        self.location = loc
 
 
 @dataclass
