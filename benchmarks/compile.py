@@ -12,7 +12,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from _util import measure, print_table  # noqa: E402
 from cuvil_perception.compile import cache_clear, get_kernel, prewarm  # noqa: E402
 from cuvil_perception.compile import examples as ex  # noqa: E402
 from cuvil_perception.compile import registry  # noqa: E402
+from cuvil_perception.testing.gil import python_rate_during  # noqa: E402
 
 
 def example_set() -> list:
@@ -148,27 +148,10 @@ def gil_release() -> None:
     k(x.ctypes.data, y.ctypes.data, 2000)
     reps = int(2000 * 0.4 / (time.perf_counter() - t0))
 
-    def count_during(fn):
-        stop, count = threading.Event(), [0]
-
-        def counter():
-            n = 0
-            while not stop.is_set():
-                n += 1
-            count[0] = n
-        t = threading.Thread(target=counter)
-        t.start()
-        t0 = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t0
-        stop.set()
-        t.join()
-        return count[0] / dt
-
-    solo = count_during(lambda: time.sleep(0.4))
-    cfunc = count_during(lambda: k(x.ctypes.data, y.ctypes.data, reps))
+    solo = python_rate_during(lambda: time.sleep(0.4))
+    cfunc = python_rate_during(lambda: k(x.ctypes.data, y.ctypes.data, reps))
     held = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(k.address)
-    pyfunc = count_during(lambda: held(x.ctypes.data, y.ctypes.data, reps))
+    pyfunc = python_rate_during(lambda: held(x.ctypes.data, y.ctypes.data, reps))
     print_table("GIL release: Python counter rate during a ~0.4 s native call",
                 ["binding", "% of solo rate"],
                 [("CFUNCTYPE (ours)", 100 * cfunc / solo), ("PYFUNCTYPE (holds GIL)",

@@ -17,6 +17,7 @@ from cuvil_perception.compile import (KernelSpec, compile_stats, emit_object, fo
 from cuvil_perception.compile import examples as ex
 from cuvil_perception.compile import registry
 from cuvil_perception.errors import CompileError, UsageError
+from cuvil_perception.testing.gil import python_rate_during
 
 
 @pytest.fixture
@@ -49,27 +50,6 @@ def test_concurrent_first_calls_compile_once(fresh):
     assert all(k is got[0] for k in got)
 
 
-def _count_while(fn) -> tuple[int, float]:
-    """Count in a Python loop on a second thread while ``fn`` runs here; (count, seconds)."""
-    stop = threading.Event()
-    count = [0]
-
-    def counter():
-        n = 0
-        while not stop.is_set():
-            n += 1
-        count[0] = n
-
-    t = threading.Thread(target=counter)
-    t.start()
-    t0 = time.perf_counter()
-    fn()
-    elapsed = time.perf_counter() - t0
-    stop.set()
-    t.join()
-    return count[0], elapsed
-
-
 def test_gil_is_released_during_a_native_call(fresh):
     k = get_kernel(ex.EXP_ACCUMULATE)
     x = np.random.default_rng(0).uniform(-3, 3, 4096).astype(np.float32)
@@ -77,18 +57,19 @@ def test_gil_is_released_during_a_native_call(fresh):
     t0 = time.perf_counter()
     k(x.ctypes.data, y.ctypes.data, 2000)
     reps = int(2000 * 0.35 / max(time.perf_counter() - t0, 1e-6))  # ~0.35 s call
-    alone, alone_s = _count_while(lambda: time.sleep(0.35))
-    with_cfunc, call_s = _count_while(lambda: k(x.ctypes.data, y.ctypes.data, reps))
+    rate_alone = python_rate_during(lambda: time.sleep(0.35))
+    t0 = time.perf_counter()
+    rate_cfunc = python_rate_during(lambda: k(x.ctypes.data, y.ctypes.data, reps))
+    call_s = time.perf_counter() - t0
     # The same function bound with PYFUNCTYPE keeps the GIL: the check must be able to fail.
     held = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(k.address)
-    with_pyfunc, _ = _count_while(lambda: held(x.ctypes.data, y.ctypes.data, reps))
-    rate_alone = alone / alone_s
-    progress = with_cfunc / call_s / rate_alone
+    rate_pyfunc = python_rate_during(lambda: held(x.ctypes.data, y.ctypes.data, reps))
+    progress = rate_cfunc / rate_alone
     print(f"GIL release: counter at {progress:.0%} of its solo rate during a {call_s:.2f} s "
-          f"native call (PYFUNCTYPE: {with_pyfunc / call_s / rate_alone:.1%})")
+          f"native call (PYFUNCTYPE: {rate_pyfunc / rate_alone:.1%})")
     assert call_s > 0.1
     assert progress > 0.30
-    assert with_pyfunc < 0.5 * with_cfunc
+    assert rate_pyfunc < 0.5 * rate_cfunc
 
 
 def test_prewarm_then_nothing_compiles(fresh):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -12,6 +11,7 @@ import cuvil_perception.testing.ops  # noqa: F401  (registers test.*)
 from cuvil_perception.compile import get_kernel, registry
 from cuvil_perception.graph import Op, Pipeline, PortSpec, register
 from cuvil_perception.rt import RunOptions, read_record, run_pipeline
+from cuvil_perception.testing.gil import python_rate_during
 
 N = 4096
 
@@ -72,24 +72,6 @@ def test_a_compile_after_frame0_is_counted_and_warned(tmp_path, fresh_cache):
     assert any("compiled after frame 0" in w for w in result.warnings)
 
 
-def _counter_progress(run) -> float:
-    """Counter increments per second on a Python thread while ``run()`` executes."""
-    stop, count = threading.Event(), [0]
-
-    def spin():
-        while not stop.is_set():
-            count[0] += 1
-
-    thread = threading.Thread(target=spin)
-    thread.start()
-    t0 = time.perf_counter()
-    run()
-    elapsed = time.perf_counter() - t0
-    stop.set()
-    thread.join()
-    return count[0] / elapsed
-
-
 def test_python_thread_keeps_running_while_compute_stages_run(tmp_path):
     from cuvil_perception.compile import get_kernel
     from cuvil_perception.compile.examples import EXP_ACCUMULATE
@@ -104,9 +86,9 @@ def test_python_thread_keeps_running_while_compute_stages_run(tmp_path):
         p = spin_pipeline(tmp_path / f"o-{hold}.jsonl", 8, reps, hold_gil=hold)
         return lambda: run_pipeline(p, RunOptions(workers=2, write_record=False))
 
-    alone = _counter_progress(lambda: time.sleep(0.25))
-    released = _counter_progress(run(False)) / alone
-    held = _counter_progress(run(True)) / alone
+    alone = python_rate_during(lambda: time.sleep(0.25))
+    released = python_rate_during(run(False)) / alone
+    held = python_rate_during(run(True)) / alone
     print(f"counter during the run: {released:.0%} of its solo rate (GIL held: {held:.0%})")
     assert released > 0.3
     assert held < 0.6 * released  # the check can fail: holding the GIL starves the counter
