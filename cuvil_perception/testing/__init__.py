@@ -1,7 +1,6 @@
 """Public test doubles: build and test your own pipelines the way cuvil-perception tests its own.
 
 Modules: ``clock`` (a fake clock for deadline tests), ``gil`` (measure GIL release), ``ops`` (a
-scripted source and ops whose
-cost the fake clock controls), ``pillars_onnx`` and ``yolo_onnx`` (small ONNX models in the
-CUDA-PointPillars and ultralytics layouts, built with onnx.helper).
+scripted source and ops whose cost the fake clock controls), ``pillars_onnx`` and ``yolo_onnx``
+(small ONNX models in the CUDA-PointPillars and ultralytics layouts, built with onnx.helper).
 """
