@@ -33,10 +33,12 @@ from ..graph import apply_cli_sources, load_pipeline
               help="Re-apply the deadline decisions of this run record (reproduces its outputs).")
 @click.option("--no-deadlines", is_flag=True,
               help="Measure deadlines but do not act on misses (outputs depend only on input).")
+@click.option("--summary", is_flag=True,
+              help="Print a per-frame table of what each jsonl output holds (detections per frame).")
 @click.option("--viz", metavar="DIR",
               help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            no_deadlines, viz) -> None:
+            no_deadlines, summary, viz) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
     Exit codes: 0 done; 1 the run stopped (a stage raised, or on_miss: fail fired); 2 a usage
@@ -63,6 +65,13 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
                 print_result(console, failure.result, p)
             raise
     print_result(console, result, p)
+    if summary:
+        from .frame_summary import frame_summary_table
+
+        for output in result.outputs:
+            table = frame_summary_table(output["path"]) if output["op"] == "jsonl" else None
+            if table is not None:
+                console.print(table)
     if viz is not None and result.frames:
         from ..viz import render_result
         from .render_cmd import print_summary
