@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -102,3 +103,21 @@ def test_run_with_viz_writes_pictures(tmp_path):
     assert result.returncode == 0, result.stderr
     assert len(list((tmp_path / "viz" / "bev").glob("*.png"))) == 2
     assert (tmp_path / "viz" / "drive.mp4").is_file()
+
+
+def test_camera_from_a_video_file_keeps_every_frame(tmp_path):
+    import cv2
+    import numpy as np
+
+    video = tmp_path / "drive.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (320, 96))
+    for k in range(6):
+        writer.write(np.full((96, 320, 3), 40 * k, np.uint8))
+    writer.release()
+    path = tmp_path / "cam.yaml"
+    path.write_text("stages:\n  - {id: drive, op: replay}\n"
+                    "  - {id: out, op: jsonl, inputs: {image: drive/image}, params: {max_values: 10}}\n")
+    result = cli("run", str(path), "--camera", str(video), "--out", str(tmp_path / "o.jsonl"))
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "o.jsonl").read_text().splitlines()
+    assert [json.loads(line)["frame"] for line in lines] == list(range(6))

@@ -98,8 +98,11 @@ class Scheduler:
         self.idle = threading.Event() if opts.rate > 0 and not opts.live else None
         if self.idle is not None:
             self.idle.set()
+        # A source that is not a live device (a video file given to --camera) never drops frames.
         self.readers = {s.id: SourceReader(s.id, self.instances[s.id]["normal"], self.clock,
-                                           opts.live, depth, self._io_thread_start,
+                                           opts.live and getattr(self.instances[s.id]["normal"],
+                                                                 "live", True),
+                                           depth, self._io_thread_start,
                                            lambda: self.events.put("wake"), self.idle, opts.rate)
                         for s in self.sources}
         self.pool = ThreadPoolExecutor(opts.worker_count(), thread_name_prefix="cuvil-compute",
