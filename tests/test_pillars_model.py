@@ -109,6 +109,48 @@ def test_layout_errors_name_the_node(tmp_path, edit, words):
         PointPillars.from_onnx(path, SMALL)
 
 
+def _reduce_axes_as_input(graph):
+    """Opset 18+: ReduceMax takes ``axes`` as an input tensor instead of an attribute."""
+    node = next(n for n in graph.node if n.op_type == "ReduceMax")
+    del node.attribute[:]
+    node.attribute.append(onnx.helper.make_attribute("keepdims", 0))
+    graph.initializer.append(onnx.numpy_helper.from_array(np.array([1], np.int64), "rm_axes"))
+    node.input.append("rm_axes")
+
+
+def _keepdims_as_list(graph):
+    """What CUDA-PointPillars' modify_onnx.py writes: ``keepdims = [0]`` (an INTS attribute)."""
+    node = next(n for n in graph.node if n.op_type == "ReduceMax")
+    kept = [a for a in node.attribute if a.name != "keepdims"]
+    del node.attribute[:]
+    node.attribute.extend(kept + [onnx.helper.make_attribute("keepdims", [0])])
+
+
+def _weights_in_constant_nodes(graph):
+    """An unsimplified export keeps the PFN weights in Constant nodes, not initializers."""
+    for name in ("pfn.linear.weight", "pfn.norm.running_var"):
+        tensor = next(t for t in graph.initializer if t.name == name)
+        graph.initializer.remove(tensor)
+        graph.node.insert(0, onnx.helper.make_node("Constant", [], [name], value=tensor))
+
+
+@pytest.mark.parametrize("edit", [_reduce_axes_as_input, _keepdims_as_list,
+                                  _weights_in_constant_nodes])
+def test_export_variants_split_to_the_same_pfn(tmp_path, edit):
+    plain = PointPillars.from_onnx(_save(tmp_path / "a.onnx", build_pointpillars_onnx(
+        SMALL, max_voxels=100, seed=5)), SMALL)
+    variant = PointPillars.from_onnx(_save(tmp_path / "b.onnx", _edit(build_pointpillars_onnx(
+        SMALL, max_voxels=100, seed=5), edit)), SMALL)
+    for field in ("linear", "gamma", "beta", "mean", "var"):
+        np.testing.assert_array_equal(getattr(variant.split.pfn, field),
+                                      getattr(plain.split.pfn, field))
+
+
+def _save(path, model):
+    onnx.save(model, str(path))
+    return path
+
+
 def test_grid_mismatch_and_bad_files_are_model_errors(tmp_path, small_model):
     with pytest.raises(ModelError, match=r"dense_shape \[128, 128\] does not match .*"
                                          r"\[496, 432\]"):

@@ -49,6 +49,7 @@ def split_pointpillars(model: onnx.ModelProto, source: str = "<model>") -> Split
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     inputs = {i.name: i for i in graph.input if i.name not in inits}
+    inits.update(_constant_nodes(graph))  # weights of an unsimplified export live in Constants
     _check_inputs(inputs, source)
     scatter = _single_scatter(graph, source)
     pfn, features = _walk_pfn(graph, inits, scatter, source)
@@ -149,13 +150,37 @@ def _pfn_weights(found: dict, inits: dict, source: str) -> PfnWeights:
         raise ModelError(f"{source}: node '{norm.name}' (BatchNormalization) parameters do not "
                          f"have {linear.shape[1]} channels")
     attrs = {a.name: helper.get_attribute_value(a) for a in norm.attribute}
-    reduce_attrs = {a.name: helper.get_attribute_value(a) for a in reduce.attribute}
-    if list(reduce_attrs.get("axes", [])) not in ([1], [-2]) or reduce_attrs.get("keepdims",
-                                                                                   1) != 0:
+    axes, keepdims = _reduce_args(reduce, inits)
+    if axes not in ([1], [-2]) or keepdims != 0:
         raise ModelError(f"{source}: node '{reduce.name}' (ReduceMax) must reduce axis 1 of "
-                         f"[P, 32, C] with keepdims=0, has {reduce_attrs}")
+                         f"[P, 32, C] with keepdims=0, has axes={axes} keepdims={keepdims}")
     gamma, beta, mean, var = params
     return PfnWeights(linear, gamma, beta, mean, var, float(attrs.get("epsilon", 1e-5)))
+
+
+def _constant_nodes(graph) -> dict:
+    """Output name -> TensorProto of every Constant node with a tensor ``value``."""
+    found = {}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value":
+                    found[node.output[0]] = attr.t
+    return found
+
+
+def _reduce_args(node, inits: dict) -> tuple[list | None, int | None]:
+    """ReduceMax axes and keepdims as ints, whichever way the opset stores them: ``axes`` is an
+    attribute up to opset 17 and an input from 18; CUDA-PointPillars' modify_onnx.py writes
+    ``keepdims`` as the one-element list [0]."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    axes = attrs.get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1] in inits:
+        axes = numpy_helper.to_array(inits[node.input[1]]).reshape(-1).tolist()
+    keepdims = attrs.get("keepdims", 1)
+    if isinstance(keepdims, (list, tuple)):
+        keepdims = keepdims[0] if len(keepdims) == 1 else None
+    return (None if axes is None else [int(a) for a in axes]), keepdims
 
 
 def _dense_shape(scatter, source: str) -> tuple:
