@@ -9,6 +9,8 @@ steps separately callable and ``stats`` reports each step's counters.
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +52,9 @@ class PillarsDetect(Op):
         Param("nms_threshold", float, 0.01, doc="suppress when rotated BEV IoU > this"),
         Param("nms_pre", int, 4096, doc="best-scoring candidates entering NMS"),
         Param("nms_post", int, 500, doc="at most this many boxes per frame"),
+        Param("anchor_rotations", list, [0.0, math.pi / 2], item_type=float,
+              doc="anchor headings (rad) per class, in the model's order; OpenPCDet's KITTI "
+                  "config trains with [0, 1.57]: set that for its checkpoints"),
     )
 
     def input_ports(self):
@@ -80,11 +85,14 @@ class PillarsDetect(Op):
         try:
             head = HeadConfig(score_threshold=self.p["score_threshold"],
                               nms_threshold=self.p["nms_threshold"], nms_pre=self.p["nms_pre"],
-                              nms_post=self.p["nms_post"])
+                              nms_post=self.p["nms_post"],
+                              rotations=tuple(self.p["anchor_rotations"]))
             head.map_size(config)
         except ConfigError as exc:
-            raise ParamProblem("score_threshold" if "score" in str(exc) else "nms_pre",
-                               str(exc).split(": ", 1)[-1]) from None
+            message = str(exc)
+            field = "score_threshold" if "score" in message else \
+                "anchor_rotations" if "rotations" in message else "nms_pre"
+            raise ParamProblem(field, message.split(": ", 1)[-1]) from None
         return config, head
 
     def kernels(self) -> list:
