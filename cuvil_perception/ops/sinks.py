@@ -158,5 +158,12 @@ class PngSink(Sink):
             if not ok:
                 raise UsageError(f"{path}: OpenCV cannot encode input '{name}' "
                                  f"({image.dtype} {image.shape}) as PNG")
-            path.write_bytes(data.tobytes())
+            write_bytes_atomic(path, data.tobytes())
         return {}
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` through a temporary file and a rename, so a crash never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -30,6 +30,7 @@ from ..drives import Drive
 from ..errors import UsageError
 from ..eval.runlog import RunFrame, load_record, read_run
 from ..ops.fusion import SEEN_CAMERA
+from ..ops.sinks import write_bytes_atomic
 from .draw import GT_COLOUR, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d, draw_boxes_bev
 from .scene3d import Scene3D
 from .video import Mp4Writer, compose
@@ -236,4 +237,4 @@ def _write_png(path: Path, image: np.ndarray) -> None:
     ok, data = cv2.imencode(".png", image)
     if not ok:
         raise UsageError(f"{path}: OpenCV cannot encode the picture as PNG")
-    path.write_bytes(data.tobytes())
+    write_bytes_atomic(path, data.tobytes())
