@@ -32,7 +32,7 @@ from _util import print_table  # noqa: E402
 
 from cuvil_perception.ops.pillars import PointPillars, reference  # noqa: E402
 from cuvil_perception.ops.pillars.native import SCATTER_ORDERS, ScatterKernel  # noqa: E402
-from cuvil_perception.ops.pillars.op import BUNDLED_MODEL  # noqa: E402
+from cuvil_perception.ops.pillars.op import RANDOM_MODEL  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "kitti_velodyne"
 DRIVE = (Path(__file__).resolve().parents[1] / "datasets" / "sample_drive" / "velodyne_points"
@@ -219,7 +219,7 @@ def main() -> None:
     import cv2
     cv2.setNumThreads(1)
     clouds = [np.fromfile(f, np.float32).reshape(-1, 4) for f in sorted(DATA.glob("*.bin"))]
-    bench = Bench(clouds, PointPillars.from_onnx(BUNDLED_MODEL).open(), bandwidth_gbs(),
+    bench = Bench(clouds, PointPillars.from_onnx(RANDOM_MODEL).open(), bandwidth_gbs(),
                   stream_bandwidth_gbs())
     bench.preprocess()
     bench.scatter()

@@ -125,9 +125,9 @@ def test_rotated_iou_known_values():
 
 def test_real_frames_through_the_bundled_model(kitti_frames):
     from cuvil_perception.ops.pillars import PointPillars
-    from cuvil_perception.ops.pillars.op import BUNDLED_MODEL
+    from cuvil_perception.ops.pillars.op import RANDOM_MODEL
 
-    model = PointPillars.from_onnx(BUNDLED_MODEL).open()
+    model = PointPillars.from_onnx(RANDOM_MODEL).open()
     cap = model.head.candidate_capacity(model.config)
     for frame in kitti_frames:
         maps = model.runner(model.bev(np.fromfile(frame, np.float32).reshape(-1, 4)))

@@ -103,7 +103,7 @@ def test_nms_kernel_rules():
 def test_native_equals_reference_on_real_trunk_outputs():
     from cuvil_perception.ops.yolo import cut_model, find_head, inspect_interface
     from cuvil_perception.ops.yolo.surgery import load_model
-    from cuvil_perception.ops.yolo.trunk import OnnxRunner
+    from cuvil_perception.ops.onnx_runner import OnnxRunner
 
     model = load_model(DATA / "yolov8n_random.onnx")
     layout = find_head(model, inspect_interface(model, "real"))

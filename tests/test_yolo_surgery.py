@@ -12,7 +12,7 @@ from cuvil_perception.errors import ModelError
 from cuvil_perception.ops.yolo import (NativeHead, YoloV8, cut_model, find_head,
                                        inspect_interface, reference)
 from cuvil_perception.ops.yolo.surgery import HeadNotCuttable
-from cuvil_perception.ops.yolo.trunk import OnnxRunner
+from cuvil_perception.ops.onnx_runner import OnnxRunner
 from cuvil_perception.testing.yolo_onnx import build_yolov8_onnx
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "yolov8"

@@ -15,50 +15,24 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...errors import ModelError, UsageError
+from ...errors import ModelError
+from ..onnx_runner import OnnxRunner
 from . import reference
 from .config import HeadConfig, PillarConfig
 from .native import DecodeKernel, NmsKernel, PfnKernel, PillarizeKernel, ScatterKernel
 from .onnx_split import SplitModel, split_pointpillars
 
-RUNTIMES = ("opencv", "onnxruntime")
-
-
 class BevRunner:
-    """Runs the BEV half of the model: [1, C, ny, nx] -> (cls, box, dir) NHWC maps."""
+    """Runs the BEV half of the model: float32 [C, ny, nx] -> (cls, box, dir) NHWC maps."""
 
-    def __init__(self, split: SplitModel, runtime: str = "opencv"):
-        if runtime not in RUNTIMES:
-            raise UsageError(f"runtime must be one of {RUNTIMES}, got {runtime!r}")
-        self.runtime = runtime
-        self.input = split.bev_input
-        self.names = [split.outputs[r] for r in ("cls", "box", "dir")]
-        data = split.bev.SerializeToString()
-        if runtime == "opencv":
-            import cv2
-            try:
-                self.net = cv2.dnn.readNetFromONNX(np.frombuffer(data, np.uint8))
-            except cv2.error as exc:
-                raise ModelError(f"OpenCV DNN cannot load the BEV part of the model: "
-                                 f"{str(exc).strip().splitlines()[-1]}") from None
-        else:
-            try:
-                import onnxruntime as ort
-            except ImportError:
-                raise UsageError("runtime 'onnxruntime' needs the onnxruntime package "
-                                 "(pip install cuvil-perception[ort])") from None
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1
-            self.net = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    def __init__(self, split: SplitModel, runtime: str = "auto", source: str = "<model>"):
+        names = [split.outputs[r] for r in ("cls", "box", "dir")]
+        # One intra-op thread: the other stages of a pipeline run on the other cores.
+        self.net = OnnxRunner(split.bev, names, runtime, f"{source} (BEV part)", threads=1)
+        self.runtime = self.net.runtime
 
     def __call__(self, bev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        batch = bev[None]
-        if self.runtime == "opencv":
-            self.net.setInput(batch, self.input)
-            outs = self.net.forward(self.names)
-        else:
-            outs = self.net.run(self.names, {self.input: batch})
-        return tuple(np.ascontiguousarray(o, np.float32) for o in outs)
+        return tuple(np.ascontiguousarray(o, np.float32) for o in self.net.run(bev[None]))
 
 
 class PointPillars:
@@ -71,7 +45,7 @@ class PointPillars:
     """
 
     def __init__(self, split: SplitModel, config: PillarConfig, head: HeadConfig,
-                 runtime: str = "opencv", source: str = "<model>"):
+                 runtime: str = "auto", source: str = "<model>"):
         if split.dense_shape != (config.ny, config.nx):
             raise ModelError(f"{source}: PPScatterPlugin dense_shape {list(split.dense_shape)} "
                              f"does not match the config grid [ny, nx] = "
@@ -86,12 +60,12 @@ class PointPillars:
         self.scatter = ScatterKernel(config)
         self.decode = DecodeKernel(config, head, self.anchors)
         self.nms = NmsKernel(head)
-        self.runner = BevRunner(split, runtime)
+        self.runner = BevRunner(split, runtime, source)
         self.stats: dict = {}
 
     @classmethod
     def from_onnx(cls, path: str | Path, config: PillarConfig | None = None,
-                  head: HeadConfig | None = None, runtime: str = "opencv") -> "PointPillars":
+                  head: HeadConfig | None = None, runtime: str = "auto") -> "PointPillars":
         """Load a CUDA-PointPillars-layout ONNX file (see onnx_split). ``config`` defaults to the
         KITTI grid with ``max_pillars`` = the model's P; ``head`` to the KITTI anchors."""
         path = Path(path)

@@ -23,9 +23,11 @@ from .kernel_nms import nms_spec
 from .kernel_pfn import pfn_spec
 from .kernel_pillarize import pillarize_spec
 from .kernel_scatter import scatter_spec
-from .model import RUNTIMES, PointPillars
+from ..onnx_runner import RUNTIMES
+from .model import PointPillars
 
-BUNDLED_MODEL = Path(__file__).resolve().parents[2] / "models" / "pointpillars_kitti_random.onnx"
+# A RANDOM-WEIGHT model at the KITTI grid (tests and benchmarks: many candidates, boxes mean nothing).
+RANDOM_MODEL = Path(__file__).resolve().parents[2] / "models" / "pointpillars_kitti_random.onnx"
 STATS = ("pillars", "dropped_points", "dropped_pillars", "invalid_points", "out_of_range",
          "candidates", "candidate_overflow")
 
@@ -39,10 +41,10 @@ class PillarsDetect(Op):
     doc = ("PointPillars 3D detection (CUDA-PointPillars ONNX layout): native pillarize, PFN, "
            "scatter, decode and rotated NMS; backbone + head in OpenCV DNN or ONNX Runtime.")
     params = (
-        Param("model", Path, None, optional=True,
-              doc="CUDA-PointPillars ONNX file; null = the bundled RANDOM-WEIGHT test model "
-                  "(cuvil_perception/models/pointpillars_kitti_random.onnx, detects nothing real)"),
-        Param("runtime", str, "opencv", choices=RUNTIMES, doc="where the backbone + head run"),
+        Param("model", Path,
+              doc="CUDA-PointPillars ONNX file (builtin:pointpillars_cuvil_demo.onnx is the "
+                  "demo model trained on the project's synthetic drives)"),
+        Param("runtime", str, "auto", choices=RUNTIMES, doc="where the backbone + head run"),
         Param("point_cloud_range", list, list(KITTI_RANGE), item_type=float, length=6,
               doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max"),
         Param("voxel_size", list, list(KITTI_VOXEL), item_type=float, length=3,
@@ -103,14 +105,13 @@ class PillarsDetect(Op):
 
     def open(self, ctx: RunContext) -> None:
         config, head = self._configs()
-        path = self.p.get("model")
-        if path is None:
-            path = BUNDLED_MODEL
-            ctx.warning(f"pillars.detect: no model given, using the bundled RANDOM-WEIGHT model "
-                        f"{path.name}: its boxes mean nothing")
+        path = self.p["model"]
         self._ctx = ctx
         self._warned: set = set()
         self._model = PointPillars.from_onnx(path, config, head, self.p["runtime"]).open()
+        # One pass on an empty cloud before frame 0: the backbone runtime allocates on its first
+        # call, which would otherwise land on (and blow the deadline of) the first frame.
+        self._model.detect(np.zeros((0, 4), np.float32))
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
         boxes, scores, labels = self._model.detect(inputs["points"])

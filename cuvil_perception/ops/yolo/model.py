@@ -18,10 +18,10 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import InputError
+from ..onnx_runner import OnnxRunner
 from . import reference
 from .native import NativeHead, check_options
 from .surgery import HeadNotCuttable, cut_model, find_head, inspect_interface, load_model
-from .trunk import OnnxRunner
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class YoloV8:
     @classmethod
     def from_onnx(cls, path: str | Path, conf: float = 0.25, iou: float = 0.7,
                   max_det: int = 300, classes: Sequence[int] | None = None,
-                  agnostic: bool = False, runtime: str = "opencv", max_nms: int = 30000,
+                  agnostic: bool = False, runtime: str = "auto", max_nms: int = 30000,
                   threads: int | None = None) -> "YoloV8":
         """Load an ultralytics YOLOv8 detect export (ModelError if it is not one)."""
         check_options(conf, iou, max_det, max_nms)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
 from .model import YoloV8
-from .trunk import RUNTIMES
+from ..onnx_runner import RUNTIMES
 
 
 @register
@@ -33,7 +33,7 @@ class YoloDetect(Op):
         Param("classes", list, None, optional=True, item_type=int,
               doc="only these class indices (null: all)"),
         Param("agnostic", bool, False, doc="class-agnostic NMS"),
-        Param("runtime", str, "opencv", choices=RUNTIMES, doc="where the trunk runs"),
+        Param("runtime", str, "auto", choices=RUNTIMES, doc="where the trunk runs"),
     )
 
     def __init__(self, params, inputs):
@@ -62,7 +62,7 @@ class YoloDetect(Op):
                 self.p["model"], conf=self.p["conf"], iou=self.p["iou"],
                 max_det=self.p["max_det"], classes=self.p["classes"],
                 agnostic=self.p["agnostic"], runtime=self.p["runtime"],
-                max_nms=self.p["max_nms"])
+                max_nms=self.p["max_nms"], threads=1)  # the pool's other workers own the other cores
         return self._model
 
     def kernels(self) -> list:
@@ -73,6 +73,12 @@ class YoloDetect(Op):
         if model.fallback_reason is not None:
             ctx.warning(f"{self.p['model']}: {model.fallback_reason}")
         model.open()
+        # One inference on a blank image before frame 0: the runtime allocates and tunes on its
+        # first call, which would otherwise land on (and blow the deadline of) the first frame.
+        spec = self.connected.get("image")
+        shape = spec.shape if spec is not None and spec.shape is not None else (None, None, 3)
+        height, width = (shape[0], shape[1]) if None not in shape[:2] else model.input_hw
+        model.detect(np.zeros((height, width, 3), np.uint8))
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
         return {"detections": self._detector().detect(inputs["image"])}
