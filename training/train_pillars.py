@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bn import recalibrate_bn  # noqa: E402
 from pillars_net import PointPillarsNet  # noqa: E402
 
 from cuvil_perception.drives import Drive  # noqa: E402
@@ -202,20 +203,6 @@ def train(args, config: PillarConfig, head: HeadConfig) -> dict:
     recalibrate_bn(net, [forward_batch(k * args.batch) for k in range(args.bn_batches)])
     return {"net": net, "steps": step, "seconds": time.perf_counter() - began,
             "final_loss": float(np.mean(history[-20:])) if history else None}
-
-
-def recalibrate_bn(model: torch.nn.Module, batches) -> None:
-    """Re-estimate every BatchNorm's running statistics as the plain average over ``batches``
-    (callables running one forward pass each), in train mode without gradients. Short training
-    runs otherwise export running stats that lag far behind the weights."""
-    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    for norm in norms:
-        norm.reset_running_stats()
-        norm.momentum = None  # cumulative moving average
-    model.train()
-    with torch.no_grad():
-        for run in batches:
-            run()
 
 
 def pfn_nodes(pfn, config: PillarConfig):

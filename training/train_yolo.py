@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bn import recalibrate_bn  # noqa: E402
 from yolo_net import REG_MAX, STRIDES, TinyYolo, dist2bbox, make_anchors  # noqa: E402
 
 from cuvil_perception.drives import CLASSES, Drive  # noqa: E402
@@ -204,20 +205,6 @@ def train(args) -> dict:
     recalibrate_bn(model, [forward_batch(k * args.batch) for k in range(args.bn_batches)])
     return {"model": model, "steps": step, "seconds": time.perf_counter() - began,
             "final_loss": float(np.mean(losses[-20:])) if losses else None}
-
-
-def recalibrate_bn(model: torch.nn.Module, batches) -> None:
-    """Re-estimate every BatchNorm's running statistics as the plain average over ``batches``
-    (callables running one forward pass each), in train mode without gradients. Short training
-    runs otherwise export running stats that lag far behind the weights."""
-    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    for norm in norms:
-        norm.reset_running_stats()
-        norm.momentum = None  # cumulative moving average
-    model.train()
-    with torch.no_grad():
-        for run in batches:
-            run()
 
 
 def export(model, path: Path, hw: tuple[int, int]) -> Path:
