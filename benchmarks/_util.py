@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import statistics
 import time
 from dataclasses import dataclass
@@ -53,7 +55,8 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[obje
         table.add_column(name, justify="left" if i == 0 else "right")
     for row in cells:
         table.add_row(*row)
-    Console().print(table)
+    # Piped into a file or a CI log, rich would squeeze the table into 80 columns.
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
 def _fmt(value: object) -> str:
