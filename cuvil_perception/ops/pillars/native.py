@@ -143,9 +143,13 @@ class ScatterKernel(_Bound):
 
 
 def _aligned_zeros(shape: tuple) -> np.ndarray:
-    """A zeroed C-contiguous float32 array whose data starts on a 64-byte boundary."""
+    """A zeroed C-contiguous float32 array whose data starts on a 64-byte boundary.
+
+    Written once here so its pages are committed before frame 0: np.zeros maps them lazily, and
+    the first scatter would otherwise page-fault through the whole 55 MB map inside a deadline."""
     size = int(np.prod(shape))
     raw = np.zeros(size + 16, np.float32)
+    raw.fill(0.0)
     skip = (-raw.ctypes.data % 64) // 4
     return raw[skip:skip + size].reshape(shape)
 
