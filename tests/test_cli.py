@@ -99,7 +99,8 @@ def test_inspect_profile_checks_tags_and_writes_nothing(tmp_path):
 
 def test_run_with_viz_writes_pictures(tmp_path):
     result = cli("run", "configs/lidar_pillars.yaml", "--replay", "datasets/sample_drive",
-                 "--frames", "2", "--out", str(tmp_path / "o.jsonl"), "--viz", str(tmp_path / "viz"))
+                 "--frames", "2", "--out", str(tmp_path / "o.jsonl"),
+                 "--viz", str(tmp_path / "viz"))
     assert result.returncode == 0, result.stderr
     assert len(list((tmp_path / "viz" / "bev").glob("*.png"))) == 2
     assert (tmp_path / "viz" / "drive.mp4").is_file()
@@ -116,7 +117,8 @@ def test_camera_from_a_video_file_keeps_every_frame(tmp_path):
     writer.release()
     path = tmp_path / "cam.yaml"
     path.write_text("stages:\n  - {id: drive, op: replay}\n"
-                    "  - {id: out, op: jsonl, inputs: {image: drive/image}, params: {max_values: 10}}\n")
+                    "  - {id: out, op: jsonl, inputs: {image: drive/image},"
+                    " params: {max_values: 10}}\n")
     result = cli("run", str(path), "--camera", str(video), "--out", str(tmp_path / "o.jsonl"))
     assert result.returncode == 0, result.stderr
     lines = (tmp_path / "o.jsonl").read_text().splitlines()

@@ -103,10 +103,10 @@ stages:
 
 def test_builtin_model_paths_resolve_to_package_data():
     from cuvil_perception.graph import Param
-    from pathlib import Path as P
 
-    param = Param("model", P)
-    shipped = sorted((P(__file__).resolve().parents[1] / "cuvil_perception" / "models").glob("*.onnx"))
+    param = Param("model", Path)
+    shipped = sorted((Path(__file__).resolve().parents[1] / "cuvil_perception" / "models")
+                     .glob("*.onnx"))
     assert shipped, "the package ships at least one model"
     assert param.coerce(f"builtin:{shipped[0].name}", None) == shipped[0]
     with pytest.raises(ValueError, match="no bundled model 'nope.onnx'"):

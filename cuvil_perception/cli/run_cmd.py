@@ -34,7 +34,8 @@ from ..graph import apply_cli_sources, load_pipeline
 @click.option("--no-deadlines", is_flag=True,
               help="Measure deadlines but do not act on misses (outputs depend only on input).")
 @click.option("--summary", is_flag=True,
-              help="Print a per-frame table of what each jsonl output holds (detections per frame).")
+              help="Print a per-frame table of what each jsonl output holds (detections "
+                   "per frame).")
 @click.option("--viz", metavar="DIR",
               help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,

@@ -1,6 +1,7 @@
 """The pipeline DSL: ops, typed ports, the Pipeline DAG, the strict YAML loader."""
 
-from .op import FrameInfo, Op, ParamProblem, RunContext, Sample, Sink, Source, lookup, register, registered
+from .op import (FrameInfo, Op, ParamProblem, RunContext, Sample, Sink, Source, lookup, register,
+                 registered)
 from .params import BUILTIN_PREFIX, Param, builtin_models_dir
 from .pipeline import MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
 from .ports import PortSpec
@@ -8,7 +9,8 @@ from .overrides import apply_cli_sources
 from .yaml_loader import load_pipeline, parse_pipeline
 
 __all__ = [
-    "BUILTIN_PREFIX", "apply_cli_sources", "builtin_models_dir", "Degrade", "FrameInfo", "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
+    "BUILTIN_PREFIX", "apply_cli_sources", "builtin_models_dir", "Degrade", "FrameInfo",
+    "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
     "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",
     "parse_pipeline", "register", "registered",
 ]

@@ -1,9 +1,10 @@
-"""Command-line overrides of a pipeline's sources and outputs (``--replay``, ``--camera``, ``--out``).
+"""Command-line overrides of a pipeline's sources and outputs (``--replay``, ``--camera``,
+``--out``).
 
-One YAML serves both a recorded drive and a live camera: ``--replay DRIVE`` sets the ``path`` of every
-``replay`` stage; ``--camera DEV`` turns every ``replay`` stage into a ``camera`` stage with the same id
-(a camera only provides ``image``, so stages wired to other replay outputs are reported); ``--out FILE``
-sets the ``path`` of every ``jsonl`` stage. Call before ``validate()``.
+One YAML serves both a recorded drive and a live camera: ``--replay DRIVE`` sets the ``path`` of
+every ``replay`` stage; ``--camera DEV`` turns every ``replay`` stage into a ``camera`` stage with
+the same id (a camera only provides ``image``, so stages wired to other replay outputs are
+reported); ``--out FILE`` sets the ``path`` of every ``jsonl`` stage. Call before ``validate()``.
 """
 
 from __future__ import annotations

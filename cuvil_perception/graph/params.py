@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 REQUIRED = object()
-BUILTIN_PREFIX = "builtin:"  # a path param "builtin:NAME" names a file shipped in cuvil_perception/models
+# A path param "builtin:NAME" names a file shipped in cuvil_perception/models.
+BUILTIN_PREFIX = "builtin:"
 
 _TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "boolean", list: "list",
                dict: "mapping", Path: "path"}

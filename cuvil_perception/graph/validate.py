@@ -55,7 +55,8 @@ def _check_fields(stage: Stage) -> None:
         _check_deadline(stage.deadline_ms, stage.loc("deadline_ms"), stage.id, "deadline_ms")
     if stage.on_miss not in MISS_POLICIES:
         raise PipelineError(f"unknown on_miss '{stage.on_miss}', expected one of: "
-                            f"{', '.join(MISS_POLICIES)}{suggest(str(stage.on_miss), MISS_POLICIES)}",
+                            f"{', '.join(MISS_POLICIES)}"
+                            f"{suggest(str(stage.on_miss), MISS_POLICIES)}",
                             stage.loc("on_miss"), stage.id, "on_miss")
     if stage.on_miss == "degrade" and stage.degrade is None:
         raise PipelineError("on_miss 'degrade' needs a 'degrade:' block with the cheaper params",
@@ -75,7 +76,8 @@ def _fill(stage: Stage, p: Pipeline, given: dict, prefix: str) -> dict:
             known = ", ".join(declared) or "none"
             raise PipelineError(f"unknown param '{name}' for op '{stage.op}'"
                                 f"{suggest(name, declared)} (params: {known})",
-                                stage.locs.get(f"key:{prefix}{name}") or stage.loc(f"{prefix}{name}"), stage.id, f"{prefix}{name}")
+                                stage.locs.get(f"key:{prefix}{name}")
+                                or stage.loc(f"{prefix}{name}"), stage.id, f"{prefix}{name}")
         try:
             resolved[name] = declared[name].coerce(value, p.base_dir)
         except ValueError as exc:
@@ -155,7 +157,8 @@ def _resolve_ports(stage: Stage, ids: dict[str, Stage]) -> None:
         if ref.port not in upstream.output_specs:
             known = ", ".join(upstream.output_specs) or "none"
             raise PipelineError(f"input '{port}' is wired to '{ref}', but stage '{ref.stage}' "
-                                f"has no output '{ref.port}'{suggest(ref.port, upstream.output_specs)}"
+                                f"has no output '{ref.port}'"
+                                f"{suggest(ref.port, upstream.output_specs)}"
                                 f" (outputs: {known})", stage.loc(f"inputs.{port}"), stage.id,
                                 f"inputs.{port}")
         connected[port] = upstream.output_specs[ref.port]

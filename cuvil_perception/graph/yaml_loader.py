@@ -21,7 +21,7 @@ DEGRADE_FIELDS = ("params", "frames")
 
 
 def load_pipeline(path: str | Path, validate: bool = True) -> Pipeline:
-    """Parse (and by default validate) a pipeline YAML file. Raises PipelineError with file:line:col.
+    """Parse (and by default validate) a pipeline YAML file; PipelineError names file:line:col.
 
     Pass ``validate=False`` to apply CLI overrides (``apply_cli_sources``) before validating.
     """

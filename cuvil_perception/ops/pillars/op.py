@@ -26,7 +26,8 @@ from .kernel_scatter import scatter_spec
 from ..onnx_runner import RUNTIMES
 from .model import PointPillars
 
-# A RANDOM-WEIGHT model at the KITTI grid (tests and benchmarks: many candidates, boxes mean nothing).
+# A RANDOM-WEIGHT model at the KITTI grid, for tests and benchmarks (many candidates, boxes mean
+# nothing).
 RANDOM_MODEL = Path(__file__).resolve().parents[2] / "models" / "pointpillars_kitti_random.onnx"
 STATS = ("pillars", "dropped_points", "dropped_pillars", "invalid_points", "out_of_range",
          "candidates", "candidate_overflow")

@@ -62,7 +62,8 @@ class YoloDetect(Op):
                 self.p["model"], conf=self.p["conf"], iou=self.p["iou"],
                 max_det=self.p["max_det"], classes=self.p["classes"],
                 agnostic=self.p["agnostic"], runtime=self.p["runtime"],
-                max_nms=self.p["max_nms"], threads=1)  # the pool's other workers own the other cores
+                # One runtime thread: the pool's other workers own the other cores.
+                max_nms=self.p["max_nms"], threads=1)
         return self._model
 
     def kernels(self) -> list:
