@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-VERBS = ("run", "inspect", "make-drive", "compile", "cache", "bench")
+VERBS = ("run", "inspect", "ops", "make-drive", "compile", "cache", "bench", "eval", "render")
 
 
 def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -123,3 +123,15 @@ def test_camera_from_a_video_file_keeps_every_frame(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = (tmp_path / "o.jsonl").read_text().splitlines()
     assert [json.loads(line)["frame"] for line in lines] == list(range(6))
+
+
+def test_ops_lists_ops_and_describes_one():
+    listing = cli("ops")
+    assert listing.returncode == 0, listing.stderr
+    for name in ("replay", "camera", "jsonl", "pillars.detect", "yolo.detect", "fusion.associate"):
+        assert name in listing.stdout
+    detail = cli("ops", "yolo.detect")
+    assert detail.returncode == 0, detail.stderr
+    for text in ("conf", "0.25", "iou", "0.7", "max_det", "required", "float32[N, 6]"):
+        assert text in detail.stdout
+    assert_usage_error(cli("ops", "yolo.detekt"), "unknown op", "did you mean 'yolo.detect'")

@@ -19,6 +19,7 @@ from ..errors import CuvilError
 _COMMANDS = (
     ("run_cmd", "run_cmd"),
     ("inspect_cmd", "inspect_cmd"),
+    ("ops_cmd", "ops_cmd"),
     ("make_drive_cmd", "make_drive_cmd"),
     ("compile_cmd", "compile_cmd"),
     ("cache_cmd", "cache_group"),

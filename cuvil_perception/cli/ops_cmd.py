@@ -1,0 +1,79 @@
+"""``cuvil-perception ops [NAME]``: the registered ops, or one op's tag, params and ports.
+
+The tables come from the op classes themselves (their ``Param`` and ``PortSpec`` declarations), so
+they are the reference for what a pipeline YAML may write.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import UsageError
+from ..graph import lookup, registered
+from ..graph.op import suggest
+from ..graph.params import REQUIRED
+
+
+@click.command("ops")
+@click.argument("name", required=False)
+def ops_cmd(name: str | None) -> None:
+    """List the ops a pipeline can use, or describe op NAME (params, defaults, ports)."""
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    if name is None:
+        table = Table(title="ops (cuvil-perception ops NAME for params and ports)")
+        for column in ("op", "tag", "what it does"):
+            table.add_column(column)
+        for op_name, cls in registered().items():
+            if not op_name.startswith("test."):
+                table.add_row(op_name, cls.tag, _first_line(cls))
+        console.print(table)
+        return
+    cls = lookup(name)
+    if cls is None:
+        raise UsageError(f"unknown op '{name}'{suggest(name, registered())}")
+    console.print(f"[bold]{cls.name}[/bold] (default tag {cls.tag}): {_first_line(cls)}",
+                  highlight=False, soft_wrap=True)
+    console.print(_params_table(cls))
+    op = cls({p.name: p.default for p in cls.params if not p.required}, {})
+    console.print(_ports_table("inputs", _safe(op.input_ports), cls.variadic_inputs))
+    console.print(_ports_table("outputs (with default params)", _safe(op.output_ports), False))
+
+
+def _first_line(cls) -> str:
+    text = cls.doc or (cls.__doc__ or "").strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _params_table(cls) -> Table:
+    table = Table(title="params")
+    for column in ("param", "type", "default", "meaning"):
+        table.add_column(column)
+    for param in cls.params:
+        default = "required" if param.default is REQUIRED else repr(param.default)
+        meaning = param.doc + (f" (one of {', '.join(map(repr, param.choices))})"
+                               if param.choices else "")
+        table.add_row(param.name, param.type_name(), default, meaning)
+    return table
+
+
+def _ports_table(title: str, ports, variadic: bool) -> Table:
+    table = Table(title=title)
+    for column in ("port", "dtype and shape", "meaning"):
+        table.add_column(column)
+    if variadic:
+        table.add_row("(any name)", "any", "every input is accepted and written")
+    for spec in ports:
+        table.add_row(spec.name, spec.describe(), spec.doc)
+    return table
+
+
+def _safe(declare) -> tuple:
+    """Ports that depend on params without a default (or on wiring) cannot be listed: none."""
+    try:
+        return tuple(declare())
+    except (KeyError, TypeError, ValueError):
+        return ()
