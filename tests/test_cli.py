@@ -135,3 +135,22 @@ def test_ops_lists_ops_and_describes_one():
     for text in ("conf", "0.25", "iou", "0.7", "max_det", "required", "float32[N, 6]"):
         assert text in detail.stdout
     assert_usage_error(cli("ops", "yolo.detekt"), "unknown op", "did you mean 'yolo.detect'")
+
+
+def test_run_summary_names_detections_by_class(tmp_path):
+    result = cli("run", "configs/fusion.yaml", "--replay", "datasets/sample_drive", "--frames", "2",
+                 "--no-deadlines", "--out", str(tmp_path / "o.jsonl"), "--summary")
+    assert result.returncode == 0, result.stderr
+    table = result.stdout[result.stdout.index("detections per frame"):]
+    for text in ("yolo", "pillars", "fusion", "car", "pedestrian", "both)"):
+        assert text in table
+
+
+def test_count_by_class_names_known_ids_and_numbers_the_rest():
+    import numpy as np
+
+    from cuvil_perception.ops.summary import count_by_class
+
+    assert count_by_class(np.array([2, 0, 0, 7, np.nan]), ("car", "ped", "cyc")) == \
+        "2 car, 1 cyc, 1 class 7"
+    assert count_by_class(np.array([])) == ""

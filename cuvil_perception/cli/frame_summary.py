@@ -1,12 +1,16 @@
 """A per-frame table of what a run found, read back from its jsonl output (``run --summary``).
 
 Reading the file back (rather than keeping results in memory) shows what a user will find in it,
-and proves every line parses.
+and proves every line parses. A stage whose op declares ``summary_port`` and ``summarize`` gets one
+column, titled by the stage id (e.g. ``pillars: 15: 8 car, 5 pedestrian, 2 cyclist``); other
+list-like outputs show their row count.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from rich.table import Table
@@ -16,40 +20,75 @@ from ..eval.runlog import read_run
 MAX_ROWS = 40
 
 
-def frame_summary_table(jsonl_path: str | Path, max_rows: int = MAX_ROWS) -> Table | None:
-    """Frame, time since the first frame, and the row count of every output whose first axis
-    varies between frames (detections, boxes, fused objects...); stale outputs are marked."""
+@dataclass
+class Column:
+    """One column: its title, the jsonl input it reads, and how to describe a value."""
+
+    title: str
+    name: str
+    describe: Callable[[np.ndarray], str] | None = None
+
+
+def summary_columns(pipeline, sink_id: str) -> list[Column] | None:
+    """Columns for the inputs of jsonl stage ``sink_id``: one per summarising upstream stage (its
+    ``summary_port``), the others left to ``frame_summary_table``'s row counts. None when no
+    upstream op summarises."""
+    columns, summarised = [], set()
+    for name, ref in pipeline.stage(sink_id).inputs.items():
+        op = pipeline.stage(ref.stage).make_op()  # cheap: ops do no IO before open()
+        port = getattr(op, "summary_port", None)
+        if port is None or not callable(getattr(op, "summarize", None)):
+            continue
+        summarised.add(ref.stage)
+        if ref.port == port:
+            columns.append(Column(ref.stage, name, lambda a, op=op, p=port: op.summarize(p, a)))
+    if not columns:
+        return None
+    hidden = {name for name, ref in pipeline.stage(sink_id).inputs.items()
+              if ref.stage in summarised}
+    return columns + [Column(name, name) for name in pipeline.stage(sink_id).inputs
+                      if name not in hidden]
+
+
+def frame_summary_table(jsonl_path: str | Path, columns: list[Column] | None = None,
+                        max_rows: int = MAX_ROWS) -> Table | None:
+    """Frame, time since the first frame, then per column the described value or the row count.
+    Without ``columns``: every output whose first axis varies between frames or that is a list
+    of rows (detections, boxes, objects). Stale (reused) values are marked."""
     frames = read_run(jsonl_path)
     if not frames:
         return None
-    shapes: dict[str, set] = {}
-    for frame in frames:
-        for name, array in frame.outputs.items():
-            if array is not None and array.ndim >= 1:
-                shapes.setdefault(name, set()).add(array.shape[0])
-    ports = [name for name, counts in shapes.items() if len(counts) > 1 or _listy(frames, name)]
-    table = Table(title=f"rows per frame in {jsonl_path}")
-    for column in ("frame", "t (s)", *ports):
-        table.add_column(column, justify="right")
+    columns = [c for c in (columns or [Column(n, n) for n in frames[0].outputs])
+               if c.describe is not None or _listy(frames, c.name)]
+    table = Table(title=f"detections per frame in {jsonl_path}")
+    for title in ("frame", "t (s)", *(c.title for c in columns)):
+        table.add_column(title, justify="right")
     start = frames[0].timestamp_ns
     shown = frames if len(frames) <= max_rows else frames[: max_rows - 1] + frames[-1:]
     for k, frame in enumerate(shown):
         if len(frames) > max_rows and k == max_rows - 1:
-            table.add_row("…", "", *["" for _ in ports])
-        cells = []
-        for name in ports:
-            array = frame.outputs.get(name)
-            count = "-" if array is None else str(array.shape[0])
-            stale = any(key.endswith(f"/{name}") for key in frame.stale)
-            cells.append(f"{count} (stale)" if stale else count)
+            table.add_row("…", "", *["" for _ in columns])
+        cells = [_cell(frame, column) for column in columns]
         table.add_row(str(frame.index), f"{(frame.timestamp_ns - start) / 1e9:.2f}", *cells)
     return table
 
 
+def _cell(frame, column: Column) -> str:
+    array = frame.outputs.get(column.name)
+    if array is None:
+        return "-"
+    text = column.describe(array) if column.describe else str(array.shape[0])
+    stale = any(key.split("/")[0] == column.title for key in frame.stale)
+    return f"{text} (stale)" if stale else text
+
+
 def _listy(frames, name: str) -> bool:
-    """A 2-D output with one row per item (e.g. [N, 6] detections), even if N never changed."""
+    """Rows of items: a first axis that varies between frames, or a 2-D [N, <=16] array."""
+    lengths = set()
     for frame in frames:
         array = frame.outputs.get(name)
-        if isinstance(array, np.ndarray) and array.ndim == 2 and array.shape[1] <= 16:
-            return True
-    return False
+        if isinstance(array, np.ndarray) and array.ndim >= 1:
+            lengths.add(array.shape[0])
+            if array.ndim == 2 and array.shape[1] <= 16:
+                return True
+    return len(lengths) > 1

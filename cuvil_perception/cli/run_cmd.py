@@ -67,10 +67,12 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
             raise
     print_result(console, result, p)
     if summary:
-        from .frame_summary import frame_summary_table
+        from .frame_summary import frame_summary_table, summary_columns
 
         for output in result.outputs:
-            table = frame_summary_table(output["path"]) if output["op"] == "jsonl" else None
+            if output["op"] != "jsonl":
+                continue
+            table = frame_summary_table(output["path"], summary_columns(p, output["stage"]))
             if table is not None:
                 console.print(table)
     if viz is not None and result.frames:

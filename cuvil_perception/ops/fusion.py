@@ -34,11 +34,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import FrameInfo, Op, Param, ParamProblem, PortSpec, register
+from .summary import count_by_class
 
 COLUMNS = ("class", "x", "y", "z", "dx", "dy", "dz", "heading", "x1", "y1", "x2", "y2",
            "score_3d", "score_2d", "seen_by")
 """Columns of a fused object row; ``seen_by`` is a bitmask: 1 camera, 2 LiDAR."""
 SEEN_CAMERA, SEEN_LIDAR = 1, 2
+CLASS_NAMES = ("car", "pedestrian", "cyclist")  # the LiDAR detector's (OpenPCDet KITTI) classes
 MIN_DEPTH = 0.1  # metres in front of the camera plane; same value as the drive generator
 
 # Corner order of ``box_corners`` (box frame, units of the half size): bottom face then top
@@ -230,6 +232,15 @@ class FusionAssociate(Op):
                          "fused objects: " + " ".join(COLUMNS) +
                          " (3D box in the LiDAR frame; NaN where a sensor did not see it; "
                          "seen_by 1 camera | 2 LiDAR)"),)
+
+    summary_port = "objects"
+
+    def summarize(self, port: str, objects: np.ndarray) -> str:
+        """``N: k car, ... (m both)`` — classes as the LiDAR detector numbers them."""
+        if port != "objects" or objects.ndim != 2 or not len(objects):
+            return str(len(objects))
+        both = int(np.sum(objects[:, 14] == (SEEN_CAMERA | SEEN_LIDAR)))
+        return f"{len(objects)}: {count_by_class(objects[:, 0], CLASS_NAMES)} ({both} both)"
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
         matrix = velo_to_image(inputs["P2"], inputs["R0_rect"], inputs["Tr_velo_to_cam"])

@@ -17,18 +17,20 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
+from ..onnx_runner import RUNTIMES
+from ..summary import count_by_class
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
 from .kernel_decode import decode_spec
 from .kernel_nms import nms_spec
 from .kernel_pfn import pfn_spec
 from .kernel_pillarize import pillarize_spec
 from .kernel_scatter import scatter_spec
-from ..onnx_runner import RUNTIMES
 from .model import PointPillars
 
 # A RANDOM-WEIGHT model at the KITTI grid, for tests and benchmarks (many candidates, boxes mean
 # nothing).
 RANDOM_MODEL = Path(__file__).resolve().parents[2] / "models" / "pointpillars_kitti_random.onnx"
+CLASS_NAMES = ("car", "pedestrian", "cyclist")  # OpenPCDet KITTI order, 0-based
 STATS = ("pillars", "dropped_points", "dropped_pillars", "invalid_points", "out_of_range",
          "candidates", "candidate_overflow")
 
@@ -113,6 +115,14 @@ class PillarsDetect(Op):
         # One pass on an empty cloud before frame 0: the backbone runtime allocates on its first
         # call, which would otherwise land on (and blow the deadline of) the first frame.
         self._model.detect(np.zeros((0, 4), np.float32))
+
+    summary_port = "labels"
+
+    def summarize(self, port: str, value: np.ndarray) -> str:
+        """Boxes by class for ``labels``; the row count otherwise."""
+        if port == "labels" and len(value):
+            return f"{len(value)}: {count_by_class(value, CLASS_NAMES)}"
+        return str(len(value))
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
         boxes, scores, labels = self._model.detect(inputs["points"])

@@ -21,7 +21,8 @@ from ...errors import InputError
 from ..onnx_runner import OnnxRunner
 from . import reference
 from .native import NativeHead, check_options
-from .surgery import HeadNotCuttable, cut_model, find_head, inspect_interface, load_model
+from .surgery import (HeadNotCuttable, class_names, cut_model, find_head, inspect_interface,
+                      load_model)
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,8 @@ class YoloV8:
 
     Attributes: ``input_hw`` (network input, pixels), ``nc``, ``cut`` (True when the native head
     runs; False means the full-output fallback), ``fallback_reason`` (why not cut, or None),
-    ``layout`` (the head geometry when cut), ``timings_ms`` (letterbox/trunk/head of the last call).
+    ``layout`` (the head geometry when cut), ``timings_ms`` (letterbox/trunk/head of the last call),
+    ``names`` (class names from the export's metadata, or None).
     """
 
     def __init__(self, runner: OnnxRunner, input_hw: tuple[int, int], nc: int,
@@ -45,6 +47,7 @@ class YoloV8:
         self.fallback_reason = fallback_reason
         self.layout = layout
         self.timings_ms: dict[str, float] = {}
+        self.names: tuple[str, ...] | None = None
 
     @property
     def cut(self) -> bool:
@@ -68,11 +71,14 @@ class YoloV8:
             reason = f"head not cut ({why}); using the full output and numpy postprocess"
             log.warning("%s: %s", where, reason)
             runner = OnnxRunner(model, [info.output_name], runtime, where, threads)
-            return cls(runner, info.input_hw, info.nc, None, options, reason)
-        outputs = [t for i in range(len(layout.grids)) for t in (f"box{i}", f"cls{i}")]
-        runner = OnnxRunner(cut_model(model, layout), outputs, runtime, where, threads)
-        head = NativeHead(layout.grids, layout.strides, info.nc, **options)
-        return cls(runner, info.input_hw, info.nc, head, options, None, layout)
+            detector = cls(runner, info.input_hw, info.nc, None, options, reason)
+        else:
+            outputs = [t for i in range(len(layout.grids)) for t in (f"box{i}", f"cls{i}")]
+            runner = OnnxRunner(cut_model(model, layout), outputs, runtime, where, threads)
+            head = NativeHead(layout.grids, layout.strides, info.nc, **options)
+            detector = cls(runner, info.input_hw, info.nc, head, options, None, layout)
+        detector.names = class_names(model)
+        return detector
 
     def kernels(self) -> list:
         return self.head.kernels() if self.head is not None else []

@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
-from .model import YoloV8
 from ..onnx_runner import RUNTIMES
+from ..summary import count_by_class
+from .model import YoloV8
+from .surgery import class_names, load_model
 
 
 @register
@@ -39,6 +41,7 @@ class YoloDetect(Op):
     def __init__(self, params, inputs):
         super().__init__(params, inputs)
         self._model: YoloV8 | None = None  # loaded at prewarm/open time, never here (no IO)
+        self._names: tuple[str, ...] | None = None
 
     def input_ports(self):
         return (PortSpec("image", "uint8", (None, None, 3), "camera image, BGR, pixels"),)
@@ -80,6 +83,16 @@ class YoloDetect(Op):
         shape = spec.shape if spec is not None and spec.shape is not None else (None, None, 3)
         height, width = (shape[0], shape[1]) if None not in shape[:2] else model.input_hw
         model.detect(np.zeros((height, width, 3), np.uint8))
+
+    summary_port = "detections"
+
+    def summarize(self, port: str, detections: np.ndarray) -> str:
+        """``N: k car, ...`` with the class names of the export's metadata (ids without them)."""
+        if not len(detections):
+            return "0"
+        if self._names is None:
+            self._names = class_names(load_model(self.p["model"])) or ()
+        return f"{len(detections)}: {count_by_class(detections[:, 5], self._names)}"
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
         return {"detections": self._detector().detect(inputs["image"])}

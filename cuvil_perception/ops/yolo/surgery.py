@@ -18,6 +18,7 @@ The cut model keeps the trunk and the per-level raw convolutions and outputs, pe
 
 from __future__ import annotations
 
+import ast
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,19 @@ def load_model(path: Path) -> onnx.ModelProto:
         return onnx.load(str(path))
     except Exception as exc:  # onnx raises DecodeError and friends
         raise ModelError(f"{path}: not a readable ONNX file ({exc})") from exc
+
+
+def class_names(model: onnx.ModelProto) -> tuple[str, ...] | None:
+    """Class names from an ultralytics export's ``names`` metadata (a Python dict literal such as
+    ``{0: 'person', 1: 'bicycle'}``), in class-id order; None when absent or unreadable."""
+    text = {p.key: p.value for p in model.metadata_props}.get("names")
+    try:
+        names = ast.literal_eval(text) if text else None
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(names, dict) or sorted(names) != list(range(len(names))):
+        return None
+    return tuple(str(names[i]) for i in range(len(names)))
 
 
 def inspect_interface(model: onnx.ModelProto, where: str) -> ModelInfo:
