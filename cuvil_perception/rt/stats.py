@@ -15,8 +15,8 @@ of its last stage; at ``rate 0`` it includes waiting behind the frames in flight
 Tag check (``inspect --profile`` and ``run`` print it): over a run, a ``compute`` stage whose
 cpu/wall ratio is below ``COMPUTE_MIN_CPU_RATIO`` (0.5) spends most of its time off-CPU (blocked
 on IO, a lock or the GIL); an ``io`` stage above ``IO_MAX_CPU_RATIO`` (0.9) is really computing
-and belongs on the worker pool. The check needs ``TAG_CHECK_MIN_FRAMES`` timings and
-``TAG_CHECK_MIN_WALL_MS`` of total wall time, so a few sub-millisecond calls do not warn.
+and belongs on the worker pool. The check needs ``TAG_CHECK_MIN_FRAMES`` timings and a mean of
+``TAG_CHECK_MIN_MEAN_MS`` per frame: where a stage of about a millisecond runs cannot matter.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 COMPUTE_MIN_CPU_RATIO = 0.5
 IO_MAX_CPU_RATIO = 0.9
 TAG_CHECK_MIN_FRAMES = 5
-TAG_CHECK_MIN_WALL_MS = 2.0
+TAG_CHECK_MIN_MEAN_MS = 2.0
 E2E = "e2e"
 
 
@@ -139,7 +139,7 @@ def _stage_row(stage_id: str, op: str, tag: str, timings: list[dict],
 def _tag_warning(row: StageStats, timings: list[dict]) -> list[str]:
     total_wall_ms = sum(t["end_ns"] - t["start_ns"] for t in timings) / 1e6
     if row.cpu_wall is None or len(timings) < TAG_CHECK_MIN_FRAMES \
-            or total_wall_ms < TAG_CHECK_MIN_WALL_MS:
+            or total_wall_ms < TAG_CHECK_MIN_MEAN_MS * len(timings):
         return []
     if row.tag == "compute" and row.cpu_wall < COMPUTE_MIN_CPU_RATIO:
         return [f"stage '{row.stage}' is tagged compute but spent {row.cpu_wall:.0%} of its wall "
