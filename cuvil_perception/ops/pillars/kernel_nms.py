@@ -187,8 +187,7 @@ def _clip(b, src, dst, count, a_pt, b_pt) -> ir.Value:
     out = u.entry_alloca(b, u.I64)
     b.store(u.const_i64(0), out)
     with u.for_range(b, 0, count, name="v") as k:
-        nxt = b.add(k, u.const_i64(1))
-        nxt = b.select(b.icmp_signed("==", nxt, count), u.const_i64(0), nxt)
+        nxt = _next_vertex(b, k, count)
         px, py = _get(b, src[0], k), _get(b, src[1], k)
         qx, qy = _get(b, src[0], nxt), _get(b, src[1], nxt)
         side_p = _side(b, ex, ey, ax, ay, px, py)
@@ -205,6 +204,12 @@ def _clip(b, src, dst, count, a_pt, b_pt) -> ir.Value:
     return b.load(out)
 
 
+def _next_vertex(b, k: ir.Value, count: ir.Value) -> ir.Value:
+    """Index of the vertex after ``k`` in a closed polygon of ``count`` vertices."""
+    nxt = b.add(k, u.const_i64(1))
+    return b.select(b.icmp_signed("==", nxt, count), u.const_i64(0), nxt)
+
+
 def _append(b, dst, out, x, y) -> None:
     n = b.load(out)
     _put(b, dst[0], n, x)
@@ -217,8 +222,7 @@ def _area(b, poly, count) -> ir.Value:
     twice = u.entry_alloca(b, u.F64)
     b.store(u.const_f64(0.0), twice)
     with u.for_range(b, 0, count, name="s") as k:
-        nxt = b.add(k, u.const_i64(1))
-        nxt = b.select(b.icmp_signed("==", nxt, count), u.const_i64(0), nxt)
+        nxt = _next_vertex(b, k, count)
         px, py = _get(b, poly[0], k), _get(b, poly[1], k)
         qx, qy = _get(b, poly[0], nxt), _get(b, poly[1], nxt)
         term = b.fsub(b.fmul(px, qy), b.fmul(qx, py))
