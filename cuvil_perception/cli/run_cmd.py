@@ -33,13 +33,16 @@ from ..graph import apply_cli_sources, load_pipeline
               help="Re-apply the deadline decisions of this run record (reproduces its outputs).")
 @click.option("--no-deadlines", is_flag=True,
               help="Measure deadlines but do not act on misses (outputs depend only on input).")
+@click.option("--no-shed", is_flag=True,
+              help="Admit every frame even when the measured stage costs say it will be late "
+                   "(by default a real-time run skips such frames at admission, newest wins).")
 @click.option("--summary", is_flag=True,
               help="Print a per-frame table of what each jsonl output holds (detections "
                    "per frame).")
 @click.option("--viz", metavar="DIR",
               help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            no_deadlines, summary, viz) -> None:
+            no_deadlines, no_shed, summary, viz) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
     Exit codes: 0 done; 1 the run stopped (a stage raised, or on_miss: fail fired); 2 a usage
@@ -57,7 +60,7 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
 
     options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
                          enforce_deadlines=not no_deadlines, trace=trace, record=record,
-                         decisions=decisions, warn=warn)
+                         decisions=decisions, warn=warn, shed=not no_shed)
     with _progress(options) as options.progress:
         try:
             result = run_pipeline(p, options)

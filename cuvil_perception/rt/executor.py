@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ..errors import DeadlineFailure, UsageError
 from ..graph import RunContext
+from .admission import KIND as ADMISSION_SKIP, AdmissionControl
 from .clock import MonotonicClock
 from .knobs import apply_process_knobs, parse_knobs
 from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all, sink_outputs
@@ -52,7 +53,8 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     prewarm_rows = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     open_all(instances, ctx)
     recorder = LatencyRecorder()
-    scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn)
+    scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn,
+                          _admission(pipeline, options, recorded))
     try:
         counters = compile_counters()
         apply_process_knobs(knobs, warn)
@@ -62,6 +64,16 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     after = compile_counters()
     return _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows,
                    {"before_frame0": counters, "after_run": after}, wall_s, warnings)
+
+
+def _admission(pipeline, options: RunOptions, recorded) -> AdmissionControl:
+    """Shedding acts on enforced real-time runs; a ``--decisions`` replay re-applies the
+    recorded skips instead (see ``admission``)."""
+    workers = [s for s in pipeline.ordered() if not is_source(s)]
+    active = options.shed and options.enforce_deadlines and (options.rate > 0 or options.live)
+    skips = None if recorded is None else \
+        {d["frame"] for d in recorded if d.get("kind") == ADMISSION_SKIP}
+    return AdmissionControl(workers, pipeline.e2e_deadline_ms, active, skips)
 
 
 def _schedule(scheduler) -> float:

@@ -33,6 +33,8 @@ class RunOptions:
     max_in_flight: frames admitted but not finished (default ``workers + 2``).
     read_ahead: samples a replay source may read ahead of the pipeline at ``rate 0`` (paced
         replays read one sample ahead).
+    shed: skip frames at admission when the measured stage costs say they cannot make their
+        deadline (``rt.admission``); acts only with enforced deadlines at ``rate > 0`` or live.
     """
 
     frames: int | None = None
@@ -50,6 +52,7 @@ class RunOptions:
     reference_stages: tuple[str, ...] = ()
     max_in_flight: int | None = None
     read_ahead: int = 4
+    shed: bool = True
 
     def worker_count(self) -> int:
         return max(1, self.workers if self.workers else (os.cpu_count() or 1))

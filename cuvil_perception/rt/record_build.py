@@ -46,6 +46,7 @@ def _options(options) -> dict:
 
     return {"frames": options.frames, "workers": options.worker_count(), "rate": options.rate,
             "live": options.live, "enforce_deadlines": options.enforce_deadlines,
+            "shed": options.shed,
             "decisions": path(options.decisions), "trace": path(options.trace),
             "clock": type(options.clock).__name__,
             "reference_stages": list(options.reference_stages)}

@@ -38,10 +38,11 @@ class _Frame:
     index: int
     timestamp_ns: int
     stamps: dict
-    release_ns: int
+    release_ns: int  # arrival on the run clock: paced release time, live read time, else admission
     values: dict = field(default_factory=dict)  # stage id -> outputs dict | DROPPED
     stale: dict = field(default_factory=dict)  # "stage/port" -> original frame index
     stale_owner: dict = field(default_factory=dict)  # "stage/port" -> stage id
+    skipped: bool = False  # shed at admission: no stage runs it, no e2e is recorded
 
 
 @dataclass
@@ -58,7 +59,8 @@ class Scheduler:
     """One run's scheduling state. ``run()`` returns when the sources end, the frame limit is
     reached, a ``fail`` decision fires (``self.failure``) or a stage raises (``self.error``)."""
 
-    def __init__(self, pipeline, instances, policy, recorder, options, knobs, warn):
+    def __init__(self, pipeline, instances, policy, recorder, options, knobs, warn,
+                 admission=None):
         self.stages = pipeline.ordered()
         self.instances = instances
         self.policy = policy
@@ -74,6 +76,8 @@ class Scheduler:
         self.frames: dict[int, _Frame] = {}
         self.next_frame = {s.id: 0 for s in self.workers}
         self.busy: set[str] = set()
+        self.busy_since: dict[str, tuple[int, int]] = {}  # stage id -> (frame, start ns)
+        self.admission = admission  # AdmissionControl or None (admit every frame)
         self.last_good: dict[str, tuple[dict, int]] = {}
         self.pending: dict[str, object] = {}
         self.admitted = 0
@@ -201,18 +205,43 @@ class Scheduler:
         else:  # several sources: prefix each stream with its stage id
             stamps = {f"{s.id}/{k}": v for s, r in zip(self.sources, reads)
                       for k, v in r.sample.stamps.items()}
-        frame = _Frame(self.admitted, first.timestamp_ns, stamps, self.clock.now_ns())
+        now = self.clock.now_ns()
+        # A paced frame "arrives" at its release time even when the pipeline was too busy to
+        # take it then; a live one when it was read. End-to-end latency counts from there.
+        arrival = target if target is not None else \
+            min(now, max(r.end_ns for r in reads)) if self.options.live else now
+        frame = _Frame(self.admitted, first.timestamp_ns, stamps, arrival)
         if self.ts0_ns is None:
-            self.ts0_ns, self.pace0_ns = first.timestamp_ns, frame.release_ns
+            self.ts0_ns, self.pace0_ns = first.timestamp_ns, now
+        skip = self._admission_decision(frame.index, arrival, now)
         self.frames[frame.index] = frame
         self.admitted += 1
-        if self.idle is not None:
+        if self.idle is not None and skip is None:
             self.idle.clear()
         for stage, read in zip(self.sources, reads):
             timing = self._timing(frame.index, stage.id, "normal", read.start_ns, read.end_ns,
                                   read.cpu_ns, read.worker, read.tid)
-            self._settle(frame, stage.id, read.sample.outputs, timing)
+            if skip is None:
+                self._settle(frame, stage.id, read.sample.outputs, timing)
+            else:  # shed: its sources' samples feed nothing, so no stage runs this frame
+                timing["outcome"] = "skipped"
+                self.recorder.add(timing)
+                frame.values[stage.id] = DROPPED
+        if skip is not None:
+            frame.skipped = True
+            self.policy.note(skip)
+            self._maybe_complete(frame)
         return True
+
+    def _admission_decision(self, index: int, arrival_ns: int, now_ns: int) -> dict | None:
+        """The admission controller's skip decision for this frame (None: admit)."""
+        if self.admission is None or not self.admission.enabled:
+            return None
+        in_flight = [(f.index, {sid: f.values.get(sid) is not None for sid in self.next_frame})
+                     for f in sorted(self.frames.values(), key=lambda f: f.index)
+                     if not f.skipped and f.index < self.stop_at]
+        return self.admission.decide(index, arrival_ns, now_ns, in_flight,
+                                     dict(self.busy_since), self.policy.variant)
 
     def _pacing_target(self) -> int | None:
         """Release time (run clock, ns) of the next frame under ``rate``, or None."""
@@ -261,6 +290,7 @@ class Scheduler:
         reference = stage.id in self.options.reference_stages
         pool = self.io_threads.get(stage.id, self.pool)
         self.busy.add(stage.id)
+        self.busy_since[stage.id] = (frame.index, self.clock.now_ns())
         pool.submit(self._execute, stage.id, op, inputs, info, variant, reference)
 
     def _execute(self, stage_id, op, inputs, info, variant, reference) -> None:
@@ -297,6 +327,7 @@ class Scheduler:
     # -- settling results ----------------------------------------------------------------------
     def _settle_done(self, done: _Done) -> None:
         self.busy.discard(done.stage)
+        self.busy_since.pop(done.stage, None)
         self.next_frame[done.stage] += 1
         frame = self.frames[done.frame]
         problem = done.error or self._check_outputs(done.stage, done.outputs)
@@ -312,6 +343,8 @@ class Scheduler:
         action = self.policy.decide(stage_id, frame.index, elapsed, timing["variant"])
         timing["outcome"] = "ok" if action is None else f"miss:{action}"
         self.recorder.add(timing)
+        if self.admission is not None:
+            self.admission.observe(stage_id, timing["variant"], elapsed)
         if action in (None, "degrade"):
             frame.values[stage_id] = outputs
             self.last_good[stage_id] = (outputs, frame.index)
@@ -336,8 +369,9 @@ class Scheduler:
         if len(frame.values) < len(self.stages):
             return
         end = self.clock.now_ns()
-        self.recorder.add_e2e(frame.index, frame.release_ns, end)
-        self._check_e2e(frame.index, end - frame.release_ns)
+        if not frame.skipped:
+            self.recorder.add_e2e(frame.index, frame.release_ns, end)
+            self._check_e2e(frame.index, end - frame.release_ns)
         del self.frames[frame.index]
         self.completed += 1
         if self.idle is not None and not self.frames:
