@@ -138,10 +138,12 @@ class Scheduler:
         while True:
             if not self.stopping:
                 self._admit()
+            completed = self.completed
             self._dispatch()
             if not self.busy and self._finished():
                 return
-            self._wait()
+            if self.completed == completed:  # else frames finished (skipped) while dispatching:
+                self._wait()                 # admit again before blocking on events
 
     def _finished(self) -> bool:
         """Nothing left to do. After a ``fail`` decision or an error on frame k, the frames
@@ -173,7 +175,7 @@ class Scheduler:
 
     def _admit(self) -> None:
         max_in_flight = self.options.max_in_flight or self.options.worker_count() + 2
-        while not self.ended and len(self.frames) < max_in_flight:
+        while not self.ended and self._in_flight() < max_in_flight:
             if self._limit_reached():
                 self.ended = True
                 return
@@ -185,6 +187,10 @@ class Scheduler:
                         return
             if not self._admit_pending():
                 return
+
+    def _in_flight(self) -> int:
+        """Admitted frames not finished; shed ones only wait for the stages to pass them."""
+        return sum(1 for frame in self.frames.values() if not frame.skipped)
 
     def _admit_pending(self) -> bool:
         reads = [self.pending[s.id] for s in self.sources]
