@@ -92,9 +92,10 @@ def test_decisions_replay_skips_the_same_frames_and_gives_the_same_bytes(tmp_pat
 
 
 @pytest.mark.parametrize("options", [dict(rate=0.0), dict(enforce_deadlines=False),
-                                     dict(shed=False)])
+                                     dict(shed=False), dict(e2e=None)])
 def test_no_shedding_as_fast_as_possible_without_deadlines_or_when_off(tmp_path, options):
-    result = run(pipeline(None), **options)
+    e2e = options.pop("e2e", 200.0)  # None: no deadline anywhere in the pipeline
+    result = run(pipeline(None, e2e=e2e), **options)
     assert delivered(result) == list(range(FRAMES))
     assert not any(d["kind"] == "admission_skip" for d in result.decisions)
 

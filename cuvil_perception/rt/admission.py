@@ -13,7 +13,8 @@ replay, its read time live), before any stage runs:
   and the stage's inputs are done — and the new frame after them. Its predicted end-to-end time
   is the end of its last stage minus its arrival time.
 * budget: the pipeline's ``e2e_deadline_ms``; without one, the sum of the stage deadlines along
-  the longest path (a stage without a deadline contributes its predicted cost).
+  the longest path (a stage without a deadline contributes its predicted cost). A pipeline with
+  no deadline at all has no budget and sheds nothing.
 * decision: skip when the prediction exceeds the budget although the frame alone (the stage
   costs along the longest path, as if the pipeline had been free when it arrived) fits in it —
   the frame is late because of the work ahead of it, which shedding it removes. A pipeline too
@@ -72,10 +73,13 @@ class AdmissionControl:
             return 0
         return int(np.percentile(np.fromiter(window, np.int64), QUANTILE))
 
-    def budget_ms(self) -> float:
-        """The end-to-end budget of a frame (ms): see the module docstring."""
+    def budget_ms(self) -> float | None:
+        """The end-to-end budget of a frame (ms), None without any deadline: see the module
+        docstring."""
         if self.e2e_deadline_ms is not None:
             return float(self.e2e_deadline_ms)
+        if all(stage.deadline_ms is None for stage in self.stages):
+            return None
         path: dict[str, float] = {}
         for stage in self.stages:
             own = stage.deadline_ms if stage.deadline_ms is not None \
@@ -97,11 +101,11 @@ class AdmissionControl:
             return {"frame": index, "stage": None, "kind": KIND, "action": "skip",
                     "predicted_ms": None, "deadline_ms": None, "variant": None,
                     "replayed": True}
-        if not self.active:
+        budget = self.budget_ms()
+        if not self.active or budget is None:
             return None
         finish = self.predict_finish_ns(now_ns, in_flight, busy, variant_of, index)
         predicted_ms = (finish - arrival_ns) / 1e6
-        budget = self.budget_ms()
         alone_ms = (self.predict_finish_ns(arrival_ns, [], {}, variant_of, index)
                     - arrival_ns) / 1e6
         if predicted_ms <= budget or (alone_ms > budget and not in_flight):
