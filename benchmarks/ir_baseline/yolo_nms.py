@@ -1,21 +1,5 @@
-"""Native kernel ``yolo.nms``: greedy NMS with torchvision's CPU semantics, class offsets included.
-
-``i64 f(ptr boxes, ptr classes, i64 n, f32 class_offset, f64 iou, i64 max_det, ptr work,
-ptr suppressed, ptr keep)``
-
-- ``boxes``: float32 [n, 4] (x1, y1, x2, y2), already sorted by descending score (stable).
-- ``classes``: float32 [n]; each box is shifted by ``classes[i] * class_offset`` (ultralytics'
-  ``max_wh`` = 7680, or 0 when agnostic) before IoU, in float32 exactly as ultralytics adds it.
-- ``work``: float32 [5 * n] scratch (shifted x1, y1, x2, y2 and areas, structure of arrays);
-  ``suppressed``: uint8 [n] scratch.
-- ``keep``: int64 [max_det] out: positions (into the sorted input) of the kept boxes, in order.
-- returns how many were kept (<= max_det).
-
-IoU = inter / ((area_i + area_j) - inter) in float32, w and h clamped at 0; a box is suppressed when
-IoU > ``iou`` compared in double (torchvision's kernel takes ``double iou_threshold``). Stopping
-after ``max_det`` kept boxes is the same as torchvision then ``[:max_det]``. The inner loop is
-branch-free (``suppressed[j] |= iou > thr``) so it vectorises; no fast-math flags.
-"""
+"""The hand-built IR ``yolo.nms`` that ``cuvil_perception/ops/yolo/kernel_nms.py`` replaced
+(same signature and semantics; see that docstring). Kept for ``benchmarks/lang_vs_ir.py``."""
 
 from __future__ import annotations
 

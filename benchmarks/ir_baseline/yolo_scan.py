@@ -1,20 +1,5 @@
-"""Native kernel ``yolo.scan``: which anchors can pass the confidence threshold.
-
-``i64 f(ptr cls_table, ptr best, ptr cand, f32 threshold)``
-
-- ``cls_table``: ``ptr[L]``, the address of each level's class logits, float32 [nc, h_l, w_l]
-  (C-contiguous, batch dimension dropped).
-- ``best``: float32 [A] scratch: the maximum class logit of every anchor (levels concatenated,
-  anchors row-major within a level, as ultralytics orders them).
-- ``cand``: int64 [A] out: indices of the anchors whose maximum logit is > ``threshold``, ascending.
-- returns how many were written.
-
-Since sigmoid is monotonic, ``threshold`` is ``logit(conf)`` (the caller lowers it by a safety
-margin; the exact ``sigmoid(logit) > conf`` test happens in ``yolo.decode``). The class-major layout
-makes the max a stream over ``nc`` rows of ``h*w`` floats, which the loop vectoriser widens;
-compaction is branch-free (always store, advance by the comparison bit). No fast-math flags:
-``max`` is exact.
-"""
+"""The hand-built IR ``yolo.scan`` that ``cuvil_perception/ops/yolo/kernel_scan.py`` replaced
+(same signature and semantics; see that docstring). Kept for ``benchmarks/lang_vs_ir.py``."""
 
 from __future__ import annotations
 
