@@ -25,7 +25,9 @@ from .kernel_nms import nms_spec
 from .kernel_pfn import pfn_spec
 from .kernel_pillarize import pillarize_spec
 from .kernel_scatter import scatter_spec
-from .model import PointPillars
+from .c_example import example_files
+from .kernel_pfn import fold_weights
+from .model import PointPillars, load_split
 
 # A RANDOM-WEIGHT model at the KITTI grid, for tests and benchmarks (many candidates, boxes mean
 # nothing).
@@ -105,6 +107,17 @@ class PillarsDetect(Op):
         config, head = self._configs()
         return [pillarize_spec(config), pfn_spec(config), scatter_spec(config),
                 decode_spec(config, head), nms_spec(head)]
+
+    def library_files(self, symbols: dict, prefix: str, cc: str) -> dict[str, bytes]:
+        """Files for a deployment library (``compile --library``): a C example running
+        pillarize then PFN on a .bin scan, its Makefile and the model's folded PFN weights.
+        ``symbols`` maps each KernelSpec to its exported symbol; {} if ours are not there."""
+        config, _ = self._configs()
+        pillarize, pfn = symbols.get(pillarize_spec(config)), symbols.get(pfn_spec(config))
+        if pillarize is None or pfn is None:
+            return {}
+        weights, bias = fold_weights(load_split(self.p["model"]).pfn)
+        return example_files(pillarize, pfn, prefix, cc, weights, bias)
 
     def open(self, ctx: RunContext) -> None:
         config, head = self._configs()
