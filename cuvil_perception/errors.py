@@ -10,8 +10,9 @@ Hierarchy::
     │   │   ├── DriveError          a recorded drive (missing stream, bad timestamps, bad .bin)
     │   │   ├── CameraError         a camera device or video file that cannot deliver frames
     │   │   └── ModelError          an ONNX file that does not have the expected layout
-    │   └── ConfigError             a parameter object (PillarConfig, ...) that is inconsistent
-    │       └── BudgetFileError     a latency-budgets file is wrong (file:line:col and field)
+    │   ├── ConfigError             a parameter object (PillarConfig, ...) that is inconsistent
+    │   │   └── BudgetFileError     a latency-budgets file is wrong (file:line:col and field)
+    │   └── ToolchainError          the C compiler / archiver a target needs is not installed
     ├── CompileError                a native kernel failed to build (a bug, not a user mistake)
     │   └── KernelSourceError       a kernel-language function uses an unsupported construct or
     │                               conflicting types (``file:line:col`` of the kernel's source)
@@ -102,6 +103,10 @@ class BudgetFileError(ConfigError):
         where = f"{loc}: field '{field_name}'" if field_name else str(loc)
         super().__init__(f"{where}: {message}")
         self.location = loc
+
+
+class ToolchainError(UsageError):
+    """A system tool (cross C compiler, archiver, emulator) is missing; names the apt package."""
 
 
 class CompileError(CuvilError):
