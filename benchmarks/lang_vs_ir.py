@@ -21,10 +21,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _util import print_table  # noqa: E402
-from ir_baseline import yolo_nms, yolo_scan  # noqa: E402
+from ir_baseline import yolo_decode, yolo_nms, yolo_scan  # noqa: E402
 
 from cuvil_perception.compile import cache_clear, get_kernel, registry  # noqa: E402
-from cuvil_perception.ops.yolo import kernel_nms, kernel_scan  # noqa: E402
+from cuvil_perception.ops.yolo import kernel_decode, kernel_nms, kernel_scan  # noqa: E402
 
 GRIDS, NC = [(80, 80), (40, 40), (20, 20)], 80
 
@@ -39,6 +39,22 @@ def _scan_case(rng):
         n = fn(table.ctypes.data, outs[0].ctypes.data, outs[1].ctypes.data, np.float32(-1.5))
         return [n, outs[0].copy(), outs[1][:n].copy()]
     return run, levels
+
+
+def _decode_case(rng):
+    box = [rng.normal(0.0, 2.0, (64, h, w)).astype(np.float32) for h, w in GRIDS]
+    cls = [rng.normal(-6.0, 2.0, (NC, h, w)).astype(np.float32) for h, w in GRIDS]
+    tables = [np.array([a.ctypes.data for a in arrays], np.uint64) for arrays in (box, cls)]
+    anchors = sum(h * w for h, w in GRIDS)
+    cand = np.sort(rng.choice(anchors, 300, replace=False)).astype(np.int64)
+    outs = [np.zeros((anchors, 4), np.float32), np.zeros(anchors, np.float32),
+            np.zeros(anchors, np.float32)]
+
+    def run(fn):
+        m = fn(tables[0].ctypes.data, tables[1].ctypes.data, cand.ctypes.data, len(cand),
+               np.float32(0.01), *(o.ctypes.data for o in outs))
+        return [m] + [o[:m].copy() for o in outs]
+    return run, (box, cls)
 
 
 def _nms_case(rng):
@@ -61,6 +77,9 @@ def cases():
     return [
         ("yolo.scan", yolo_scan.scan_spec(GRIDS, NC), kernel_scan.scan_spec(GRIDS, NC),
          _scan_case, yolo_scan, kernel_scan.scan),
+        ("yolo.decode", yolo_decode.decode_spec(GRIDS, (8, 16, 32), NC),
+         kernel_decode.decode_spec(GRIDS, (8, 16, 32), NC), _decode_case, yolo_decode,
+         kernel_decode.decode),
         ("yolo.nms", yolo_nms.nms_spec(), kernel_nms.nms_spec(), _nms_case, yolo_nms,
          kernel_nms.nms),
     ]
