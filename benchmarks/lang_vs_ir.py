@@ -21,12 +21,15 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _util import print_table  # noqa: E402
-from ir_baseline import yolo_decode, yolo_nms, yolo_scan  # noqa: E402
+from ir_baseline import pillars_decode, yolo_decode, yolo_nms, yolo_scan  # noqa: E402
 
 from cuvil_perception.compile import cache_clear, get_kernel, registry  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_decode as p_decode  # noqa: E402
+from cuvil_perception.ops.pillars.config import HeadConfig, PillarConfig  # noqa: E402
 from cuvil_perception.ops.yolo import kernel_decode, kernel_nms, kernel_scan  # noqa: E402
 
 GRIDS, NC = [(80, 80), (40, 40), (20, 20)], 80
+PC, HC = PillarConfig(), HeadConfig()
 
 
 def _scan_case(rng):
@@ -57,6 +60,23 @@ def _decode_case(rng):
     return run, (box, cls)
 
 
+def _pillars_decode_case(rng):
+    spec = p_decode.decode_spec(PC, HC)
+    n, k, cap = spec.static["anchors"], spec.static["classes"], spec.static["cap"]
+    maps = [rng.normal(-5.0, 1.5, (n, k)).astype(np.float32),
+            rng.normal(0.0, 0.5, (n, 7)).astype(np.float32),
+            rng.normal(0.0, 1.0, (n, 2)).astype(np.float32),
+            rng.uniform(0.5, 4.0, (n, 7)).astype(np.float32)]
+    outs = [np.zeros((cap, 7), np.float32), np.zeros(cap, np.float32), np.zeros(cap, np.int32),
+            np.zeros(cap, np.int32), np.zeros(2, np.int64)]
+
+    def run(fn):
+        fn(*(m.ctypes.data for m in maps), *(o.ctypes.data for o in outs))
+        m = int(outs[4][0])
+        return [outs[4].copy()] + [o[:m].copy() for o in outs[:4]]
+    return run, maps
+
+
 def _nms_case(rng):
     n = 400
     xy = rng.uniform(0, 600, (n, 2)).astype(np.float32)
@@ -80,6 +100,8 @@ def cases():
         ("yolo.decode", yolo_decode.decode_spec(GRIDS, (8, 16, 32), NC),
          kernel_decode.decode_spec(GRIDS, (8, 16, 32), NC), _decode_case, yolo_decode,
          kernel_decode.decode),
+        ("pillars.decode", pillars_decode.decode_spec(PC, HC), p_decode.decode_spec(PC, HC),
+         _pillars_decode_case, pillars_decode, p_decode.decode),
         ("yolo.nms", yolo_nms.nms_spec(), kernel_nms.nms_spec(), _nms_case, yolo_nms,
          kernel_nms.nms),
     ]

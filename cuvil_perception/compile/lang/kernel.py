@@ -82,8 +82,9 @@ class Kernel:
             self._digest = _digest_sources(self.py_func)
         return self._digest
 
-    def spec(self, debug: bool | None = None, **static) -> KernelSpec:
-        """The `KernelSpec` for these static values (a debug spec takes the error record)."""
+    def spec(self, debug: bool | None = None, arg_docs: tuple = (), **static) -> KernelSpec:
+        """The `KernelSpec` for these static values (a debug spec takes the error record).
+        ``arg_docs``: `Arg` declarations for the C header of a library (not identity)."""
         runtime, statics, ret = self.params()
         missing = [s for s in statics if s not in static and s not in self._defaults()]
         unknown = sorted(set(static) - set(statics))
@@ -99,7 +100,7 @@ class Kernel:
         return KernelSpec(name=self.name, build=self._build, static=values, args=args,
                           ret=PARAM_KINDS[ret] if ret is not None else None,
                           fastmath=self.fastmath, version=self.version,
-                          source=self.source_digest())
+                          source=self.source_digest(), arg_docs=() if debug else arg_docs)
 
     def _defaults(self) -> dict:
         sig = inspect.signature(self.py_func)

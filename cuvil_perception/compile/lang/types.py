@@ -135,6 +135,17 @@ def view(address: int, dtype: Scalar, *dims: int) -> np.ndarray:
     return np.frombuffer(raw, dtype.dtype).reshape(dims)
 
 
+def address(arr: np.ndarray) -> int:
+    """The address of a buffer's first element, as an int (to `view` it as another type)."""
+    return arr.ctypes.data
+
+
+def select(cond, a, b):
+    """``a if cond else b`` with both sides evaluated: compiles to one ``select`` instruction
+    (branch-free, so a loop containing it can be vectorised)."""
+    return a if cond else b
+
+
 def unify(a: Scalar, b: Scalar) -> Scalar:
     """The type two operands are brought to: float beats int, wider beats narrower, and bool
     counts as the narrowest int."""
