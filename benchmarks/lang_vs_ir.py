@@ -21,16 +21,46 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _util import print_table  # noqa: E402
-from ir_baseline import pillars_decode, pillars_nms, yolo_decode, yolo_nms, yolo_scan  # noqa: E402,E501
+from ir_baseline import (pillars_decode, pillars_nms, pillars_pfn, yolo_decode,  # noqa: E402
+                         yolo_nms, yolo_scan)
 
 from cuvil_perception.compile import cache_clear, get_kernel, registry  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_decode as p_decode  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_nms as p_nms  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_pfn as p_pfn  # noqa: E402
+from cuvil_perception.ops.pillars import native as p_native  # noqa: E402
 from cuvil_perception.ops.pillars.config import HeadConfig, PillarConfig  # noqa: E402
 from cuvil_perception.ops.yolo import kernel_decode, kernel_nms, kernel_scan  # noqa: E402
 
 GRIDS, NC = [(80, 80), (40, 40), (20, 20)], 80
 PC, HC = PillarConfig(), HeadConfig()
+KITTI = HERE.parents[1] / "shared" / "data" / "kitti_velodyne"
+
+
+def kitti_points(rng) -> np.ndarray:
+    """A real KITTI scan (../shared/data) if present, else 20k random points in the range."""
+    frames = sorted(KITTI.glob("*.bin"))
+    if frames:
+        return np.fromfile(frames[0], np.float32).reshape(-1, 4)
+    lo, hi = np.array(PC.point_cloud_range[:3]), np.array(PC.point_cloud_range[3:])
+    xyz = rng.uniform(lo, hi, (20000, 3))
+    return np.concatenate([xyz, rng.uniform(0, 1, (20000, 1))], axis=1).astype(np.float32)
+
+
+def _pfn_case(rng):
+    pillars = p_native.PillarizeKernel(PC).open()(kitti_points(rng))
+    c = PC.num_features
+    weights = rng.normal(0, 0.3, (14, c)).astype(np.float32)
+    bias = rng.normal(0, 0.3, c).astype(np.float32)
+    out = np.zeros((PC.max_pillars, c), np.float32)
+    count = int(pillars.count)
+
+    def run(fn):
+        fn(pillars.voxels.ctypes.data, pillars.coords.ctypes.data,
+           pillars.num_points.ctypes.data, count, weights.ctypes.data, bias.ctypes.data,
+           out.ctypes.data)
+        return [out[:count].copy()]
+    return run, pillars
 
 
 def _scan_case(rng):
@@ -120,6 +150,8 @@ def cases():
         ("yolo.decode", yolo_decode.decode_spec(GRIDS, (8, 16, 32), NC),
          kernel_decode.decode_spec(GRIDS, (8, 16, 32), NC), _decode_case, yolo_decode,
          kernel_decode),
+        ("pillars.pfn", pillars_pfn.pfn_spec(PC), p_pfn.pfn_spec(PC), _pfn_case, pillars_pfn,
+         p_pfn),
         ("pillars.decode", pillars_decode.decode_spec(PC, HC), p_decode.decode_spec(PC, HC),
          _pillars_decode_case, pillars_decode, p_decode),
         ("pillars.nms", pillars_nms.nms_spec(HC), p_nms.nms_spec(HC), _pillars_nms_case,
