@@ -12,7 +12,7 @@ import ast
 from llvmlite import ir
 
 from .. import irutil as u
-from . import kmath
+from . import kmath, simd
 from .arith import compare, convert, negate
 from .source import Source
 from .types import BOOL, F64, I64, BufType, Scalar, address, local, select, view
@@ -67,6 +67,8 @@ class CallsMixin:
             return self.select(node)
         if fn in kmath.FUNCTIONS:
             return self.math(fn, node)
+        if fn in simd.OPERATIONS:
+            return self.simd_call(fn, node)
         if getattr(fn, "__cuvil_inline__", False) or hasattr(fn, "__cuvil_kernel__"):
             target = fn.__cuvil_kernel__.py_func if hasattr(fn, "__cuvil_kernel__") else fn
             return self.inline_call(target, node)

@@ -37,7 +37,7 @@ from ..registry import get_kernel
 from ..spec import CTYPES, KernelSpec
 from .lower import Frame, Lowerer, Var, assigned_once
 from .source import Source
-from .types import PARAM_KINDS, BufType, Scalar
+from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 from .values import BufRef, Const, Val
 from .. import irutil as u
 
@@ -121,6 +121,7 @@ class Kernel:
                                    if not isinstance(t, BufType)}}
         for (pname, ty), arg in zip(runtime, args):
             if isinstance(ty, BufType):
+                ty = resolve_dtype(ty, spec.static)
                 arr = _check_buffer(self.name, pname, ty, arg, sizes)
                 keep.append(arr)
                 raw.append(arr.ctypes.data)
@@ -190,6 +191,10 @@ def render_lowerer(k: Kernel, fn_name: str, static: dict, module: ir.Module | No
 
 
 def _buffer(low: Lowerer, src: Source, pname: str, ty: BufType, arg, env: dict) -> BufRef:
+    try:
+        ty = resolve_dtype(ty, {k: v.value for k, v in env.items() if isinstance(v, Const)})
+    except TypeError as exc:
+        low.fail(src.tree, f"buffer '{pname}': {exc}")
     extents = []
     for d in ty.dims:
         if d is None or isinstance(d, int):

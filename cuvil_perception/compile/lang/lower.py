@@ -24,6 +24,7 @@ from .. import irutil as u
 from .arith import binop, convert, fpow, power, truth
 from .calls import CallsMixin
 from .expr import ExprMixin
+from .simd_lower import SimdMixin
 from .source import Source, fail
 from .types import BOOL, I64, Scalar
 from .values import BufRef, Const, Val
@@ -76,7 +77,7 @@ def _bound(target: ast.expr) -> list:
     return []
 
 
-class Lowerer(ExprMixin, CallsMixin):
+class Lowerer(ExprMixin, CallsMixin, SimdMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):
