@@ -16,11 +16,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..errors import DeadlineFailure
 from ..graph import apply_cli_sources, load_pipeline
+from .live_view import apply_foxglove, foxglove_option
 
 
 @click.command("run")
 @click.argument("pipeline", type=click.Path(dir_okay=False))
-@click.option("--replay", metavar="DRIVE", help="Replay a recorded drive (KITTI raw layout).")
+@click.option("--replay", metavar="DRIVE",
+              help="Replay a recorded drive: KITTI raw folder, ROS bag or MCAP (by content).")
 @click.option("--camera", metavar="DEV", help="Live camera: /dev/videoN, an index or a video file.")
 @click.option("--out", metavar="FILE", help="Path of the jsonl output(s).")
 @click.option("--frames", type=click.IntRange(min=1), help="Stop after N frames.")
@@ -38,8 +40,9 @@ from ..graph import apply_cli_sources, load_pipeline
                    "per frame).")
 @click.option("--viz", metavar="DIR",
               help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
+@foxglove_option
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            no_deadlines, summary, viz) -> None:
+            no_deadlines, summary, viz, foxglove) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
     Exit codes: 0 done; 1 the run stopped (a stage raised, or on_miss: fail fired); 2 a usage
@@ -49,7 +52,7 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
 
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay, camera=camera, out=out)
-    p.validate()
+    apply_foxglove(p.validate(), foxglove)
     console, errors = wide_console(), Console(stderr=True)
 
     def warn(message: str) -> None:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from ..errors import DeadlineFailure, UsageError
 from ..graph import RunContext
 from .clock import MonotonicClock
+from .feed import RunFeed
 from .knobs import apply_process_knobs, parse_knobs
 from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all, sink_outputs
 from .options import RunOptions, RunResult
@@ -47,11 +48,12 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     recorded = load_decisions(options.decisions, pipeline, warn) if options.decisions else None
     policy = DeadlinePolicy(stages, options.enforce_deadlines, recorded, pipeline.e2e_deadline_ms)
     instances = build_instances(pipeline)
+    recorder = LatencyRecorder()
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,
-                     extra={"clock": options.clock})
+                     extra={"clock": options.clock,
+                            "feed": RunFeed(recorder, policy, options.clock)})
     prewarm_rows = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     open_all(instances, ctx)
-    recorder = LatencyRecorder()
     scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn)
     try:
         counters = compile_counters()

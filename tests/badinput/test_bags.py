@@ -79,3 +79,63 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, fragment):
     result = _cli(*(a.format(tmp=tmp_path) for a in args))
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr and fragment in result.stderr, result.stderr
+
+
+MCAP_ROWS = [
+    ("path", None, "give a path, a live HOST:PORT, or both"),
+    ("path", 5, "must be a path"),
+    ("live", "", "expected HOST:PORT"),
+    ("live", "localhost:99999", "port must be 0..65535"),
+    ("live", "localhost:http", "port must be 0..65535"),
+    ("live", 8765, "must be a string"),
+    ("image_format", "gif", "must be one of 'jpeg', 'png', 'raw'"),
+    ("jpeg_quality", 0, "must be 1..100"),
+    ("jpeg_quality", 101, "must be 1..100"),
+    ("jpeg_quality", 10**12, "must be 1..100"),
+    ("jpeg_quality", 50.5, "must be an integer"),
+    ("jpeg_quality", NAN, "must be an integer"),
+    ("compression", "gzip", "must be one of 'lz4', 'zstd', 'none'"),
+    ("topic_prefix", "cuvil", "must start with '/'"),
+    ("topic_prefix", "", "must start with '/'"),
+    ("topic_prefix", "/a b ", "must start with '/'"),
+    ("lidar_frame", "", "must be a frame id"),
+    ("camera_frame", "velo_link", "must differ from lidar_frame"),
+    ("class_names", [], "non-empty list"),
+    ("class_names", ["car", ""], "non-empty list"),
+    ("class_names", "car", "must be a list"),
+    ("class_names", [1, 2], "must be a list of string"),
+]
+
+
+@pytest.mark.parametrize("param,value,message", MCAP_ROWS)
+def test_mcap_sink_params_are_checked_when_the_pipeline_is_built(tmp_path, param, value,
+                                                                 message):
+    p = Pipeline("bad")
+    drive = p.add("drive", "replay")
+    params = {"path": str(tmp_path / "o.mcap"), param: value}
+    p.add("fx", "mcap", inputs={"P2": drive.out("P2")}, **params)
+    with pytest.raises(PipelineError) as info:
+        p.validate()
+    assert f"stage 'fx': field 'params.{param}'" in str(info.value)
+    assert message in str(info.value)
+
+
+def test_mcap_sink_rejects_inputs_it_cannot_draw(tmp_path):
+    p = Pipeline("bad")
+    drive = p.add("drive", "replay")
+    p.add("fx", "mcap", inputs={"labels": drive.out("labels")}, path=str(tmp_path / "o.mcap"))
+    with pytest.raises(PipelineError, match="cannot feed input 'labels'"):
+        p.validate()
+    p = Pipeline("bad")
+    drive = p.add("drive", "replay")
+    p.add("fx", "mcap", inputs={"stuff": drive.out("P2")}, path=str(tmp_path / "o.mcap"))
+    with pytest.raises(PipelineError, match="op 'mcap' has no input 'stuff'"):
+        p.validate()
+
+
+@pytest.mark.parametrize("address", ["localhost:99999", "host:port", ":-1"])
+def test_run_foxglove_bad_address_is_one_line_exit_2(address):
+    result = _cli("run", "configs/fusion.yaml", "--foxglove", address, "--frames", "1")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "params.live" in lines[0] and "port must be" in lines[0], lines
