@@ -183,6 +183,11 @@ def test_live_server_answers_a_websocket_client(tmp_path):
 
 def test_run_foxglove_wires_a_live_stage_by_roles():
     p = load_pipeline(REPO / "configs" / "fusion.yaml")
+    apply_foxglove(p, "127.0.0.1:0")  # its mcap stage serves live too; nothing is added
+    assert p.stage("foxglove").params["live"] == "127.0.0.1:0"
+    assert LIVE_STAGE not in {s.id for s in p.stages}
+    p.stages = [s for s in p.stages if s.op != "mcap"]
+    p.validate()
     apply_foxglove(p, "127.0.0.1:0")
     live = p.stage(LIVE_STAGE)
     assert live.params == {"live": "127.0.0.1:0"}

@@ -65,10 +65,7 @@ class Bag(Replay):
               "record time)", choices=("header", "log")),
         Param("intensity_scale", float, 1.0, "factor on the intensity field (1/255 for "
               "drivers that publish 0..255)"),
-        Param("sync_tolerance_ms", float, 50.0,
-              "max |camera time - scan time| for a pair, in ms"),
-        Param("loop", bool, False, "start again at frame 0 after the last frame"),
-    )
+    ) + tuple(p for p in Replay.params if p.name != "path")  # sync_tolerance_ms, loop
 
     def check(self) -> None:
         super().check()
