@@ -7,6 +7,8 @@ DIR`` they are written as object files for another architecture and not loaded.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.console import Console
 from rich.table import Table
@@ -22,7 +24,9 @@ from ..graph import Pipeline, load_pipeline
               help="Write object files for this LLVM triple (e.g. aarch64-linux-gnu).")
 @click.option("--out", "out_dir", metavar="DIR", type=click.Path(file_okay=False),
               help="Directory for --target object files.")
-def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Let --out be a non-empty folder cuvil-perception did not fill.")
+def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None, overwrite: bool) -> None:
     """Compile (or load from the cache) every kernel PIPELINE's static shapes need."""
     specs = pipeline_kernels(load_pipeline(pipeline))
     console = Console()
@@ -34,6 +38,12 @@ def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None) -> None:
         return
     if out_dir is None:
         raise UsageError("--target needs --out DIR for the object files")
+    from ..output_files import mark_folder
+    from ..rt import Claim, check_outputs
+
+    check_outputs([Claim("--out", Path(out_dir), folder=True)],
+                  [Claim("the pipeline file", Path(pipeline))], overwrite=overwrite)
+    mark_folder(out_dir, "compile --target")
     paths = write_objects(specs, triple, out_dir)
     for path in paths:
         console.print(str(path))

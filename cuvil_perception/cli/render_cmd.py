@@ -33,7 +33,7 @@ def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resol
     --out is checked before drawing: never RUN_OUTPUT, the drive or the run record, and never a
     non-empty folder this tool did not fill (unless --overwrite).
     """
-    from ..eval.runlog import record_path
+    from ..eval.runlog import load_record, record_path
     from ..rt import Claim, check_outputs
     from ..viz import BevView, render_run
 
@@ -46,6 +46,10 @@ def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resol
               Claim("the run record", record_path(run_output))]
     if drive is not None:
         inputs.append(Claim("--drive", Path(drive), folder=Path(drive).is_dir()))
+    for stage in ((load_record(run_output) or {}).get("pipeline") or {}).get("stages", []):
+        path = stage.get("params", {}).get("path") if stage.get("op") == "replay" else None
+        if path:
+            inputs.append(Claim("the drive of the run", Path(path), folder=True))
     check_outputs([Claim("--out", Path(out_dir), folder=True)], inputs, overwrite=overwrite)
     summary = render_run(run_output, out_dir, drive=drive, view=BevView(resolution=resolution),
                          video=not no_video, ground_truth=ground_truth, open3d=open3d,

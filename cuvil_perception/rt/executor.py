@@ -51,9 +51,9 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     record_path = plan(pipeline, options)
     record = RecordFile(record_path, pipeline, options) if record_path is not None else None
     with sigterm_as_interrupt():
-        if record is not None:
-            record.start()
         try:
+            if record is not None:
+                record.start()
             return _run(pipeline, options, knobs, recorded, record, warnings, warn)
         except BaseException as exc:
             if record is not None and not record.finished:
@@ -162,8 +162,10 @@ def _check_options(options: RunOptions, stages) -> None:
 def _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows, counters, wall_s,
             warnings, record) -> RunResult:
     stages = pipeline.ordered()
+    # tag checks need a whole run: a run stopped by an error has partial, misleading ratios
     report = recorder.report(stages, pipeline.e2e_deadline_ms,
-                             check_tags=not getattr(options.clock, "virtual", False))
+                             check_tags=not getattr(options.clock, "virtual", False)
+                             and scheduler.error is None)
     for message in report.warnings:
         if message not in warnings:
             warnings.append(message)

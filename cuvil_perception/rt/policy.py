@@ -140,4 +140,23 @@ def load_decisions(path, pipeline, warn) -> list[dict]:
     if recorded_stages and sorted(recorded_stages) != sorted(ids):
         warn(f"{path}: recorded pipeline had stages {recorded_stages}; re-applying its decisions "
              "to a different pipeline")
+    _check_identity(path, record, pipeline, warn)
     return decisions
+
+
+def _check_identity(path, record: dict, pipeline, warn) -> None:
+    """Decisions are per frame index: refuse a record of another drive (fingerprints differ);
+    warn when the pipeline's stages compute differently (``pipeline_sha256``)."""
+    from .run_files import drive_fingerprints, pipeline_hash
+
+    recorded = {d.get("stage"): d for d in record.get("drives") or []}
+    for current in drive_fingerprints(pipeline):
+        before = recorded.get(current["stage"])
+        if before is not None and before.get("sha256") != current["sha256"]:
+            raise UsageError(f"{path}: its decisions were recorded on drive {before.get('path')}"
+                             f" ({before.get('files')} files), not on {current['path']} "
+                             f"({current['files']} files); decisions are per frame, so they "
+                             "only reproduce a run of the same drive")
+    if "pipeline_sha256" in record and record["pipeline_sha256"] != pipeline_hash(pipeline):
+        warn(f"{path}: recorded with a different pipeline (stage ops, params or wiring differ); "
+             "its decisions may not reproduce that run's outputs")

@@ -32,11 +32,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..errors import CuvilError, ExecutionError
 from ..graph import FrameInfo
 from .knobs import apply_thread_knobs
 from .lifecycle import ancestors, is_source
 from .sources import END, SourceReader
+from .stage_results import check_outputs, wrap_error
 
 DROPPED = object()  # a stage's frame value when it was dropped or skipped
 
@@ -414,27 +414,10 @@ class Scheduler:
             self.options.progress(self.completed, self.options.frames or 0)
 
     def _check_outputs(self, stage_id: str, outputs) -> BaseException | None:
-        stage = next(s for s in self.stages if s.id == stage_id)
-        if not isinstance(outputs, dict):
-            return ExecutionError(f"stage '{stage_id}' (op {stage.op}) returned "
-                                  f"{type(outputs).__name__}, not a dict of outputs")
-        for port, spec in stage.output_specs.items():
-            if port not in outputs:
-                return ExecutionError(f"stage '{stage_id}' (op {stage.op}) did not produce "
-                                      f"output '{port}'")
-            problem = spec.check_value(outputs[port])
-            if problem is not None:
-                return ExecutionError(f"stage '{stage_id}' output '{port}': {problem}")
-        return None
+        return check_outputs(next(s for s in self.stages if s.id == stage_id), outputs)
 
     def _wrap(self, exc: BaseException, stage_id: str, frame: int) -> BaseException:
-        if isinstance(exc, CuvilError):
-            return exc
-        stage = next(s for s in self.stages if s.id == stage_id)
-        wrapped = ExecutionError(f"stage '{stage_id}' (op {stage.op}) failed on frame {frame}: "
-                                 f"{type(exc).__name__}: {exc}")
-        wrapped.__cause__ = exc
-        return wrapped
+        return wrap_error(exc, next(s for s in self.stages if s.id == stage_id), frame)
 
     def _abort(self, error: BaseException, frame: int) -> None:
         """Stop after finishing the frames before ``frame``; the first error is the one raised."""
