@@ -7,6 +7,7 @@ stderr is a terminal. Ctrl-C stops a run cleanly (sinks closed, record written, 
 
 from __future__ import annotations
 
+import functools
 import sys
 from contextlib import contextmanager
 
@@ -38,14 +39,18 @@ from ..graph import apply_cli_sources, load_pipeline
                    "per frame).")
 @click.option("--viz", metavar="DIR",
               help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
+@click.option("--metrics", metavar="[HOST:]PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics during the run "
+                   "(HOST defaults to 127.0.0.1).")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            no_deadlines, summary, viz) -> None:
+            no_deadlines, summary, viz, metrics) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
     Exit codes: 0 done; 1 the run stopped (a stage raised, or on_miss: fail fired); 2 a usage
     error; 130 interrupted by Ctrl-C (outputs, record and table are still written).
     """
     from ..rt import RunOptions, run_pipeline
+    from ..rt.metrics import serve_for_run
 
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay, camera=camera, out=out)
@@ -58,7 +63,8 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
     options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
                          enforce_deadlines=not no_deadlines, trace=trace, record=record,
                          decisions=decisions, warn=warn)
-    with _progress(options) as options.progress:
+    note = functools.partial(errors.print, highlight=False, soft_wrap=True)
+    with serve_for_run(metrics, options, note), _progress(options) as options.progress:
         try:
             result = run_pipeline(p, options)
         except DeadlineFailure as failure:

@@ -56,6 +56,8 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     try:
         counters = compile_counters()
         apply_process_knobs(knobs, warn)
+        if options.monitor is not None:
+            options.monitor.attach(scheduler, recorder, policy)
         wall_s = _schedule(scheduler)
     finally:
         close_ops(all_ops(instances), warn)

@@ -33,6 +33,8 @@ class RunOptions:
     max_in_flight: frames admitted but not finished (default ``workers + 2``).
     read_ahead: samples a replay source may read ahead of the pipeline at ``rate 0`` (paced
         replays read one sample ahead).
+    monitor: an observer with ``attach(scheduler, recorder, policy)``, called once before frame
+        0; it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
     """
 
     frames: int | None = None
@@ -50,6 +52,7 @@ class RunOptions:
     reference_stages: tuple[str, ...] = ()
     max_in_flight: int | None = None
     read_ahead: int = 4
+    monitor: Any = None
 
     def worker_count(self) -> int:
         return max(1, self.workers if self.workers else (os.cpu_count() or 1))
