@@ -14,6 +14,10 @@ Hierarchy::
     │   │   └── BudgetFileError     a latency-budgets file is wrong (file:line:col and field)
     │   └── ToolchainError          the C compiler / archiver a target needs is not installed
     ├── CompileError                a native kernel failed to build (a bug, not a user mistake)
+    │   └── KernelSourceError       a kernel-language function uses an unsupported construct or
+    │                               conflicting types (``file:line:col`` of the kernel's source)
+    ├── KernelIndexError            a bounds-checked kernel indexed outside a buffer (also an
+    │                               ``IndexError``; names the buffer, the index and the line)
     └── ExecutionError              a run stopped: a stage raised, or an ``on_miss: fail`` fired
         └── DeadlineFailure         the ``fail`` miss policy stopped the run (carries the report)
 
@@ -107,6 +111,19 @@ class ToolchainError(UsageError):
 
 class CompileError(CuvilError):
     """A native kernel failed to generate, verify or compile. Names the kernel."""
+
+
+class KernelSourceError(CompileError):
+    """A ``@kernel`` function cannot be compiled: ``file:line:col: what; write ... instead``."""
+
+    def __init__(self, message: str, location: Location | None = None):
+        super().__init__(f"{location}: {message}" if location is not None else message)
+        self.location = location
+
+
+class KernelIndexError(CuvilError, IndexError):
+    """A bounds-checked kernel build (``debug=True`` or ``CUVIL_KERNEL_DEBUG=1``) read or wrote
+    outside a buffer: ``file:line:col: index i out of range for axis k of 'buf' (extent n)``."""
 
 
 class ExecutionError(CuvilError):

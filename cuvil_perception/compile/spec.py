@@ -84,7 +84,9 @@ class KernelSpec:
     llvmlite ``ir.Module`` it is given, with the signature ``ret fn_name(*args)``. ``static`` values
     are JSON-serialisable and are baked into the IR as constants (shapes, strides, thresholds).
     ``fastmath`` lists the fp flags the generator puts on its instructions (informational, and part
-    of the identity); bump ``version`` whenever the generator's output changes.
+    of the identity); bump ``version`` whenever the generator's output changes. ``source`` is a
+    digest of the source text the generator compiles (kernel-language kernels: the kernel's
+    module and its helpers), so editing a kernel outside this package changes the identity too.
     """
 
     name: str
@@ -95,6 +97,7 @@ class KernelSpec:
     fastmath: tuple[str, ...] = ()
     version: int = 1
     arg_docs: tuple[Arg, ...] = ()
+    source: str = ""
 
     def __post_init__(self) -> None:
         # Specs are written by kernel authors, not users: a bad spec is a CompileError (a bug).
@@ -119,7 +122,7 @@ class KernelSpec:
                                f"{exc}") from exc
         # Computed once: get_kernel looks specs up by identity on every call (memo hits).
         ident = (self.name, _qualified(self.build), static_json, self.args, self.ret,
-                 tuple(sorted(self.fastmath)), self.version)
+                 tuple(sorted(self.fastmath)), self.version, self.source)
         object.__setattr__(self, "_identity", ident)
         object.__setattr__(self, "_hash", hash(ident))
 
