@@ -59,7 +59,7 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     try:
         apply_process_knobs(knobs, warn)
         if options.monitor is not None:
-            options.monitor.attach(scheduler, recorder, policy)
+            options.monitor.attach(scheduler, recorder, policy, counters)
         wall_s = _schedule(scheduler)
     finally:
         close_ops(all_ops(instances), warn)

@@ -78,11 +78,12 @@ class RunMetrics:
         self._age = _Histogram()
         self._decisions: dict[tuple, int] = {}
 
-    def attach(self, scheduler, recorder, policy) -> None:
-        """Called by ``run_pipeline`` once, after prewarm and before frame 0."""
+    def attach(self, scheduler, recorder, policy, counters: dict | None = None) -> None:
+        """Called by ``run_pipeline`` once, after prewarm and before frame 0; ``counters`` is
+        the compile-counter snapshot the run record counts "after frame 0" from."""
         with self._lock:
             self._run = (scheduler, recorder, policy)
-            self._compiles0 = compile_stats().compiles
+            self._compiles0 = (counters or {}).get("compiles", compile_stats().compiles)
             # live camera stamps are wall-clock ns: the offset maps the run clock onto them
             self._wall_offset = time.time_ns() - scheduler.clock.now_ns()
 

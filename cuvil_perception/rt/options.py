@@ -33,8 +33,9 @@ class RunOptions:
     max_in_flight: frames admitted but not finished (default ``workers + 2``).
     read_ahead: samples a replay source may read ahead of the pipeline at ``rate 0`` (paced
         replays read one sample ahead).
-    monitor: an observer with ``attach(scheduler, recorder, policy)``, called once before frame
-        0; it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
+    monitor: an observer with ``attach(scheduler, recorder, policy, counters)``, called once
+        before frame 0 (``counters``: the compile counters the record's ``compiles_after_frame0``
+        counts from); it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
     """
 
     frames: int | None = None
