@@ -43,6 +43,7 @@ def test_scrape_during_and_after_a_replay_matches_the_record(repo_root, tmp_path
     try:
         result = run_pipeline(replay_pipeline(repo_root, tmp_path / "out.jsonl"),
                               RunOptions(workers=2, monitor=server.metrics, progress=progress,
+                                         enforce_deadlines=True,
                                          record=tmp_path / "record.json"))
         after = scrape(server.url)
     finally:
