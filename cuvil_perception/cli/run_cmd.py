@@ -8,6 +8,7 @@ printed). Where it may write is checked before anything starts (``rt.output_poli
 
 from __future__ import annotations
 
+import functools
 import sys
 from contextlib import contextmanager
 
@@ -46,8 +47,11 @@ from ..graph import apply_cli_sources, load_pipeline
                    "per frame).")
 @click.option("--viz", metavar="DIR",
               help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
+@click.option("--metrics", metavar="[HOST:]PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics during the run "
+                   "(HOST defaults to 127.0.0.1).")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            enforce_deadlines, no_deadlines, overwrite, summary, viz) -> None:
+            enforce_deadlines, no_deadlines, overwrite, summary, viz, metrics) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
     Deadlines: a paced replay (--rate > 0) and a live camera act on misses (on_miss,
@@ -63,6 +67,7 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
     terminated by SIGTERM (outputs, record and table are still written).
     """
     from ..rt import Claim, RunOptions, run_pipeline
+    from ..rt.metrics import serve_for_run
     from ..rt.signals import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE
 
     if enforce_deadlines and no_deadlines:
@@ -82,7 +87,8 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
                          enforce_deadlines=enforce, trace=trace, record=record,
                          decisions=decisions, warn=warn, overwrite=overwrite,
                          extra_outputs=viz_claims)
-    with _progress(options) as options.progress:
+    note = functools.partial(errors.print, highlight=False, soft_wrap=True)
+    with serve_for_run(metrics, options, note), _progress(options) as options.progress:
         try:
             result = run_pipeline(p, options)
         except DeadlineFailure as failure:

@@ -93,6 +93,8 @@ def _run(pipeline, options, knobs, recorded, record, warnings, warn) -> RunResul
     scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn)
     try:
         apply_process_knobs(knobs, warn)
+        if options.monitor is not None:
+            options.monitor.attach(scheduler, recorder, policy, counters)
         wall_s = _schedule(scheduler)
     finally:
         close_ops(all_ops(instances), warn)

@@ -34,6 +34,9 @@ class RunOptions:
     max_in_flight: frames admitted but not finished (default ``workers + 2``).
     read_ahead: samples a replay source may read ahead of the pipeline at ``rate 0`` (paced
         replays read one sample ahead).
+    monitor: an observer with ``attach(scheduler, recorder, policy, counters)``, called once
+        before frame 0 (``counters``: the compile counters the record's ``compiles_after_frame0``
+        counts from); it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
     overwrite: let outputs replace existing files and folders that cuvil-perception did not
         write (output-path rule ``not-ours``); inputs and the run's own outputs stay protected.
     extra_outputs / extra_inputs: ``output_policy.Claim``s the caller writes or reads besides
@@ -55,6 +58,7 @@ class RunOptions:
     reference_stages: tuple[str, ...] = ()
     max_in_flight: int | None = None
     read_ahead: int = 4
+    monitor: Any = None
     overwrite: bool = False
     extra_outputs: tuple = ()
     extra_inputs: tuple = ()

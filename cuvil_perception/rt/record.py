@@ -24,7 +24,7 @@ Top-level fields::
     compile       {"before_frame0": n, "after_run": n, "after_frame0": n}: compile counters
     frames        number of frames that went through; stopped: null or the failure reason
     timings       per frame and stage: start/end ns, cpu ns, worker, tid, variant, outcome
-    e2e           per frame: start/end ns
+    e2e           per frame: start/end ns, sensor_ns (the frame's sensor time)
     decisions     every deadline decision: {frame, stage, kind, elapsed_ms, deadline_ms,
                   action, variant}; ``kind`` is "deadline_miss" or "e2e_miss"
     summary       the latency table (per stage and e2e: p50/p90/p99/max ms, cpu/wall, misses)

@@ -405,7 +405,7 @@ class Scheduler:
         if len(frame.values) < len(self.stages):
             return
         end = self.clock.now_ns()
-        self.recorder.add_e2e(frame.index, frame.release_ns, end)
+        self.recorder.add_e2e(frame.index, frame.release_ns, end, frame.timestamp_ns)
         del self.frames[frame.index]
         self.completed += 1
         if self.idle is not None and not self.frames:
