@@ -69,6 +69,7 @@ def test_fusion_config_on_a_bag_matches_the_kitti_folder(bags, rigid_drive, tmp_
         pipeline = load_pipeline(REPO / "configs" / "fusion.yaml", validate=False)
         out = tmp_path / f"{len(outputs)}.jsonl"
         apply_cli_sources(pipeline, replay=source, out=out)
+        pipeline.stage("foxglove").params["path"] = str(tmp_path / f"{len(outputs)}.mcap")
         run_pipeline(pipeline.validate(), RunOptions(frames=3, enforce_deadlines=False,
                                                      write_record=False))
         outputs.append(out.read_bytes())

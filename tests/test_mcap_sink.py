@@ -201,6 +201,6 @@ def test_run_foxglove_wires_a_live_stage_by_roles():
 def test_never_writes_over_a_file_it_did_not_make(tmp_path):
     victim = tmp_path / "notes.mcap"
     victim.write_text("precious")
-    with pytest.raises(UsageError, match="exists and is not an MCAP file"):
+    with pytest.raises(UsageError, match="exists and is not an output of cuvil-perception"):
         _sink(tmp_path, path=str(victim))
     assert victim.read_text() == "precious"

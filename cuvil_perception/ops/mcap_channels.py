@@ -72,6 +72,11 @@ class Channels:
                                        profile="", compression_threads=0)
             self.writer = foxglove.open_mcap(Path(path), allow_overwrite=True,
                                              context=self.context, writer_options=options)
+            # first record after the header: how output_files recognises our MCAP files
+            from .. import __version__
+
+            self.writer.write_metadata("cuvil-perception", {"version": __version__})
+            self.writer.flush()
         if live is not None:
             host, port = parse_address(live)
             try:

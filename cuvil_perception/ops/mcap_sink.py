@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..graph import FrameInfo, Param, ParamProblem, PortSpec, RunContext, Sink, register
+from ..output_files import is_previous_output
 from . import foxglove_msgs as fm
 from .mcap_channels import Channels, FrameTimings, parse_address
 
@@ -46,7 +47,6 @@ INPUTS = {
     "R0_rect": PortSpec("R0_rect", "float64", (3, 3), "rectifying rotation of camera 0"),
     "Tr_velo_to_cam": PortSpec("Tr_velo_to_cam", "float64", (3, 4), "LiDAR -> camera 0 (m)"),
 }
-MCAP_MAGIC = b"\x89MCAP0\r\n"
 
 
 @register
@@ -171,13 +171,13 @@ class McapSink(Sink):
 
 
 def _check_target(path: Path) -> None:
-    """Never write over a file this sink did not make: only an earlier MCAP may be replaced."""
+    """Never write over a file this tool did not make (``run`` checks it before the run too,
+    with ``--overwrite`` as the way out; the Python API gets this check)."""
     if path.is_dir():
         raise UsageError(f"{path}: is a folder, the mcap sink writes a file")
-    if path.exists():
-        with open(path, "rb") as f:
-            if f.read(8) != MCAP_MAGIC:
-                raise UsageError(f"{path}: exists and is not an MCAP file; not overwriting it")
+    if path.exists() and not is_previous_output(path):
+        raise UsageError(f"{path}: exists and is not an output of cuvil-perception; not "
+                         "overwriting it")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
