@@ -97,11 +97,14 @@ class Kernel:
         if debug:
             values["_debug"] = True
             args += ("ptr",)
+        docs = tuple(arg_docs) or _arg_docs(runtime, values)
+        if debug:
+            docs += (Arg("error_record", "ptr", "i64", (4,), role="out",
+                         doc="bounds-check error record"),)
         return KernelSpec(name=self.name, build=self._build, static=values, args=args,
-                          arg_docs=_arg_docs(runtime, debug),
-                          ret=PARAM_KINDS[ret] if ret is not None else None,
+                          arg_docs=docs, ret=PARAM_KINDS[ret] if ret is not None else None,
                           fastmath=self.fastmath, version=self.version,
-                          source=self.source_digest(), arg_docs=() if debug else arg_docs)
+                          source=self.source_digest())
 
     def _defaults(self) -> dict:
         sig = inspect.signature(self.py_func)
@@ -303,13 +306,16 @@ def _file_of(obj) -> Path | None:
 __all__ = ["Kernel", "kernel", "CTYPES", "Val"]
 
 
-def _arg_docs(runtime: list, debug: bool) -> tuple[Arg, ...]:
+def _arg_docs(runtime: list, static: dict) -> tuple[Arg, ...]:
     """Names, element types and extents of the run-time parameters, for library headers
-    (``compile --library``); an extent the annotation leaves open is written ``?``."""
-    docs = [Arg(name, "ptr", ty.dtype.name, tuple("?" if d is None else d for d in ty.dims),
-                role="inout") if isinstance(ty, BufType) else Arg(name, PARAM_KINDS[ty])
-            for name, ty in runtime]
-    if debug:
-        docs.append(Arg("error_record", "ptr", "i64", (4,), role="out",
-                        doc="bounds-check error record"))
+    (``compile --library``) when the kernel's spec does not declare them; an extent the
+    annotation leaves open is written ``?``."""
+    docs = []
+    for name, ty in runtime:
+        if isinstance(ty, BufType):
+            ty = resolve_dtype(ty, static)
+            docs.append(Arg(name, "ptr", ty.dtype.name,
+                            tuple("?" if d is None else d for d in ty.dims), role="inout"))
+        else:
+            docs.append(Arg(name, PARAM_KINDS[ty]))
     return tuple(docs)
