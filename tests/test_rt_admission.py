@@ -31,6 +31,7 @@ def pipeline(out: Path | None, cost=(150.0,), e2e: float | None = 200.0,
           deadline_ms=deadline)
     if out is not None:
         p.add("out", "test.lines", inputs={"y": "slow/y", "i": "src/index"}, path=str(out))
+        p.add("log", "jsonl", inputs={"y": "slow/y"}, path=str(out.with_suffix(".log.jsonl")))
     return p.validate()
 
 
@@ -86,9 +87,16 @@ def test_decisions_replay_skips_the_same_frames_and_gives_the_same_bytes(tmp_pat
     again = run(pipeline(tmp_path / "b.jsonl", cost=[0.0]), rate=0.0,
                 decisions=recorded.record_path)
     assert (tmp_path / "b.jsonl").read_bytes() == (tmp_path / "a.jsonl").read_bytes()
-    assert [d["frame"] for d in again.decisions] == \
+    assert [d["frame"] for d in again.decisions if d["kind"] == "admission_skip"] == \
         [d["frame"] for d in recorded.decisions if d["kind"] == "admission_skip"]
     assert all(d["replayed"] for d in again.decisions)
+    # the jsonl sink writes a line for every frame; a shed frame's line names its decision
+    lines = [json.loads(x) for x in (tmp_path / "a.log.jsonl").read_text().splitlines()]
+    assert [x["frame"] for x in lines] == list(range(FRAMES))
+    skipped = {d["frame"] for d in recorded.decisions if d["kind"] == "admission_skip"}
+    assert {x["frame"] for x in lines if x.get("dropped", {}).get("reason") ==
+            "admission_skip"} == skipped
+    assert (tmp_path / "b.log.jsonl").read_bytes() == (tmp_path / "a.log.jsonl").read_bytes()
 
 
 @pytest.mark.parametrize("options", [dict(rate=0.0), dict(enforce_deadlines=False),
