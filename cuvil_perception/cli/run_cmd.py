@@ -126,7 +126,7 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
 
 
 def print_result(console: Console, result, pipeline) -> None:
-    """Outputs, record, trace, prewarm summary, decisions and the timing table."""
+    """Outputs, record, trace, prewarm summary, placement, decisions and the timing table."""
     from ..rt.report import timing_table
 
     console.print(f"[bold]{pipeline.name}[/bold]: {result.frames} frames in "
@@ -142,6 +142,9 @@ def print_result(console: Console, result, pipeline) -> None:
     console.print(f"  prewarm {summary['kernels']} kernel(s): {summary['hits']} cache hit(s), "
                   f"{summary['misses']} compiled; {result.compiles_after_frame0} compile(s) "
                   "after frame 0", highlight=False, soft_wrap=True)
+    for number, line in enumerate(result.placement):
+        console.print(f"  {'placement' if number == 0 else '   '} {line}", highlight=False,
+                      soft_wrap=True)
     if result.actions:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(result.actions.items()))
         console.print(f"  deadline decisions: {counts}", highlight=False, soft_wrap=True)

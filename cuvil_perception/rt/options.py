@@ -101,6 +101,7 @@ class RunResult:
     recorder: LatencyRecorder | None = None  # the raw timings (plots, merged bench runs)
     t0_ns: int = 0  # run-clock origin of the timings
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (frames: what finished before)
+    placement: list[str] = field(default_factory=list)  # rt.placement: header + one per stage
     stop_signal: str | None = None  # "SIGINT" or "SIGTERM" when interrupted
 
     def prewarm_summary(self) -> dict[str, int]:

@@ -89,6 +89,7 @@ class Scheduler:
         self.busy: set[str] = set()
         self.busy_since: dict[str, tuple[int, int]] = {}  # stage id -> (frame, start ns)
         self.admission = admission  # AdmissionControl or None (admit every frame)
+        self.placement: list[str] = []  # rt.placement lines, set by the executor
         self.last_good: dict[str, tuple[dict, int]] = {}
         self.pending: dict[str, object] = {}
         self.admitted = 0

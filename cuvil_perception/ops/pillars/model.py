@@ -25,10 +25,13 @@ from .onnx_split import SplitModel, split_pointpillars
 class BevRunner:
     """Runs the BEV half of the model: float32 [C, ny, nx] -> (cls, box, dir) NHWC maps."""
 
-    def __init__(self, split: SplitModel, runtime: str = "auto", source: str = "<model>"):
+    def __init__(self, split: SplitModel, runtime: str = "auto", source: str = "<model>",
+                 threads: int = 1, provider: str = "cpu"):
         names = [split.outputs[r] for r in ("cls", "box", "dir")]
-        # One intra-op thread: the other stages of a pipeline run on the other cores.
-        self.net = OnnxRunner(split.bev, names, runtime, f"{source} (BEV part)", threads=1)
+        # One intra-op thread by default: the other stages of a pipeline run on the other cores
+        # (a run passes its placement, rt.placement).
+        self.net = OnnxRunner(split.bev, names, runtime, f"{source} (BEV part)", threads,
+                              provider)
         self.runtime = self.net.runtime
 
     def __call__(self, bev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -45,7 +48,8 @@ class PointPillars:
     """
 
     def __init__(self, split: SplitModel, config: PillarConfig, head: HeadConfig,
-                 runtime: str = "auto", source: str = "<model>"):
+                 runtime: str = "auto", source: str = "<model>", threads: int = 1,
+                 provider: str = "cpu"):
         if split.dense_shape != (config.ny, config.nx):
             raise ModelError(f"{source}: PPScatterPlugin dense_shape {list(split.dense_shape)} "
                              f"does not match the config grid [ny, nx] = "
@@ -60,20 +64,22 @@ class PointPillars:
         self.scatter = ScatterKernel(config)
         self.decode = DecodeKernel(config, head, self.anchors)
         self.nms = NmsKernel(head)
-        self.runner = BevRunner(split, runtime, source)
+        self.runner = BevRunner(split, runtime, source, threads, provider)
         self.stats: dict = {}
 
     @classmethod
     def from_onnx(cls, path: str | Path, config: PillarConfig | None = None,
-                  head: HeadConfig | None = None, runtime: str = "auto") -> "PointPillars":
+                  head: HeadConfig | None = None, runtime: str = "auto", threads: int = 1,
+                  provider: str = "cpu") -> "PointPillars":
         """Load a CUDA-PointPillars-layout ONNX file (see onnx_split). ``config`` defaults to the
-        KITTI grid with ``max_pillars`` = the model's P; ``head`` to the KITTI anchors."""
+        KITTI grid with ``max_pillars`` = the model's P; ``head`` to the KITTI anchors;
+        ``threads`` and ``provider`` place the BEV part's session (``OnnxRunner``)."""
         path = Path(path)
         split = load_split(path)
         if config is None:
             config = PillarConfig(max_pillars=split.max_voxels or 12000,
                                   num_features=split.pfn.channels)
-        return cls(split, config, head or HeadConfig(), runtime, str(path))
+        return cls(split, config, head or HeadConfig(), runtime, str(path), threads, provider)
 
     def kernels(self) -> list:
         """The KernelSpecs this model calls (for prewarming)."""

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
-from ..onnx_runner import RUNTIMES
+from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
 from ..summary import count_by_class
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
 from .c_example import example_files
@@ -47,6 +47,9 @@ class PillarsDetect(Op):
               doc="CUDA-PointPillars ONNX file (builtin:pointpillars_cuvil_demo.onnx is the "
                   "demo model trained on the project's synthetic drives)"),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the backbone + head run"),
+        Param("execution_provider", str, "cpu", choices=tuple(PROVIDERS),
+              doc="ONNX Runtime execution provider of the backbone + head (cpu, cuda, "
+                  "tensorrt, openvino: the ones this machine's onnxruntime build has)"),
         Param("point_cloud_range", list, list(KITTI_RANGE), item_type=float, length=6,
               doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max"),
         Param("voxel_size", list, list(KITTI_VOXEL), item_type=float, length=3,
@@ -77,6 +80,9 @@ class PillarsDetect(Op):
 
     def check(self) -> None:
         self._configs()
+        problem = provider_problem(self.p["runtime"], self.p["execution_provider"])
+        if problem is not None:
+            raise ParamProblem("execution_provider", problem)
 
     def _configs(self) -> tuple[PillarConfig, HeadConfig]:
         try:
@@ -121,10 +127,18 @@ class PillarsDetect(Op):
         path = self.p["model"]
         self._ctx = ctx
         self._warned: set = set()
-        self._model = PointPillars.from_onnx(path, config, head, self.p["runtime"]).open()
+        self._model = PointPillars.from_onnx(
+            path, config, head, self.p["runtime"],
+            threads=int(ctx.extra.get("intra_op_threads", 1)),  # rt.placement
+            provider=self.p["execution_provider"]).open()
         # One pass on an empty cloud before frame 0: the backbone runtime allocates on its first
         # call, which would otherwise land on (and blow the deadline of) the first frame.
         self._model.detect(np.zeros((0, 4), np.float32))
+
+    def placement(self) -> str | None:
+        """Where the backbone + head run (``run`` prints it with the stage's thread group)."""
+        model = getattr(self, "_model", None)
+        return None if model is None else model.runner.net.describe()
 
     summary_port = "labels"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
-from ..onnx_runner import RUNTIMES
+from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
 from ..summary import count_by_class
 from .model import YoloV8
 from .surgery import class_names, load_model
@@ -36,12 +36,16 @@ class YoloDetect(Op):
               doc="only these class indices (null: all)"),
         Param("agnostic", bool, False, doc="class-agnostic NMS"),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the trunk runs"),
+        Param("execution_provider", str, "cpu", choices=tuple(PROVIDERS),
+              doc="ONNX Runtime execution provider of the trunk (cpu, cuda, tensorrt, openvino: "
+                  "the ones this machine's onnxruntime build has)"),
     )
 
     def __init__(self, params, inputs):
         super().__init__(params, inputs)
         self._model: YoloV8 | None = None  # loaded at prewarm/open time, never here (no IO)
         self._names: tuple[str, ...] | None = None
+        self._threads = 1  # intra-op threads; open() takes the run's placement (rt.placement)
 
     def input_ports(self):
         return (PortSpec("image", "uint8", (None, None, 3), "camera image, BGR, pixels"),)
@@ -58,6 +62,9 @@ class YoloDetect(Op):
         for field in ("max_det", "max_nms"):
             if self.p[field] < 1:
                 raise ParamProblem(field, f"must be >= 1, got {self.p[field]}")
+        problem = provider_problem(self.p["runtime"], self.p["execution_provider"])
+        if problem is not None:
+            raise ParamProblem("execution_provider", problem)
 
     def _detector(self) -> YoloV8:
         if self._model is None:
@@ -65,14 +72,21 @@ class YoloDetect(Op):
                 self.p["model"], conf=self.p["conf"], iou=self.p["iou"],
                 max_det=self.p["max_det"], classes=self.p["classes"],
                 agnostic=self.p["agnostic"], runtime=self.p["runtime"],
-                # One runtime thread: the pool's other workers own the other cores.
-                max_nms=self.p["max_nms"], threads=1)
+                max_nms=self.p["max_nms"], threads=self._threads,
+                provider=self.p["execution_provider"])
         return self._model
+
+    def placement(self) -> str | None:
+        """Where the trunk runs (``run`` prints it with the stage's thread group)."""
+        return None if self._model is None else self._model.runner.describe()
 
     def kernels(self) -> list:
         return self._detector().kernels()
 
     def open(self, ctx: RunContext) -> None:
+        threads = int(ctx.extra.get("intra_op_threads", 1))
+        if threads != self._threads:  # prewarm built the session with the default
+            self._threads, self._model = threads, None
         model = self._detector()
         if model.fallback_reason is not None:
             ctx.warning(f"{self.p['model']}: {model.fallback_reason}")
