@@ -97,6 +97,11 @@ class PointPillars:
         features = self.pfn(pillars)
         return self.scatter(features, pillars.coords, pillars.count)
 
+    def ort_inputs(self, points: np.ndarray) -> dict[str, np.ndarray]:
+        """What the runtime is fed for one scan: ``{input name: float32 [1, ...]}``, a copy of
+        the network's input map (``bev``). INT8 calibration (``quantize``) uses it."""
+        return {self.runner.net.input_name: np.array(self.bev(points)[None], np.float32)}
+
     def postprocess(self, cls_map, box_map, dir_map):
         """Head maps -> (boxes [N, 7], scores [N], labels [N]) (copies)."""
         cand = self.decode(cls_map, box_map, dir_map)

@@ -90,6 +90,12 @@ class YoloV8:
         if self.head is not None:
             self.head.open()
 
+    def ort_inputs(self, image_bgr: np.ndarray) -> dict[str, np.ndarray]:
+        """What the runtime is fed for one image: ``{input name: float32 [1, 3, H, W]}`` (the
+        letterboxed RGB image / 255). INT8 calibration (``quantize``) uses it."""
+        _check_image(image_bgr)
+        return {self.runner.input_name: reference.letterbox(image_bgr, self.input_hw)}
+
     def detect(self, image_bgr: np.ndarray) -> np.ndarray:
         """uint8 [H, W, 3] BGR -> float32 [N, 6] (x1, y1, x2, y2, score, cls) in the image's
         pixels, by descending score."""
