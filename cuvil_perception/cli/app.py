@@ -14,6 +14,7 @@ import click
 
 from .. import __version__
 from ..errors import CuvilError
+from .finite import require_finite
 
 # (module, attribute) of every verb; a module that is missing is skipped so partial installs work.
 _COMMANDS = (
@@ -56,6 +57,7 @@ def _register() -> None:
 
 
 _register()
+require_finite(cli)  # no float option accepts nan or inf
 
 
 def main(argv: list[str] | None = None) -> None:

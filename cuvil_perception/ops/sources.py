@@ -13,7 +13,7 @@ import numpy as np
 from ..drives import Drive, drive_image_size
 from ..drives.labels import LABEL_COLUMNS
 from ..errors import CameraError, UsageError
-from ..graph import Param, ParamProblem, PortSpec, RunContext, Sample, Source, register
+from ..graph import Param, PortSpec, Range, RunContext, Sample, Source, register
 
 
 @register
@@ -32,7 +32,8 @@ class Replay(Source):
         Param("path", Path, None, "drive folder (KITTI raw layout); --replay sets it",
               optional=True),
         Param("sync_tolerance_ms", float, 50.0,
-              "max |camera time - scan time| for a pair, in ms"),
+              "max |camera time - scan time| for a pair, in ms", range=Range(0.0, 10_000.0),
+              unit="ms"),
         Param("loop", bool, False, "start again at frame 0 after the last frame"),
     )
 
@@ -42,12 +43,6 @@ class Replay(Source):
         self.skipped = 0
         self._next = 0
         self._pass = 0
-
-    def check(self) -> None:
-        tolerance = self.p["sync_tolerance_ms"]
-        if not np.isfinite(tolerance) or tolerance < 0:
-            raise ParamProblem("sync_tolerance_ms",
-                               f"must be a non-negative number of ms, got {tolerance!r}")
 
     def output_ports(self) -> tuple[PortSpec, ...]:
         size = drive_image_size(self.p["path"]) if self.p.get("path") is not None else None
@@ -131,9 +126,12 @@ class Camera(Source):
     params = (
         Param("device", str, "0", "/dev/videoN, a device index N, or a video file path "
               "(relative to the working directory)"),
-        Param("width", int, None, "requested frame width in pixels (devices)", optional=True),
-        Param("height", int, None, "requested frame height in pixels (devices)", optional=True),
-        Param("fps", int, None, "requested frame rate (devices)", optional=True),
+        Param("width", int, None, "requested frame width in pixels (devices)", optional=True,
+              range=Range(1, 16384), unit="px"),
+        Param("height", int, None, "requested frame height in pixels (devices)", optional=True,
+              range=Range(1, 16384), unit="px"),
+        Param("fps", int, None, "requested frame rate (devices)", optional=True,
+              range=Range(1, 1000), unit="Hz"),
     )
 
     def __init__(self, params, inputs):
@@ -143,12 +141,6 @@ class Camera(Source):
         self._pending: tuple[np.ndarray, int] | None = None
         self._last_ns = -1
         self._frames = 0
-
-    def check(self) -> None:
-        for name in ("width", "height", "fps"):
-            value = self.p.get(name)
-            if value is not None and value <= 0:
-                raise ParamProblem(name, f"must be a positive integer, got {value}")
 
     def output_ports(self) -> tuple[PortSpec, ...]:
         return (PortSpec("image", "uint8", (None, None, 3), "camera frame, BGR"),)
