@@ -1,4 +1,9 @@
-"""``cuvil-perception inspect PIPELINE``: one row per stage with its static shapes and deadlines."""
+"""``cuvil-perception inspect PIPELINE``: one row per stage with its static shapes and deadlines.
+
+Before printing, it makes every check ``run`` makes before opening a stage (the YAML and its
+params, the ``rt:`` knobs, a source stage, model files, the drive's index: `graph.preflight`),
+so a pipeline ``run`` would refuse gets the same one-line error and exit 2 here.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..graph import Pipeline, apply_cli_sources, load_pipeline
+from ..graph import Pipeline, apply_cli_sources, load_pipeline, preflight
+from ..rt.knobs import parse_knobs
 
 
 @click.command("inspect")
@@ -28,6 +34,8 @@ def inspect_cmd(pipeline: str, replay: str | None, camera: str | None, profile: 
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay, camera=camera)
     p.validate()
+    parse_knobs(p)
+    preflight(p)
     console = Console() if sys.stdout.isatty() else Console(width=140)
     console.print(stage_table(p))
     if profile:

@@ -65,6 +65,8 @@ def show_default(param) -> str:
         return "required"
     if param.default is None:
         return "null"
+    if isinstance(param.default, bool):
+        return "true" if param.default else "false"
     if isinstance(param.default, Path):
         return str(param.default)
     if isinstance(param.default, list):

@@ -6,6 +6,7 @@ from .params import BUILTIN_PREFIX, MAX_STATIC_BYTES, Param, Range, builtin_mode
 from .pipeline import MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
 from .ports import PortSpec
 from .overrides import apply_cli_sources
+from .preflight import preflight
 from .yaml_loader import load_pipeline, parse_pipeline
 
 __all__ = [
@@ -13,5 +14,5 @@ __all__ = [
     "FrameInfo", "Range",
     "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
     "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",
-    "parse_pipeline", "register", "registered",
+    "parse_pipeline", "preflight", "register", "registered",
 ]

@@ -93,6 +93,7 @@ class Param:
     unit: str = ""  # unit of the number(s), shown with the range
     bytes_each: int = 0  # static bytes preallocated per unit of the value (capped)
     min_items: int = 0  # shortest allowed list
+    must_exist: bool = False  # a Path that must exist before the run (an input, not an output)
 
     @property
     def numeric(self) -> bool:
@@ -126,6 +127,8 @@ class Param:
                          f"buffers at {self.bytes_each:,} B each)")
         if self.min_items:
             parts.append(f"at least {self.min_items} item{'s' * (self.min_items > 1)}")
+        if self.must_exist:
+            parts.append("an existing file")
         return "; ".join(parts)
 
     def max_value(self) -> int:
@@ -170,7 +173,8 @@ class Param:
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{what}must be a finite number{unit}, got {value!r}")
         if self.range is not None and not self.range.contains(value):
-            raise ValueError(f"{what}must be {self.range}{unit}, got {_num(value)}")
+            interval = "in " if self.range.low is not None and self.range.high is not None else ""
+            raise ValueError(f"{what}must be {interval}{self.range}{unit}, got {_num(value)}")
         if self.bytes_each and value > self.max_value():
             raise ValueError(f"{what}{_num(value)} would preallocate "
                              f"{_size(value * self.bytes_each)} of static buffers "

@@ -11,6 +11,7 @@ value is constructed, so no user code runs and no deep recursion happens.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,16 @@ MAX_INT_DIGITS = 30  # no param needs more; Python would spend time (or refuse) 
 _CORE = "tag:yaml.org,2002:"
 ALLOWED_TAGS = tuple(_CORE + name for name in ("str", "int", "float", "bool", "null", "seq",
                                                "map", "timestamp"))
+
+
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, plus YAML 1.2's exponent floats without a dot (``1e-3``), which
+    YAML 1.1 reads as the string "1e-3" (a float param would then say "got string")."""
+
+
+StrictLoader.add_implicit_resolver(
+    _CORE + "float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def load_pipeline(path: str | Path, validate: bool = True) -> Pipeline:
@@ -87,7 +98,7 @@ def compose_strict(text: str, filename: str, error=None) -> yaml.Node | None:
     error = error or (lambda message, loc, field: PipelineError(message, loc, None, field))
     try:
         _check_depth(text, filename, error)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=StrictLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         loc = _mark_loc(filename, mark) if mark else Location(filename)
@@ -100,7 +111,7 @@ def compose_strict(text: str, filename: str, error=None) -> yaml.Node | None:
 
 def _check_depth(text: str, filename: str, error) -> None:
     path: list[str] = []  # keys / indices of the open collections, for the message
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=StrictLoader):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             if len(path) >= MAX_DEPTH:
                 raise error(f"nesting deeper than {MAX_DEPTH} levels",
@@ -147,7 +158,7 @@ def _mark_loc(filename: str, mark) -> Location:
 
 
 def _stage(reader: "_Reader", node: yaml.Node) -> Stage:
-    fields = reader.mapping(node, "a stage", STAGE_FIELDS)
+    fields = reader.mapping(node, "a stage", STAGE_FIELDS, _peek_id(node))
     locs = {"": reader.loc(node)}
     for key, (key_node, value_node) in fields.items():
         locs[key] = reader.loc(value_node)
@@ -187,6 +198,16 @@ def _stage(reader: "_Reader", node: yaml.Node) -> Stage:
     if "degrade" in fields:
         stage.degrade = _degrade(reader, fields["degrade"][1], stage_id, locs)
     return stage
+
+
+def _peek_id(node: yaml.Node) -> str | None:
+    """The stage's id before its fields are checked, so an unknown field can name its stage."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == "id" \
+                    and isinstance(value, yaml.ScalarNode):
+                return value.value
+    return None
 
 
 def _degrade(reader: "_Reader", node: yaml.Node, stage_id: str, locs: dict) -> Degrade:
@@ -244,7 +265,7 @@ class _Reader:
 
     def plain(self, node: yaml.Node) -> Any:
         try:  # construct one node's Python value with the safe rules
-            return yaml.SafeLoader("").construct_object(node, deep=True)
+            return StrictLoader("").construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, OverflowError) as exc:  # e.g. a 13th month
             problem = getattr(exc, "problem", None) or str(exc)
             raise PipelineError(f"cannot read this value: {problem}", self.loc(node)) from None

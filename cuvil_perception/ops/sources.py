@@ -13,7 +13,7 @@ import numpy as np
 from ..drives import Drive, drive_image_size
 from ..drives.labels import LABEL_COLUMNS
 from ..errors import CameraError, UsageError
-from ..graph import Param, PortSpec, Range, RunContext, Sample, Source, register
+from ..graph import Param, ParamProblem, PortSpec, Range, RunContext, Sample, Source, register
 
 
 @register
@@ -56,18 +56,31 @@ class Replay(Source):
             PortSpec("Tr_velo_to_cam", "float64", (3, 4), "velodyne -> camera 0 (m)"),
             PortSpec("labels", "float32", (None, len(LABEL_COLUMNS)),
                      "ground truth: " + " ".join(LABEL_COLUMNS) + " (empty without labels)"),
-            PortSpec("dropped_points", "int64", (1,), "NaN/inf rows removed from this scan"),
+            PortSpec("dropped_points", "int64", (1,),
+                     "rows removed from this scan (NaN/inf, or a coordinate beyond 1 km)"),
         )
+
+    def preflight(self) -> Drive:
+        """Open the drive's index (layout, timestamps, calibration; no frame is read)."""
+        path = self.p.get("path")
+        if path is None:
+            raise ParamProblem("path", "no drive given: pass --replay DRIVE or set params.path")
+        return Drive(path, self.p["sync_tolerance_ms"])
 
     def open(self, ctx: RunContext) -> None:
         path = self.p.get("path")
-        if path is None:
+        if path is None:  # open() without preflight (the Python API)
             raise UsageError("no drive given: pass --replay DRIVE or set params.path")
-        self.drive = Drive(path, self.p["sync_tolerance_ms"])
+        self.drive = self.preflight()
         self.skipped = self.drive.skipped
+        self._ctx, self._clamp_warned = ctx, False
         if self.skipped:
             ctx.warning(f"replay {path}: {self.skipped} LiDAR scan(s) had no camera image "
                         f"within {self.p['sync_tolerance_ms']:g} ms and were skipped")
+        gap = self.drive.longest_gap()
+        if gap is not None:
+            ctx.warning(f"replay {path}: {gap}; a paced replay (--rate > 0) waits through it "
+                        f"(--rate 0 does not)")
         self._next = 0
         self._pass = 0
 
@@ -85,6 +98,11 @@ class Replay(Source):
                 return None
             self._next, self._pass = 0, self._pass + 1
         frame = self.drive.read(self._next)
+        if frame.clamped_points and not self._clamp_warned:
+            self._clamp_warned = True
+            self._ctx.warning(f"{self.drive.lidar.files[frame.scan_index]}: "
+                              f"{frame.clamped_points} point(s) with reflectance outside "
+                              f"[0, 1], clamped (later scans: not repeated)")
         self._next += 1
         shift = self._pass * self._loop_period_ns()
         calib = self.drive.calib

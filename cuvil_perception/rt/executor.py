@@ -13,10 +13,10 @@ import time
 from dataclasses import replace
 
 from ..errors import DeadlineFailure, UsageError
-from ..graph import RunContext
+from ..graph import RunContext, preflight
 from .clock import MonotonicClock
 from .knobs import apply_process_knobs, parse_knobs
-from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all, sink_outputs
+from .lifecycle import all_ops, build_instances, close_ops, open_all, sink_outputs
 from .options import RunOptions, RunResult
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
@@ -44,6 +44,7 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     stages = pipeline.ordered()
     _check_options(options, stages)
     knobs = parse_knobs(pipeline)
+    preflight(pipeline)  # the file checks inspect makes too (source, model files, drive index)
     recorded = load_decisions(options.decisions, pipeline, warn) if options.decisions else None
     policy = DeadlinePolicy(stages, options.enforce_deadlines, recorded, pipeline.e2e_deadline_ms)
     instances = build_instances(pipeline)
@@ -100,9 +101,6 @@ def _check_options(options: RunOptions, stages) -> None:
         raise UsageError(f"--rate must be >= 0 (0 = as fast as possible), got {options.rate}")
     if options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {options.workers}")
-    if not any(is_source(s) for s in stages):
-        raise UsageError("the pipeline has no source stage (replay, camera, ...): nothing "
-                         "produces frames")
     by_id = {s.id: s for s in stages}
     for stage_id in options.reference_stages:
         stage = by_id.get(stage_id)

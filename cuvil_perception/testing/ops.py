@@ -189,7 +189,7 @@ class FailOp(_OneInput):
     """Passes ``x`` through; raises ``RuntimeError`` on frame ``fail_at`` (a crashing stage)."""
 
     name = "test.fail"
-    params = (Param("fail_at", int, 0, "frame index that raises", range=Range(0)),)
+    params = (Param("fail_at", int, 0, "frame index that raises", range=Range(0, 10**9)),)
 
     def process(self, inputs, frame):
         if frame.index == self.p["fail_at"]:

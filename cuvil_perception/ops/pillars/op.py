@@ -39,7 +39,7 @@ BYTES_PER_PILLAR = 820
 BYTES_PER_NMS_CANDIDATE = TABLE_WIDTH * 8 + 4 * 8 + 2
 LIDAR_REACH = Range(-1000.0, 1000.0)  # m: far beyond any LiDAR; larger is a typo
 STATS = ("pillars", "dropped_points", "dropped_pillars", "invalid_points", "out_of_range",
-         "candidates", "candidate_overflow")
+         "candidates", "candidate_overflow", "nonfinite_boxes")
 
 
 @register
@@ -53,7 +53,7 @@ class PillarsDetect(Op):
     params = (
         Param("model", Path,
               doc="CUDA-PointPillars ONNX file (builtin:pointpillars_cuvil_demo.onnx is the "
-                  "demo model trained on the project's synthetic drives)"),
+                  "demo model trained on the project's synthetic drives)", must_exist=True),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the backbone + head run"),
         Param("point_cloud_range", list, list(KITTI_RANGE), item_type=float, length=6,
               doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max",
@@ -74,7 +74,7 @@ class PillarsDetect(Op):
         Param("anchor_rotations", list, [0.0, math.pi / 2], item_type=float,
               doc="anchor headings (rad) per class, in the model's order; OpenPCDet's KITTI "
                   "config trains with [0, 1.57]: set that for its checkpoints",
-              range=Range(-2 * math.pi, 2 * math.pi), unit="rad", min_items=1),
+              range=Range(-6.2832, 6.2832), unit="rad", min_items=1),
     )
 
     def input_ports(self):
@@ -144,8 +144,9 @@ class PillarsDetect(Op):
         stats = self._model.stats
         row = np.array([stats["count"]] + [stats[k] for k in STATS[1:]], np.int64)
         for key, fix in (("dropped_pillars", "raise max_pillars"),
-                         ("candidate_overflow", "raise the candidate cap")):
-            if stats[key] and key not in self._warned:
+                         ("candidate_overflow", "raise the candidate cap"),
+                         ("nonfinite_boxes", "dropped; the points hold absurd values")):
+            if stats.get(key) and key not in self._warned:
                 self._warned.add(key)
                 self._ctx.warning(f"pillars.detect frame {frame.index}: {stats[key]} {key} "
                                   f"({fix}); counted per frame in the 'stats' output")

@@ -27,7 +27,8 @@ class YoloDetect(Op):
     doc = ("YOLOv8 detect (ultralytics ONNX export): letterbox, trunk in OpenCV DNN or ONNX "
            "Runtime, native DFL decode + class-aware NMS.")
     params = (
-        Param("model", Path, doc="ultralytics YOLOv8 detect ONNX export (yolo export format=onnx)"),
+        Param("model", Path, doc="ultralytics YOLOv8 detect ONNX export (yolo export format=onnx)",
+              must_exist=True),
         Param("conf", float, 0.25, doc="keep boxes whose best class score is > conf",
               range=Range(0.0, 1.0)),
         Param("iou", float, 0.7, doc="suppress boxes overlapping a better one with IoU > iou",
