@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 import click
 
@@ -30,10 +31,18 @@ _COMMANDS = (
 )
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Python warnings (a rebuilt cache entry, ...) as one ``warning:`` line, without the
+    source line Python's default format adds."""
+    click.echo(f"warning: {message}", err=True)
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _one_line_warning
+                return super().invoke(ctx)
         except CuvilError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)

@@ -82,25 +82,21 @@ def get(key: str, expect: dict | None = None) -> bytes | None:
         _reject(path, f"cannot be read ({exc.strerror or exc})")
         return None
     payload, problem = decode(blob)
-    if problem is None:
-        problem = _foreign(blob, key, expect or {})
+    meta = _meta_of(blob)
+    if problem is None and meta.get("key") != key:
+        problem = (f"it holds the object of key {str(meta.get('key'))[:12]}..., not of its "
+                   f"file name's key {key[:12]}... (copied or swapped)")
     if problem is not None:
         _reject(path, problem)
         return None
+    for field, want in (expect or {}).items():
+        if meta.get(field) != want:  # a valid entry, reached through a wrong alias: keep it
+            warnings.warn(f"kernel cache entry {path} is for {field} {meta.get(field)!r}, not "
+                          f"{want!r} (a wrong alias); recompiling", CacheCorruptionWarning,
+                          stacklevel=2)
+            return None
     _journal(b"h")
     return payload
-
-
-def _foreign(blob: bytes, key: str, expect: dict) -> str | None:
-    """What makes a valid entry not the one asked for (or None)."""
-    meta = _meta_of(blob)
-    if meta.get("key") != key:
-        return (f"it holds the object of key {str(meta.get('key'))[:12]}..., not of its file "
-                f"name's key {key[:12]}... (copied or swapped)")
-    for field, want in expect.items():
-        if meta.get(field) != want:
-            return f"its {field} is {meta.get(field)!r}, expected {want!r}"
-    return None
 
 
 def _reject(path: Path, problem: str) -> None:
