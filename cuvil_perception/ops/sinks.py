@@ -70,7 +70,7 @@ class JsonlSink(Sink):
     params = (
         Param("path", Path, Path("run.jsonl"), "output file (parent folders are created)"),
         Param("max_values", int, 4096, "larger arrays get a sha256 instead of their data",
-              range=Range(0, 2**31 - 1)),
+              range=Range(0, 2**62)),
         Param("fsync", bool, False, "fsync after every line (survives power loss, slower)"),
     )
 
