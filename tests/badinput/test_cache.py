@@ -29,15 +29,6 @@ A = ex.AXPY.with_static(n=1024)
 B = ex.AXPY.with_static(n=2048)
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("CUVIL_NO_DISK_CACHE", raising=False)
-    registry.clear_memory()
-    yield tmp_path / "cache"
-    registry.clear_memory()
-
-
 def _warm() -> dict[str, Path]:
     """Compile A and B; their entry and alias paths (by name)."""
     before = set(disk.store_dir().glob("*")) if disk.store_dir().is_dir() else set()
