@@ -109,7 +109,12 @@ JSON, JSON_IDS = _ids("json")
 
 @pytest.mark.parametrize("block", PYTHON, ids=PYTHON_IDS)
 def test_python_snippet_runs(block, scratch):
-    exec(compile(block.text, block.where, "exec"), {"__name__": "__doc_snippet__"})
+    """Run from a file, so code that reads its own source (kernels) finds it."""
+    import runpy
+
+    path = scratch / f"snippet_{block.doc.stem}_{block.line}.py".replace("-", "_")
+    path.write_text(block.text, encoding="utf-8")
+    runpy.run_path(str(path), run_name="__doc_snippet__")
 
 
 @pytest.mark.parametrize("block", YAML, ids=YAML_IDS)
