@@ -12,7 +12,10 @@ Hierarchy::
     │   │   └── ModelError          an ONNX file that does not have the expected layout
     │   ├── ConfigError             a parameter object (PillarConfig, ...) that is inconsistent
     │   │   └── BudgetFileError     a latency-budgets file is wrong (file:line:col and field)
-    │   └── ToolchainError          the C compiler / archiver a target needs is not installed
+    │   ├── ToolchainError          the C compiler / archiver a target needs is not installed
+    │   └── OutputError             an output cannot be written where asked
+    │       ├── OutputPathError     the output-path policy refused a path before any work started
+    │       └── OutputWriteError    a write failed mid-run (disk full, I/O error); whole lines kept
     ├── CompileError                a native kernel failed to build (a bug, not a user mistake)
     │   └── KernelSourceError       a kernel-language function uses an unsupported construct or
     │                               conflicting types (``file:line:col`` of the kernel's source)
@@ -103,6 +106,28 @@ class BudgetFileError(ConfigError):
         where = f"{loc}: field '{field_name}'" if field_name else str(loc)
         super().__init__(f"{where}: {message}")
         self.location = loc
+
+
+class OutputError(UsageError):
+    """An output file or folder cannot be written; the message starts with its path."""
+
+    def __init__(self, path, message: str):
+        self.path = str(path)
+        super().__init__(f"{path}: {message}")
+
+
+class OutputPathError(OutputError):
+    """The output-path policy (``rt.output_policy``) refused a path; ``rule`` names which rule:
+    ``input``, ``same-output``, ``not-ours``, ``not-writable`` or ``wrong-kind``."""
+
+    def __init__(self, path, message: str, rule: str):
+        self.rule = rule
+        super().__init__(path, f"{message} (output-path rule '{rule}')")
+
+
+class OutputWriteError(OutputError):
+    """Writing an output failed during the run (disk full, file-size limit, I/O error). What was
+    written before stays whole (complete JSONL lines, complete files, no temporary files)."""
 
 
 class ToolchainError(UsageError):

@@ -11,8 +11,9 @@ Blocks by their info string:
   validated inside a one-stage pipeline; a budgets file (``budgets:``) is parsed;
 * ``sh``: every ``cuvil-perception ...`` line is parsed by the real command tree (verb, options,
   option values and arguments must all be valid); the cheap ones (``ops``, ``inspect`` without
-  ``--profile``, ``cache info``, ``--version``, ``make-drive`` of <= 2 frames into a new
-  folder, ``run`` with ``--frames`` <= 4) are also run and must exit 0. ``[...]`` marks optional parts (parsed with them), ``#`` starts a
+  ``--profile``, ``cache info``, ``convert``, ``bag info``, ``--version``, ``make-drive`` of
+  <= 2 frames into a new folder, ``run`` with ``--frames`` <= 4) are also run in order (a later
+  line may read what an earlier one wrote) and must exit 0. ``[...]`` marks optional parts (parsed with them), ``#`` starts a
   comment, a trailing ``\\`` continues the line;
 * ``json``: parsed; ``text``: a layout or output listing, not run.
 
@@ -169,7 +170,7 @@ def resolve(args: list[str]) -> tuple[click.Command, list[str], list[str]]:
 
 def _cheap(args: list[str]) -> bool:
     command, rest, path = resolve(args)
-    if path in (["ops"], ["cache", "info"]) or args == ["--version"]:
+    if path in (["ops"], ["cache", "info"], ["convert"], ["bag", "info"]) or args == ["--version"]:
         return True
     if path == ["make-drive"]:  # small, and never into an existing folder (datasets/...)
         return "--frames" in rest and int(rest[rest.index("--frames") + 1]) <= 2 \

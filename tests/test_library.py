@@ -15,7 +15,7 @@ from library_support import (CONFIG, HEAD, assert_decode_close, assert_pfn_close
 
 from cuvil_perception.cli import main
 from cuvil_perception.compile import examples
-from cuvil_perception.compile.cheader import arg_decls, c_type
+from cuvil_perception.compile.cheader import arg_decls, c_type, kernel_block
 from cuvil_perception.compile.library import MANIFEST, build_library
 from cuvil_perception.compile.toolchain import find_toolchain, host_arch
 from cuvil_perception.compile import Arg, KernelSpec
@@ -187,3 +187,14 @@ def test_never_writes_into_a_foreign_directory(tmp_path, capsys, repo_root):
 def test_argument_declarations_are_checked(args, message):
     with pytest.raises(CompileError, match=message):
         KernelSpec("t.bad", examples.build_axpy, {"n": 4}, args)
+
+
+def test_kernel_language_kernels_are_documented_in_the_header():
+    from cuvil_perception.ops.yolo.kernel_scan import scan_spec
+
+    spec = scan_spec([(80, 80), (40, 40), (20, 20)], 80)
+    assert [a.name for a in spec.arg_docs] == ["cls_table", "best", "cand", "threshold"]
+    assert [a.dtype for a in spec.arg_docs] == ["u64", "f32", "i64", None]
+    block = kernel_block(spec, "lib_yolo_scan")
+    assert "int64_t lib_yolo_scan(uint64_t *cls_table, float *best, int64_t *cand, " \
+           "float threshold);" in block

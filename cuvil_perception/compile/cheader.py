@@ -43,7 +43,8 @@ def arg_decls(spec: KernelSpec) -> tuple[Arg, ...]:
     """The spec's documented args, or ``argN`` placeholders of the right kinds."""
     if spec.arg_docs:
         return spec.arg_docs
-    return tuple(Arg(f"arg{i}", kind, "u8" if kind == "ptr" else None, role="inout")
+    return tuple(Arg(f"arg{i}", kind, "u8" if kind == "ptr" else None,
+                     role="inout" if kind == "ptr" else "in", doc="undocumented")
                  for i, kind in enumerate(spec.args))
 
 
@@ -105,7 +106,7 @@ def buffer_len(spec: KernelSpec, arg: Arg) -> int | None:
 
 
 def _shape_text(arg: Arg) -> str:
-    if arg.kind != "ptr":
+    if arg.kind != "ptr" or arg.doc == "undocumented":
         return arg.kind
     return f"{arg.dtype}[{', '.join(str(d) for d in arg.shape)}]" if arg.shape else arg.dtype
 

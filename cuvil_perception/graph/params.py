@@ -171,7 +171,8 @@ class Param:
             return
         unit = f" {self.unit}" if self.unit else ""
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{what}must be a finite number{unit}, got {value!r}")
+            raise ValueError(f"{what}must be a finite number"
+                             f"{f' ({self.unit})' if self.unit else ''}, got {value!r}")
         if self.range is not None and not self.range.contains(value):
             interval = "in " if self.range.low is not None and self.range.high is not None else ""
             raise ValueError(f"{what}must be {interval}{self.range}{unit}, got {_num(value)}")

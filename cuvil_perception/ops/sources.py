@@ -1,4 +1,5 @@
-"""Source ops: ``replay`` (a recorded drive in KITTI raw layout) and ``camera`` (OpenCV)."""
+"""Source ops: ``replay`` (a recorded drive: KITTI raw layout, or a ROS bag / MCAP file picked
+by content, see ``bag_source``) and ``camera`` (OpenCV)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..drives import Drive, drive_image_size
+from ..drives import Drive
 from ..drives.labels import LABEL_COLUMNS
-from ..errors import CameraError, UsageError
+from ..errors import CameraError, DriveError, UsageError
 from ..graph import Param, ParamProblem, PortSpec, Range, RunContext, Sample, Source, register
 
 
@@ -27,10 +28,11 @@ class Replay(Source):
 
     name = "replay"
     tag = "io"
-    doc = "Replay a drive in KITTI raw layout (camera image_02 + velodyne, synchronised)."
+    doc = ("Replay a drive in KITTI raw layout (camera image_02 + velodyne, synchronised), "
+           "or a ROS bag / MCAP file (op bag, topics chosen automatically).")
     params = (
-        Param("path", Path, None, "drive folder (KITTI raw layout); --replay sets it",
-              optional=True),
+        Param("path", Path, None, "drive folder (KITTI raw layout) or a ROS bag / MCAP file; "
+              "--replay sets it", optional=True),
         Param("sync_tolerance_ms", float, 50.0,
               "max |camera time - scan time| for a pair, in ms", range=Range(0.0, 10_000.0),
               unit="ms"),
@@ -44,8 +46,20 @@ class Replay(Source):
         self._next = 0
         self._pass = 0
 
+    def _image_size(self, path: Path) -> tuple[int, int] | None:
+        """(width, height) of the recording's images, before it is opened (static shapes)."""
+        from .bag_source import recording_image_size
+
+        return recording_image_size(path, self.p)
+
+    def _open_drive(self, path: Path):
+        """A ``Drive`` (KITTI folder) or ``BagDrive`` (bag, told apart by content)."""
+        from .bag_source import open_recording
+
+        return open_recording(path, self.p)
+
     def output_ports(self) -> tuple[PortSpec, ...]:
-        size = drive_image_size(self.p["path"]) if self.p.get("path") is not None else None
+        size = self._image_size(self.p["path"]) if self.p.get("path") is not None else None
         height, width = (size[1], size[0]) if size else (None, None)
         return (
             PortSpec("image", "uint8", (height, width, 3), "camera 2 (left colour), BGR"),
@@ -60,24 +74,26 @@ class Replay(Source):
                      "rows removed from this scan (NaN/inf, or a coordinate beyond 1 km)"),
         )
 
-    def preflight(self) -> Drive:
-        """Open the drive's index (layout, timestamps, calibration; no frame is read)."""
+    def preflight(self):
+        """Open the recording's index (layout, timestamps, calibration; no frame is read)."""
         path = self.p.get("path")
         if path is None:
             raise ParamProblem("path", "no drive given: pass --replay DRIVE or set params.path")
-        return Drive(path, self.p["sync_tolerance_ms"])
+        return self._open_drive(path)
 
     def open(self, ctx: RunContext) -> None:
         path = self.p.get("path")
         if path is None:  # open() without preflight (the Python API)
             raise UsageError("no drive given: pass --replay DRIVE or set params.path")
         self.drive = self.preflight()
+        for note in getattr(self.drive, "notes", ()):
+            ctx.warning(note)
         self.skipped = self.drive.skipped
         self._ctx, self._clamp_warned = ctx, False
         if self.skipped:
             ctx.warning(f"replay {path}: {self.skipped} LiDAR scan(s) had no camera image "
                         f"within {self.p['sync_tolerance_ms']:g} ms and were skipped")
-        gap = self.drive.longest_gap()
+        gap = self.drive.longest_gap() if hasattr(self.drive, "longest_gap") else None
         if gap is not None:
             ctx.warning(f"replay {path}: {gap}; a paced replay (--rate > 0) waits through it "
                         f"(--rate 0 does not)")
@@ -94,11 +110,14 @@ class Replay(Source):
         if self.drive is None:
             raise UsageError("replay: read() before open()")
         if self._next >= len(self.drive):
+            if getattr(self.drive, "damage", None) is not None:  # a cut bag: after its frames
+                raise DriveError(f"{self.drive.damage.describe()}; the {len(self.drive)} "
+                                 "frame(s) before it were replayed")
             if not self.p["loop"]:
                 return None
             self._next, self._pass = 0, self._pass + 1
         frame = self.drive.read(self._next)
-        if frame.clamped_points and not self._clamp_warned:
+        if getattr(frame, "clamped_points", 0) and not self._clamp_warned:
             self._clamp_warned = True
             self._ctx.warning(f"{self.drive.lidar.files[frame.scan_index]}: "
                               f"{frame.clamped_points} point(s) with reflectance outside "
@@ -121,6 +140,8 @@ class Replay(Source):
         return span + max(step, 1)
 
     def close(self) -> None:
+        if self.drive is not None and hasattr(self.drive, "close"):
+            self.drive.close()
         self.drive = None
 
 

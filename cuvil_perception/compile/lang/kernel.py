@@ -34,7 +34,7 @@ from llvmlite import ir
 from ... import config
 from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
-from ..spec import CTYPES, KernelSpec
+from ..spec import CTYPES, Arg, KernelSpec
 from .lower import Frame, Lowerer, Var, assigned_once
 from .source import Source
 from .types import PARAM_KINDS, BufType, Scalar
@@ -97,6 +97,7 @@ class Kernel:
             values["_debug"] = True
             args += ("ptr",)
         return KernelSpec(name=self.name, build=self._build, static=values, args=args,
+                          arg_docs=_arg_docs(runtime, debug),
                           ret=PARAM_KINDS[ret] if ret is not None else None,
                           fastmath=self.fastmath, version=self.version,
                           source=self.source_digest())
@@ -294,3 +295,15 @@ def _file_of(obj) -> Path | None:
 
 
 __all__ = ["Kernel", "kernel", "CTYPES", "Val"]
+
+
+def _arg_docs(runtime: list, debug: bool) -> tuple[Arg, ...]:
+    """Names, element types and extents of the run-time parameters, for library headers
+    (``compile --library``); an extent the annotation leaves open is written ``?``."""
+    docs = [Arg(name, "ptr", ty.dtype.name, tuple("?" if d is None else d for d in ty.dims),
+                role="inout") if isinstance(ty, BufType) else Arg(name, PARAM_KINDS[ty])
+            for name, ty in runtime]
+    if debug:
+        docs.append(Arg("error_record", "ptr", "i64", (4,), role="out",
+                        doc="bounds-check error record"))
+    return tuple(docs)
