@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..compile import KernelSpec, PrewarmRow, prewarm, summarize, write_objects
+from ..compile.target import cross_target
 from ..errors import UsageError
 from ..graph import Pipeline, load_pipeline
 
@@ -62,6 +63,7 @@ def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None,
         return
     if out_dir is None:
         raise UsageError("--target needs --out DIR (object files) or --library DIR")
+    cross_target(triple)  # an unknown triple fails before the folder is made or marked
     _check_out_dir("--out", out_dir, pipeline, overwrite)
     paths = write_objects(specs, triple, out_dir)
     for path in paths:
