@@ -63,7 +63,7 @@ def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None,
         return
     if out_dir is None:
         raise UsageError("--target needs --out DIR (object files) or --library DIR")
-    cross_target(triple)  # an unknown triple fails before the folder is made or marked
+    cross_target(triple)  # an unknown triple is refused before the folder is claimed
     _check_out_dir("--out", out_dir, pipeline, overwrite)
     paths = write_objects(specs, triple, out_dir)
     for path in paths:
