@@ -26,6 +26,8 @@ _COMMANDS = (
     ("bench_cmd", "bench_cmd"),
     ("eval_cmd", "eval_cmd"),
     ("render_cmd", "render_cmd"),
+    ("bag_cmd", "bag_group"),
+    ("convert_cmd", "convert_cmd"),
     ("rt_cmd", "rt_group"),
 )
 

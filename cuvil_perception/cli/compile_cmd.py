@@ -19,6 +19,7 @@ from ..compile import KernelSpec, PrewarmRow, prewarm, summarize, write_objects
 from ..compile.target import cross_target
 from ..errors import UsageError
 from ..graph import Pipeline, load_pipeline
+from ..output_files import mark_folder
 
 
 @click.command("compile")
@@ -66,19 +67,18 @@ def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None,
     cross_target(triple)  # an unknown triple is refused before the folder is claimed
     _check_out_dir("--out", out_dir, pipeline, overwrite)
     paths = write_objects(specs, triple, out_dir)
+    mark_folder(out_dir, "compile --out")  # after the target is known good: no empty folder
     for path in paths:
         console.print(str(path))
     console.print(f"{len(paths)} object file(s) for {triple} in {out_dir}")
 
 
 def _check_out_dir(option: str, folder: str, pipeline: str, overwrite: bool) -> None:
-    """The output-path policy for an output folder, then its ``.cuvil-output`` marker."""
-    from ..output_files import mark_folder
+    """The output-path policy for an output folder (before anything is written)."""
     from ..rt import Claim, check_outputs
 
     check_outputs([Claim(option, Path(folder), folder=True)],
                   [Claim("the pipeline file", Path(pipeline))], overwrite=overwrite)
-    mark_folder(folder, f"compile {option}")
 
 
 def pipeline_kernels(p: Pipeline) -> list[KernelSpec]:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from ..errors import DeadlineFailure, OutputWriteError, UsageError
 from ..graph import RunContext
 from .clock import MonotonicClock
+from .feed import RunFeed
 from .knobs import apply_process_knobs, parse_knobs
 from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all, sink_outputs
 from .options import RunOptions, RunResult
@@ -80,14 +81,15 @@ def _run(pipeline, options, knobs, recorded, record, warnings, warn) -> RunResul
     policy = DeadlinePolicy(stages, options.deadlines_enforced(), recorded,
                             pipeline.e2e_deadline_ms)
     instances = build_instances(pipeline)
+    recorder = LatencyRecorder()
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,
-                     extra={"clock": options.clock})
+                     extra={"clock": options.clock,
+                            "feed": RunFeed(recorder, policy, options.clock)})
     prewarm_rows = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
     counters = compile_counters()
     open_all(instances, ctx)
-    recorder = LatencyRecorder()
     if record is not None:
         options.progress = _with_record_progress(options.progress, record)
     scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn)
