@@ -45,9 +45,16 @@ def test_deadline_applies_or_gives_the_real_reason(tmp_path):
     """On a machine that allows it the thread becomes SCHED_DEADLINE (policy 6); else the
     reason is the kernel's."""
     def attempt():
-        return set_deadline(PARAMS), os.sched_getscheduler(0)
+        refused = set_deadline(PARAMS)
+        policy = os.sched_getscheduler(0) & ~sched_deadline.SCHED_RESET_ON_FORK
+        child = {}  # a deadline thread can still start threads; they get the default policy
+        spawned = threading.Thread(target=lambda: child.update(policy=os.sched_getscheduler(0)))
+        spawned.start()
+        spawned.join()
+        return refused, policy, child["policy"]
 
-    refused, policy = in_thread(attempt)
+    refused, policy, child_policy = in_thread(attempt)
+    assert child_policy == os.SCHED_OTHER
     if refused is None:
         assert policy == sched_deadline.SCHED_DEADLINE
     else:
