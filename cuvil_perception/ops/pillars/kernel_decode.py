@@ -23,7 +23,7 @@ import math
 from llvmlite import ir
 
 from ...compile import KernelSpec, irutil as u
-from .config import HeadConfig, PillarConfig
+from .config import HeadConfig, PillarConfig, logit_gate
 
 FLAGS = ("contract",)
 BLOCK = 2048  # anchors gated per vectorised pass (flags live in a stack buffer)
@@ -36,8 +36,7 @@ def build_decode(module: ir.Module, fn_name: str, *, anchors: int, classes: int,
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     written = u.entry_alloca(b, u.I64, init=u.const_i64(0))
     passed = u.entry_alloca(b, u.I64, init=u.const_i64(0))
-    logit_gate = math.log(threshold / (1.0 - threshold)) - 1e-3 if threshold > 0 else -math.inf
-    gate = u.const_f32(logit_gate)
+    gate = u.const_f32(logit_gate(threshold))
     flags = _byte_buffer(b, BLOCK)
     out = (out_boxes, out_scores, out_labels, out_anchor)
     with u.for_range(b, 0, (anchors + BLOCK - 1) // BLOCK, name="blk") as blk:

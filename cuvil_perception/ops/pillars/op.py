@@ -20,11 +20,6 @@ from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, r
 from ..onnx_runner import RUNTIMES
 from ..summary import count_by_class
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
-from .kernel_decode import decode_spec
-from .kernel_nms import nms_spec
-from .kernel_pfn import pfn_spec
-from .kernel_pillarize import pillarize_spec
-from .kernel_scatter import scatter_spec
 from .model import PointPillars
 
 # A RANDOM-WEIGHT model at the KITTI grid, for tests and benchmarks (many candidates, boxes mean
@@ -48,6 +43,10 @@ class PillarsDetect(Op):
               doc="CUDA-PointPillars ONNX file (builtin:pointpillars_cuvil_demo.onnx is the "
                   "demo model trained on the project's synthetic drives)"),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the backbone + head run"),
+        Param("sparse", bool, True,
+              doc="true: where the network fits, the scatter is fused into its first Conv "
+                  "(+BN)+ReLU and its 1x1 box / direction heads run at candidate cells only "
+                  "(inspect says which path a model takes); false: the network as exported"),
         Param("point_cloud_range", list, list(KITTI_RANGE), item_type=float, length=6,
               doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max"),
         Param("voxel_size", list, list(KITTI_VOXEL), item_type=float, length=3,
@@ -100,18 +99,26 @@ class PillarsDetect(Op):
             raise ParamProblem(field, message.split(": ", 1)[-1]) from None
         return config, head
 
+    def _detector(self) -> PointPillars:
+        """The loaded model (built once: kernels() needs its layer shapes before open())."""
+        if getattr(self, "_model", None) is None:
+            config, head = self._configs()
+            self._model = PointPillars.from_onnx(self.p["model"], config, head,
+                                                 self.p["runtime"], self.p["sparse"])
+        return self._model
+
     def kernels(self) -> list:
-        """Specs depend only on the static config (PFN weights are passed at run time)."""
-        config, head = self._configs()
-        return [pillarize_spec(config), pfn_spec(config), scatter_spec(config),
-                decode_spec(config, head), nms_spec(head)]
+        """The model's kernels: the sparse ones depend on its first layer and heads."""
+        return self._detector().kernels()
+
+    def describe(self) -> list[str]:
+        """What ``inspect`` says about this stage: which path the model takes, and why."""
+        return self._detector().notes
 
     def open(self, ctx: RunContext) -> None:
-        config, head = self._configs()
-        path = self.p["model"]
         self._ctx = ctx
         self._warned: set = set()
-        self._model = PointPillars.from_onnx(path, config, head, self.p["runtime"]).open()
+        self._model = self._detector().open()
         # One pass on an empty cloud before frame 0: the backbone runtime allocates on its first
         # call, which would otherwise land on (and blow the deadline of) the first frame.
         self._model.detect(np.zeros((0, 4), np.float32))
