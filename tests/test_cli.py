@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-VERBS = ("run", "inspect", "ops", "make-drive", "compile", "cache", "bench", "eval", "render")
+VERBS = ("run", "inspect", "ops", "make-drive", "compile", "cache", "bench", "eval", "render",
+         "bag", "convert")
 
 
 def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:

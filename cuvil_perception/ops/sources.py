@@ -1,4 +1,5 @@
-"""Source ops: ``replay`` (a recorded drive in KITTI raw layout) and ``camera`` (OpenCV)."""
+"""Source ops: ``replay`` (a recorded drive: KITTI raw layout, or a ROS bag / MCAP file picked
+by content, see ``bag_source``) and ``camera`` (OpenCV)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..drives import Drive, drive_image_size
+from ..drives import Drive
 from ..drives.labels import LABEL_COLUMNS
-from ..errors import CameraError, UsageError
+from ..errors import CameraError, DriveError, UsageError
 from ..graph import Param, ParamProblem, PortSpec, RunContext, Sample, Source, register
 
 
@@ -27,10 +28,11 @@ class Replay(Source):
 
     name = "replay"
     tag = "io"
-    doc = "Replay a drive in KITTI raw layout (camera image_02 + velodyne, synchronised)."
+    doc = ("Replay a drive in KITTI raw layout (camera image_02 + velodyne, synchronised), "
+           "or a ROS bag / MCAP file (op bag, topics chosen automatically).")
     params = (
-        Param("path", Path, None, "drive folder (KITTI raw layout); --replay sets it",
-              optional=True),
+        Param("path", Path, None, "drive folder (KITTI raw layout) or a ROS bag / MCAP file; "
+              "--replay sets it", optional=True),
         Param("sync_tolerance_ms", float, 50.0,
               "max |camera time - scan time| for a pair, in ms"),
         Param("loop", bool, False, "start again at frame 0 after the last frame"),
@@ -49,8 +51,20 @@ class Replay(Source):
             raise ParamProblem("sync_tolerance_ms",
                                f"must be a non-negative number of ms, got {tolerance!r}")
 
+    def _image_size(self, path: Path) -> tuple[int, int] | None:
+        """(width, height) of the recording's images, before it is opened (static shapes)."""
+        from .bag_source import recording_image_size
+
+        return recording_image_size(path, self.p)
+
+    def _open_drive(self, path: Path):
+        """A ``Drive`` (KITTI folder) or ``BagDrive`` (bag, told apart by content)."""
+        from .bag_source import open_recording
+
+        return open_recording(path, self.p)
+
     def output_ports(self) -> tuple[PortSpec, ...]:
-        size = drive_image_size(self.p["path"]) if self.p.get("path") is not None else None
+        size = self._image_size(self.p["path"]) if self.p.get("path") is not None else None
         height, width = (size[1], size[0]) if size else (None, None)
         return (
             PortSpec("image", "uint8", (height, width, 3), "camera 2 (left colour), BGR"),
@@ -68,7 +82,9 @@ class Replay(Source):
         path = self.p.get("path")
         if path is None:
             raise UsageError("no drive given: pass --replay DRIVE or set params.path")
-        self.drive = Drive(path, self.p["sync_tolerance_ms"])
+        self.drive = self._open_drive(path)
+        for note in getattr(self.drive, "notes", ()):
+            ctx.warning(note)
         self.skipped = self.drive.skipped
         if self.skipped:
             ctx.warning(f"replay {path}: {self.skipped} LiDAR scan(s) had no camera image "
@@ -86,6 +102,9 @@ class Replay(Source):
         if self.drive is None:
             raise UsageError("replay: read() before open()")
         if self._next >= len(self.drive):
+            if getattr(self.drive, "damage", None) is not None:  # a cut bag: after its frames
+                raise DriveError(f"{self.drive.damage.describe()}; the {len(self.drive)} "
+                                 "frame(s) before it were replayed")
             if not self.p["loop"]:
                 return None
             self._next, self._pass = 0, self._pass + 1
@@ -108,6 +127,8 @@ class Replay(Source):
         return span + max(step, 1)
 
     def close(self) -> None:
+        if self.drive is not None and hasattr(self.drive, "close"):
+            self.drive.close()
         self.drive = None
 
 

@@ -20,7 +20,10 @@ from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, r
 from ..onnx_runner import RUNTIMES
 from ..summary import count_by_class
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
-from .model import PointPillars
+from .c_example import example_files
+from .kernel_pfn import fold_weights, pfn_spec
+from .kernel_pillarize import pillarize_spec
+from .model import PointPillars, load_split
 
 # A RANDOM-WEIGHT model at the KITTI grid, for tests and benchmarks (many candidates, boxes mean
 # nothing).
@@ -114,6 +117,17 @@ class PillarsDetect(Op):
     def describe(self) -> list[str]:
         """What ``inspect`` says about this stage: which path the model takes, and why."""
         return self._detector().notes
+
+    def library_files(self, symbols: dict, prefix: str, cc: str) -> dict[str, bytes]:
+        """Files for a deployment library (``compile --library``): a C example running
+        pillarize then PFN on a .bin scan, its Makefile and the model's folded PFN weights.
+        ``symbols`` maps each KernelSpec to its exported symbol; {} if ours are not there."""
+        config, _ = self._configs()
+        pillarize, pfn = symbols.get(pillarize_spec(config)), symbols.get(pfn_spec(config))
+        if pillarize is None or pfn is None:
+            return {}
+        weights, bias = fold_weights(load_split(self.p["model"]).pfn)
+        return example_files(pillarize, pfn, prefix, cc, weights, bias)
 
     def open(self, ctx: RunContext) -> None:
         self._ctx = ctx
