@@ -186,7 +186,7 @@ def test_lidar_pillars_config_runs_end_to_end(repo_root, tmp_path, monkeypatch):
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert len(lines) == 2
     outputs = lines[0]["outputs"]
-    assert outputs["boxes"]["shape"][1] == 7 and outputs["stats"]["shape"] == [7]
+    assert outputs["boxes"]["shape"][1] == 7 and outputs["stats"]["shape"] == [8]
     assert outputs["stats"]["data"][0] > 1000  # pillars in a real scan
     assert result.compiles_after_frame0 == 0  # counted from prewarm on: open() included
     assert [r["status"] for r in result.prewarm] == ["miss"] * 6  # with the sparse kernels

@@ -67,7 +67,7 @@ class PointPillars:
     first layer's [H_out, W_out, C_out] (a persistent buffer, overwritten by the next call);
     ``runner(map)`` -> the (cls, box, dir) NHWC head maps; ``detect(points)`` -> (boxes float32 [N, 7], scores float32 [N], labels int32 [N]) by
     descending score; ``stats`` holds the last frame's counters (pillarize counts, candidates,
-    candidate overflow).
+    candidate overflow, non-finite boxes dropped). Boxes and scores are always finite.
     """
 
     def __init__(self, split: SplitModel, config: PillarConfig, head: HeadConfig,
@@ -137,7 +137,15 @@ class PointPillars:
         self.stats.update(candidates=cand.count, candidate_overflow=cand.overflow,
                           head_cells=self.runner.cells)
         kept = self.nms(cand.boxes, cand.scores, cand.count)
-        return cand.boxes[kept].copy(), cand.scores[kept].copy(), cand.labels[kept].copy()
+        return self._finite(cand.boxes[kept], cand.scores[kept], cand.labels[kept])
+
+    def _finite(self, boxes, scores, labels):
+        """Copies of the rows whose box and score are finite; the others are counted in
+        ``stats["nonfinite_boxes"]``. A model fed absurd features (a reflectance of 1e30 through
+        the Python API) overflows exp() in decoding: such rows are never returned."""
+        finite = np.isfinite(boxes).all(axis=1) & np.isfinite(scores)
+        self.stats["nonfinite_boxes"] = int(finite.size - np.count_nonzero(finite))
+        return boxes[finite].copy(), scores[finite].copy(), labels[finite].copy()
 
     def detect(self, points: np.ndarray):
         """points float32 [N, 4] -> (boxes float32 [N, 7], scores float32 [N], labels int32 [N])."""
@@ -160,7 +168,7 @@ class PointPillars:
         cap = self.head.candidate_capacity(self.config)
         cand = reference.decode_boxes(cls_map, box_map, dir_map, self.anchors, self.head, cap)
         kept = reference.nms_bev_rotated(cand.boxes, cand.scores, cand.count, self.head)
-        return cand.boxes[kept], cand.scores[kept], cand.labels[kept]
+        return self._finite(cand.boxes[kept], cand.scores[kept], cand.labels[kept])
 
 
 def load_split(path: str | Path) -> SplitModel:
