@@ -180,7 +180,8 @@ def _link(tools: Toolchain, objects: list[Path], lib: Library) -> None:
     """Shared library with the system compiler driver (-lm for any libm call LLVM emitted);
     static archive with ``ar`` (replacing, not appending to, an older archive)."""
     names = [str(p) for p in objects]
-    tools.run([tools.cc, "-shared", "-o", str(lib.shared), *names, "-lm"], "linking the .so")
+    tools.run([tools.cc, "-shared", f"-Wl,-soname,{lib.shared.name}", "-o", str(lib.shared),
+               *names, "-lm"], "linking the .so")
     lib.static.unlink(missing_ok=True)
     tools.run([tools.ar, "rcs", str(lib.static), *names], "archiving the .a")
 
