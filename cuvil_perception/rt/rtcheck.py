@@ -6,7 +6,8 @@ overshoot) and then times ``CALLS_PER_TICK`` calls of a native kernel (``example
 floats, ~1 us) one by one. Trials: no knob, then each ``rt:`` knob alone, applied through the
 same code a run uses (`knobs.apply_thread_knobs` / `apply_process_knobs`), so "took effect" is
 exactly what a pipeline would get; a refusal is reported with the OS's reason. ``mlockall`` is
-undone (munlockall) after its trial; cgroup placement is not tried (it moves the whole process).
+undone (munlockall) after its trial; cgroup placement is not tried (it moves the whole process):
+the command reports whether it would be possible (`cgroup.placement_status`).
 
 Jitter = max - p50 of the call latency. Times are in microseconds; absolute values depend on the
 machine's load (on a shared machine the trials are comparable only side by side, in one run).
