@@ -22,7 +22,8 @@ scatters, NMS) give bitwise the host's outputs; kernels with ``contract`` (PFN, 
 differently where one target fuses a multiply-add and another does not: the tests hold them to
 the kernels' own tolerances (PFN rtol 1e-5 + 1e-6 x the largest feature; decode boxes and scores
 rtol/atol 1e-5, counts, labels and anchor indices exact). Measured on the ten KITTI frames,
-aarch64 (generic, under qemu-user) against this x86-64 host: bitwise equal for all four.
+aarch64 (generic, under qemu-user) against this x86-64 host (znver4): bitwise equal for all
+four; an x86-64-v2 build (no FMA) in this process: PFN bitwise, decode within its tolerance.
 """
 
 from __future__ import annotations
