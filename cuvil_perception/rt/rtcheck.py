@@ -23,8 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compile import get_kernel
-from ..compile.examples import SUM
 from .knobs import RtKnobs, apply_process_knobs, apply_thread_knobs
 from .sched_deadline import DeadlineParams
 
@@ -111,6 +109,9 @@ def run_trial(trial: str, seconds: float, kernel, args: tuple) -> Trial:
 
 def rt_check(seconds: float, trials=TRIALS) -> list[Trial]:
     """Every trial for ``seconds / len(trials)`` each, on the ``example.sum`` kernel."""
+    from ..compile import get_kernel  # rt does not need compile/ until a kernel is measured
+    from ..compile.examples import SUM
+
     kernel = get_kernel(SUM)
     data = np.ones(SUM.static["n"], np.float32)
     args = (data.ctypes.data,)
