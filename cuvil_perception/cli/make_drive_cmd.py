@@ -30,22 +30,49 @@ def _prepare(out: Path, force: bool) -> None:
                 target.unlink()
 
 
+def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool):
+    """The synthetic drive written as a bag file at ``target`` (through a temporary KITTI
+    folder beside it); --force replaces only an existing bag."""
+    import tempfile
+
+    from ..drives.bag import is_bag, write_bag
+    from ..drives.synth import make_drive
+
+    if target.exists():
+        if not force or not is_bag(target) or target.is_dir():
+            raise UsageError(f"{target}: exists (pass --force to replace a bag file)")
+        target.unlink()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".make-drive-", dir=target.parent) as folder:
+        summary = make_drive(Path(folder), frames, seed)
+        bag = write_bag(Path(folder), target, fmt)
+    summary.bytes = bag.bytes
+    return summary
+
+
 @click.command("make-drive")
-@click.argument("out", type=click.Path(file_okay=False))
+@click.argument("out", type=click.Path())
 @click.option("--frames", type=click.IntRange(1, 100_000), default=20, show_default=True,
               help="Number of frames (10 Hz).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Random seed; the same seed writes the same bytes.")
 @click.option("--force", is_flag=True,
               help="Overwrite the drive in a non-empty OUT (removes its drive folders first).")
-def make_drive_cmd(out: str, frames: int, seed: int, force: bool) -> None:
+@click.option("--format", "fmt", type=click.Choice(("kitti", "mcap", "sqlite3", "ros1")),
+              default="kitti", show_default=True,
+              help="kitti: a KITTI-raw folder; mcap / sqlite3 / ros1: one ROS bag file at OUT "
+                   "(ROS 2 MCAP, ROS 2 .db3, ROS 1 .bag; no labels).")
+def make_drive_cmd(out: str, frames: int, seed: int, force: bool, fmt: str) -> None:
     """Write a synthetic drive in KITTI raw layout to OUT (camera PNGs, LiDAR scans,
-    calibration, timestamps and ground-truth labels)."""
+    calibration, timestamps and ground-truth labels), or as a ROS bag (--format)."""
     from ..drives.synth import make_drive  # keeps `--help` fast
 
     target = Path(out)
-    _prepare(target, force)
-    summary = make_drive(target, frames, seed)
+    if fmt != "kitti":
+        summary = _make_bag(target, frames, seed, fmt, force)
+    else:
+        _prepare(target, force)
+        summary = make_drive(target, frames, seed)
     mean_points = sum(summary.points) / len(summary.points)
     click.echo(f"wrote {summary.frames} frames to {target} ({summary.bytes / 1e6:.1f} MB, "
                f"{mean_points:,.0f} points per scan, {summary.seconds:.1f} s)")
