@@ -109,12 +109,31 @@ def _yolo_part(model: onnx.ModelProto, path: Path):
 
 
 def _pillars_part(model: onnx.ModelProto, path: Path):
-    """The BEV part after the split; inputs: its input map for a LiDAR scan."""
+    """The BEV part after the split, without the layers the sparse path peels off (they stay
+    float: the native kernels run them); inputs: the dense scatter output of a LiDAR scan — the
+    quantised tensors see exactly the values they see behind the sparse path, which equals the
+    dense one."""
     from ..ops.pillars.model import PointPillars
+    from ..ops.pillars.onnx_sparse import plan_bev
 
-    detector = PointPillars.from_onnx(path, runtime="onnxruntime", threads=1).open()
-    bev = detector.split.bev
-    return bev, [], [], lambda frame: detector.ort_inputs(frame.points)
+    detector = PointPillars.from_onnx(path, runtime="onnxruntime", sparse=False,
+                                      threads=1).open()
+    split, head = detector.split, detector.head
+    plan = plan_bev(split, head.map_size(detector.config), head.anchors_per_cell, True,
+                    rewrite=False)
+    rest = {n.name for n in plan.rest.graph.node}
+    peeled = [n.name for n in split.bev.graph.node if n.name not in rest]
+    if plan.heads is not None:  # the class conv beside the peeled heads stays float too, so
+        peeled += _class_head(split)  # the sparse path still recognises the three heads
+    return split.bev, peeled, [], lambda frame: detector.ort_inputs(frame.points)
+
+
+def _class_head(split) -> list[str]:
+    """Names of the Transpose behind the class output and of the Conv feeding it."""
+    producer = {out: node for node in split.bev.graph.node for out in node.output}
+    transpose = producer.get(split.outputs["cls"])
+    conv = producer.get(transpose.input[0]) if transpose is not None else None
+    return [n.name for n in (transpose, conv) if n is not None]
 
 
 def float_tensors(model: onnx.ModelProto, tensors: list[str]) -> onnx.ModelProto:
