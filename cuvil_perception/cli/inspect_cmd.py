@@ -42,6 +42,8 @@ def inspect_cmd(pipeline: str, replay: str | None, camera: str | None, profile: 
     plan(p, RunOptions())  # the output-path policy run applies (checks only, writes nothing)
     console = Console() if sys.stdout.isatty() else Console(width=140)
     console.print(stage_table(p))
+    for stage, line in stage_notes(p):
+        console.print(f"{stage}: {line}", highlight=False, soft_wrap=True)
     if profile:
         _profile(console, p, frames, live=camera is not None)
 
@@ -77,6 +79,16 @@ def _redirect_sinks(p: Pipeline, scratch: Path) -> None:
         for name, value in stage.resolved_params.items():
             if isinstance(value, Path):
                 stage.resolved_params[name] = scratch / stage.id / value.name
+
+
+def stage_notes(p: Pipeline) -> list[tuple[str, str]]:
+    """(stage id, line) for every stage whose op has a ``describe()`` hook, in order."""
+    notes = []
+    for stage in p.ordered():
+        describe = getattr(stage.op_cls, "describe", None)
+        if callable(describe):
+            notes += [(stage.id, line) for line in stage.make_op().describe()]
+    return notes
 
 
 def stage_table(p: Pipeline) -> Table:

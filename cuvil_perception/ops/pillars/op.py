@@ -25,7 +25,6 @@ from .c_example import example_files
 from .kernel_pfn import fold_weights, pfn_spec
 from .kernel_pillarize import pillarize_spec
 from .model import PointPillars, load_split
-from .native import kernel_specs
 
 # A RANDOM-WEIGHT model at the KITTI grid, for tests and benchmarks (many candidates, boxes mean
 # nothing).
@@ -54,6 +53,10 @@ class PillarsDetect(Op):
               doc="CUDA-PointPillars ONNX file (builtin:pointpillars_cuvil_demo.onnx is the "
                   "demo model trained on the project's synthetic drives)", must_exist=True),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the backbone + head run"),
+        Param("sparse", bool, True,
+              doc="true: where the network fits, the scatter is fused into its first Conv "
+                  "(+BN)+ReLU and its 1x1 box / direction heads run at candidate cells only "
+                  "(inspect says which path a model takes); false: the network as exported"),
         Param("point_cloud_range", list, list(KITTI_RANGE), item_type=float, length=6,
               doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max",
               range=LIDAR_REACH, unit="m"),
@@ -114,11 +117,21 @@ class PillarsDetect(Op):
             raise ParamProblem(field, message.split(": ", 1)[-1]) from None
         return config, head
 
+    def _detector(self) -> PointPillars:
+        """The loaded model (built once: kernels() needs its layer shapes before open())."""
+        if getattr(self, "_model", None) is None:
+            config, head = self._configs()
+            self._model = PointPillars.from_onnx(self.p["model"], config, head,
+                                                 self.p["runtime"], self.p["sparse"])
+        return self._model
+
     def kernels(self) -> list:
-        """The specs the model binds in ``open()`` (they depend only on the static config: PFN
-        weights are passed at run time)."""
-        config, head = self._configs()
-        return kernel_specs(config, head)
+        """The model's kernels: the sparse ones depend on its first layer and heads."""
+        return self._detector().kernels()
+
+    def describe(self) -> list[str]:
+        """What ``inspect`` says about this stage: which path the model takes, and why."""
+        return self._detector().notes
 
     def library_files(self, symbols: dict, prefix: str, cc: str) -> dict[str, bytes]:
         """Files for a deployment library (``compile --library``): a C example running
@@ -132,11 +145,9 @@ class PillarsDetect(Op):
         return example_files(pillarize, pfn, prefix, cc, weights, bias)
 
     def open(self, ctx: RunContext) -> None:
-        config, head = self._configs()
-        path = self.p["model"]
         self._ctx = ctx
         self._warned: set = set()
-        self._model = PointPillars.from_onnx(path, config, head, self.p["runtime"]).open()
+        self._model = self._detector().open()
         # One pass on an empty cloud before frame 0: the backbone runtime allocates on its first
         # call, which would otherwise land on (and blow the deadline of) the first frame.
         self._model.detect(np.zeros((0, 4), np.float32))
