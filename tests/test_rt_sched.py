@@ -93,6 +93,13 @@ def test_cgroup_placement_writes_quota_cpuset_and_pid(tmp_path):
     assert (child / "cgroup.procs").read_text() == f"{os.getpid()}\n"
 
 
+def test_placement_status_says_why(tmp_path):
+    assert cgroup_module.placement_status(fake_hierarchy(tmp_path, "cpu cpuset"),
+                                          "/app").startswith("possible under")
+    assert "no cpuset controller" in cgroup_module.placement_status(
+        fake_hierarchy(tmp_path / "b", "cpu"), "/app")
+
+
 def test_cgroup_without_controller_warns(tmp_path):
     root = fake_hierarchy(tmp_path, "memory io")
     warnings = []

@@ -36,8 +36,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 
-from ..compile import compile_stats
 from ..errors import UsageError
+from .prewarm import compile_counters
 
 #: histogram bucket bounds, seconds (100 us .. 2.5 s: kernels to a slow backbone)
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -86,7 +86,7 @@ class RunMetrics:
         the compile-counter snapshot the run record counts "after frame 0" from."""
         with self._lock:
             self._run = (scheduler, recorder, policy)
-            self._compiles0 = (counters or {}).get("compiles", compile_stats().compiles)
+            self._compiles0 = (counters or compile_counters())["compiles"]
             # live camera stamps are wall-clock ns: the offset maps the run clock onto them
             self._wall_offset = time.time_ns() - scheduler.clock.now_ns()
 
@@ -156,7 +156,7 @@ class RunMetrics:
         yield depth
         yield GaugeMetricFamily("cuvil_compiles_after_frame0", "kernel compilations after "
                                 "frame 0 (should be 0)",
-                                value=compile_stats().compiles - self._compiles0)
+                                value=compile_counters()["compiles"] - self._compiles0)
 
 
 def parse_address(text: str) -> tuple[str, int]:
