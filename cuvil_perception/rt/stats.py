@@ -87,7 +87,7 @@ def percentiles(values_ms) -> tuple[float, float, float, float]:
     return float(p50), float(p90), float(p99), float(array.max())
 
 
-TIMING_INTS = ("frame", "start_ns", "end_ns", "cpu_ns", "tid")
+TIMING_INTS = ("frame", "start_ns", "end_ns", "cpu_ns", "tid", "wait_ns")
 TIMING_TEXTS = ("stage", "worker", "variant", "outcome")
 E2E_INTS = ("frame", "start_ns", "end_ns", "sensor_ns")
 
