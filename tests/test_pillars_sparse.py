@@ -240,3 +240,26 @@ def test_bad_sparse_values_name_the_line_and_field(tmp_path, value, words):
 def test_sparse_mode_is_checked_in_the_python_api():
     with pytest.raises(ConfigError, match="sparse must be True or False, got 'auto'"):
         PointPillars.from_onnx(RANDOM_MODEL, sparse="auto")
+
+
+def test_inspect_says_which_path_the_model_takes(repo_root):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "cuvil_perception", "inspect",
+                             str(repo_root / "configs" / "lidar_pillars.yaml")],
+                            capture_output=True, text=True, timeout=300,
+                            env={**__import__("os").environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "detect: sparse: scatter fused into Conv '/block1/block1.0/Conv'" in result.stdout
+    assert "detect: sparse: box and direction heads (1x1, 128 -> 42 + 12)" in result.stdout
+
+
+def test_sparse_detect_is_deterministic(repo_root):
+    scans = _scans((repo_root / DRIVE_SCANS).glob("*.bin"), 2)
+    model = PointPillars.from_onnx(DEMO, PillarConfig(max_pillars=16000)).open()
+    first = [a.copy() for a in model.detect(scans[0])]
+    model.detect(scans[1])
+    again = model.detect(scans[0])
+    for a, b in zip(first, again):
+        assert a.tobytes() == b.tobytes()
