@@ -16,6 +16,10 @@ Optional hooks the executor looks for:
   ``bench`` times it on the same inputs in the same run for relative budgets.
 * ``reuses_output_buffers = True`` (class attribute): ``process()`` returns persistent buffers
   that the next call overwrites; the executor copies them before handing them downstream.
+* ``describe() -> list[str]``: lines ``inspect`` prints under the stage table (e.g. which
+  execution path a model takes and why); may load the stage's model, never runs a frame.
+* ``preflight()``: checks that read files but touch no sensor (the replay source reads its
+  drive's index); ``run`` and ``inspect`` call it before anything is opened (`preflight`).
 * ``summary_port = "name"`` with ``summarize(port, value) -> str``: the output that stands for the
   stage in ``run --summary`` and a short human line for one value of it (e.g. detections by
   class); without them the summary shows row counts.

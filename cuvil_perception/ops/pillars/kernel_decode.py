@@ -24,7 +24,7 @@ import math
 from ...compile import KernelSpec
 from ...compile.lang import (Buf, address, f32, i32, i64, inline, kernel, kmath, local, select,
                              u8, u64, unroll, view)
-from .config import HeadConfig, PillarConfig
+from .config import HeadConfig, PillarConfig, logit_gate
 from .signatures import decode_args
 
 BLOCK = 2048  # anchors gated per vectorised pass (flags live in a stack buffer)
@@ -96,7 +96,7 @@ def decode_spec(config: PillarConfig, head: HeadConfig) -> KernelSpec:
     """The decode kernel for one grid and head."""
     height, width = head.map_size(config)
     threshold = head.score_threshold
-    gate = math.log(threshold / (1.0 - threshold)) - 1e-3 if threshold > 0 else -math.inf
+    gate = logit_gate(threshold)
     return decode.spec(anchors=height * width * head.anchors_per_cell,
                        classes=head.num_classes, cap=head.candidate_capacity(config),
                        threshold=threshold, dir_offset=head.dir_offset, gate=gate,

@@ -155,13 +155,6 @@ def scatter_kernel_spec(config: PillarConfig, order: str | None = None) -> Kerne
     return scatter_spec(config, order)
 
 
-def kernel_specs(config: PillarConfig, head: HeadConfig) -> list[KernelSpec]:
-    """The specs a `model.PointPillars` of this static configuration binds, in call order
-    (what the op declares for prewarm: the same functions build them, so they cannot drift)."""
-    return [pillarize_spec(config), pfn_spec(config), scatter_kernel_spec(config),
-            decode_spec(config, head), nms_spec(head)]
-
-
 def _aligned_zeros(shape: tuple) -> np.ndarray:
     """A zeroed C-contiguous float32 array whose data starts on a 64-byte boundary.
 
