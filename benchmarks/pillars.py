@@ -240,9 +240,9 @@ def sparse_tables(clouds: list) -> None:
     rows = stage_rows(DEMO_MODEL, PillarConfig(max_pillars=16000), scans, "demo, drive")
     rows += stage_rows(RANDOM_MODEL, PillarConfig(), clouds, "random, KITTI")
     print_table("PointPillars dense (sparse: false) vs sparse (true), one thread, ONNX Runtime; "
-                "ms per frame (shared machine: compare the ratios)",
-                ["stage (dense | sparse)", "dense ms", "sparse ms", "dense/sparse",
-                 "MACs sparse / dense"], rows)
+                "ms per frame, wall and CPU (shared machine: compare the ratios)",
+                ["stage (dense | sparse)", "dense ms", "sparse ms", "ratio", "dense CPU ms",
+                 "sparse CPU ms", "CPU ratio", "MACs sparse / dense"], rows)
 
 
 def main() -> None:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .spool import Spool
+
 COMPUTE_MIN_CPU_RATIO = 0.5
 IO_MAX_CPU_RATIO = 0.9
 TAG_CHECK_MIN_FRAMES = 5
@@ -79,12 +81,21 @@ def percentiles(values_ms) -> tuple[float, float, float, float]:
     return float(p50), float(p90), float(p99), float(array.max())
 
 
+TIMING_INTS = ("frame", "start_ns", "end_ns", "cpu_ns", "tid")
+TIMING_TEXTS = ("stage", "worker", "variant", "outcome")
+E2E_INTS = ("frame", "start_ns", "end_ns", "sensor_ns")
+
+
 class LatencyRecorder:
-    """Thread-safe collector of timings and end-to-end latencies for one run."""
+    """Thread-safe collector of timings and end-to-end latencies for one run.
+
+    ``timings`` and ``e2e`` read like lists of dicts but live in ``spool.Spool`` temporary
+    files, so memory does not grow with the length of a run.
+    """
 
     def __init__(self):
-        self.timings: list[dict] = []
-        self.e2e: list[dict] = []  # {"frame", "start_ns", "end_ns"[, "sensor_ns"]}
+        self.timings = Spool(TIMING_INTS, TIMING_TEXTS)
+        self.e2e = Spool(E2E_INTS)  # {"frame", "start_ns", "end_ns"[, "sensor_ns"]}
         self._lock = threading.Lock()
 
     def add(self, timing: dict) -> None:

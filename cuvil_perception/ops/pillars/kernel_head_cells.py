@@ -2,11 +2,13 @@
 
 Signature::
 
-    i64 head_cells(ptr cls f32[HW, G], ptr feat f32[C_f, HW], ptr weights f32[C_f, J],
+    i64 head_cells(ptr cls f32[HW, G], ptr feats ptr[N], ptr weights f32[C_f, J],
                    ptr bias f32[J], ptr box f32[HW, JB], ptr dir f32[HW, JD], ptr cells i32[HW])
 
-G = A*K class logits per cell (the NHWC class map), F = ``feat`` the map the heads read (NCHW,
-as the runtime returns it), JB = A*7 box and JD = A*2 direction values per cell, J = JB + JD
+G = A*K class logits per cell (the NHWC class map); F the map the heads read, given as N
+channel parts (``feats[k]``: f32[C_k, HW], NCHW as the runtime returns them; static ``parts`` =
+(C_1, .., C_N), C_f their sum: the parts of a Concat the network no longer builds, see
+onnx_rewrite.split_concat); JB = A*7 box and JD = A*2 direction values per cell, J = JB + JD
 rounded up to 16 (``weights[:, j]`` = the j-th head row, zero-padded). Semantics
 (``reference.head_cells``): a cell is a candidate when its best logit reaches ``gate`` (the
 decode kernel's own logit gate, ``kernel_decode.logit_gate``: every anchor decode decodes lies in
@@ -36,11 +38,13 @@ def padded(width: int) -> int:
     return -(-width // LANES) * LANES
 
 
-def build_head_cells(module: ir.Module, fn_name: str, *, cells: int, groups: int, cf: int,
+def build_head_cells(module: ir.Module, fn_name: str, *, cells: int, groups: int, parts: list,
                      jb: int, jd: int, gate: float) -> None:
     fn = ir.Function(module, ir.FunctionType(u.I64, [u.PTR] * 7), name=fn_name)
-    cls, feat, weights, bias, box, dirs, found = fn.args
+    cls, table, weights, bias, box, dirs, found = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    feats = [(b.load(u.gep(b, table, k, u.PTR), typ=u.PTR), count)
+             for k, count in enumerate(parts)]
     width = padded(jb + jd)
     vty = u.vec(u.F32, LANES)
     biases = [u.load_vec(b, bias, off, vty) for off in range(0, width, LANES)]
@@ -51,7 +55,7 @@ def build_head_cells(module: ir.Module, fn_name: str, *, cells: int, groups: int
             n = b.load(n_slot)
             u.store_at(b, b.trunc(c, u.I32), found, n)
             b.store(b.add(n, u.const_i64(1)), n_slot)
-            acc = _gather_matvec(b, feat, weights, c, biases, cells, cf, width)
+            acc = _gather_matvec(b, feats, weights, c, biases, cells, width)
             _copy(b, acc, 0, box, b.mul(c, u.const_i64(jb)), jb)
             _copy(b, acc, jb, dirs, b.mul(c, u.const_i64(jd)), jd)
     b.ret(b.load(n_slot))
@@ -65,19 +69,23 @@ def _best_logit(b, cls, c, groups: int) -> ir.Value:
     return best
 
 
-def _gather_matvec(b, feat, weights, c, biases, cells: int, cf: int, width: int) -> list:
-    """bias + sum over ci (in order) of F[ci, c] * weights[ci, :], one vector per 16 rows."""
+def _gather_matvec(b, feats: list, weights, c, biases, cells: int, width: int) -> list:
+    """bias + sum over channels ci of F (parts in order) of F[ci, c] * weights[ci, :], one
+    vector per 16 rows."""
     vty = u.vec(u.F32, LANES)
     slots = [u.entry_alloca(b, vty) for _ in biases]
     for slot, value in zip(slots, biases):
         b.store(value, slot)
-    with u.for_range(b, 0, cf, name="ci") as ci:
-        value = _splat(b, u.load_at(b, feat, b.add(b.mul(ci, u.const_i64(cells)), c), u.F32),
-                       vty)
-        row = b.mul(ci, u.const_i64(width))
-        for k, slot in enumerate(slots):
-            w = u.load_vec(b, weights, b.add(row, u.const_i64(k * LANES)), vty)
-            b.store(b.fadd(b.load(slot), b.fmul(value, w, flags=FLAGS), flags=FLAGS), slot)
+    first = 0
+    for feat, count in feats:
+        with u.for_range(b, 0, count, name="ci") as ci:
+            at = b.add(b.mul(ci, u.const_i64(cells)), c)
+            value = _splat(b, u.load_at(b, feat, at, u.F32), vty)
+            row = b.mul(b.add(ci, u.const_i64(first)), u.const_i64(width))
+            for k, slot in enumerate(slots):
+                w = u.load_vec(b, weights, b.add(row, u.const_i64(k * LANES)), vty)
+                b.store(b.fadd(b.load(slot), b.fmul(value, w, flags=FLAGS), flags=FLAGS), slot)
+        first += count
     return [b.load(slot) for slot in slots]
 
 
@@ -89,12 +97,12 @@ def _copy(b, vectors: list, start: int, dst, at, count: int) -> None:
         u.store_at(b, value, dst, b.add(at, u.const_i64(j)))
 
 
-def head_cells_spec(map_size: tuple, head: HeadConfig, features: int) -> KernelSpec:
-    """The candidate-cell heads kernel for one head map (H, W) and feature depth C_f."""
+def head_cells_spec(map_size: tuple, head: HeadConfig, parts: tuple) -> KernelSpec:
+    """The candidate-cell heads kernel for one head map (H, W) and feature parts (C_1, ..)."""
     per_cell = head.anchors_per_cell
     return KernelSpec(
         name="pillars.head_cells", build=build_head_cells,
         static={"cells": map_size[0] * map_size[1], "groups": per_cell * head.num_classes,
-                "cf": features, "jb": per_cell * 7, "jd": per_cell * 2,
+                "parts": [int(c) for c in parts], "jb": per_cell * 7, "jd": per_cell * 2,
                 "gate": logit_gate(head.score_threshold)},
-        args=("ptr",) * 7, ret="i64", fastmath=FLAGS, version=1)
+        args=("ptr",) * 7, ret="i64", fastmath=FLAGS, version=2)

@@ -27,7 +27,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ...errors import ConfigError
-from .onnx_rewrite import rewrite_deblocks
+from .onnx_rewrite import rewrite_deblocks, split_concat
 from .onnx_split import SplitModel
 from .types import CellHeadWeights, ConvLayer
 
@@ -44,8 +44,11 @@ class SparsePlan:
 
     input_name: the rest's single input, [1, C, ny, nx] (dense: the scatter output) or
     [1, H_out, W_out, C_out] (``conv`` peeled: the fused kernel's NHWC output);
-    outputs: role -> tensor name, roles "cls" and either "box" + "dir" (dense heads) or "feat"
-    (``heads`` peeled: F [1, C_f, H, W]); notes: what was peeled or why not.
+    outputs: role -> tensor name, roles "cls" and, with dense heads, "box" + "dir";
+    feat: with ``heads`` peeled, the outputs whose channels, concatenated, are the heads' input
+    map F [1, C_f, H, W] (one name, or its parts after onnx_rewrite.split_concat), and
+    feat_channels their channel counts;
+    notes: what was peeled or why not.
     """
 
     rest: onnx.ModelProto
@@ -54,6 +57,8 @@ class SparsePlan:
     conv: ConvLayer | None = None
     heads: CellHeadWeights | None = None
     notes: list = field(default_factory=list)
+    feat: list = field(default_factory=list)
+    feat_channels: list = field(default_factory=list)
 
 
 def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
@@ -101,13 +106,17 @@ def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
         outputs.update(box=split.outputs["box"], dir=split.outputs["dir"])
         values = list(graph.output)
     else:
-        outputs["feat"] = feat
         values.append(helper.make_tensor_value_info(feat, TensorProto.FLOAT,
                                                     [1, heads.features, *map_size]))
     rest = _model(split.bev, kept, inp, values, inits)
-    rest, rewrites = rewrite_deblocks(rest) if rewrite else (rest, [])
-    notes += [f"rewritten: {line}" for line in rewrites]
-    return SparsePlan(rest, inp.name, outputs, conv, heads, notes)
+    parts, counts = ([feat], [heads.features]) if heads is not None else ([], [])
+    if rewrite:
+        rest, rewrites = rewrite_deblocks(rest)
+        if heads is not None:
+            rest, parts, counts, split_note = split_concat(rest, feat, heads.features)
+            rewrites += [split_note] if split_note else []
+        notes += [f"rewritten: {line}" for line in rewrites]
+    return SparsePlan(rest, inp.name, outputs, conv, heads, notes, parts, counts)
 
 
 def _model(source: onnx.ModelProto, nodes: list, inp, outputs: list,
