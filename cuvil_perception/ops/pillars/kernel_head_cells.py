@@ -29,6 +29,7 @@ from llvmlite import ir
 from ...compile import KernelSpec, irutil as u
 from .config import HeadConfig, logit_gate
 from .kernel_conv_scatter import LANES, _splat
+from .signatures import head_cells_args
 
 FLAGS = ("contract",)
 
@@ -105,4 +106,4 @@ def head_cells_spec(map_size: tuple, head: HeadConfig, parts: tuple) -> KernelSp
         static={"cells": map_size[0] * map_size[1], "groups": per_cell * head.num_classes,
                 "parts": [int(c) for c in parts], "jb": per_cell * 7, "jd": per_cell * 2,
                 "gate": logit_gate(head.score_threshold)},
-        args=("ptr",) * 7, ret="i64", fastmath=FLAGS, version=2)
+        args=head_cells_args(), ret="i64", fastmath=FLAGS, version=2)
