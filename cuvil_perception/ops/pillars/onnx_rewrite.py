@@ -1,10 +1,10 @@
 """Rewrites of the BEV network after peeling (onnx_sparse) that let ONNX Runtime keep its blocked
 (NCHWc) layout; values equal up to float32 rounding (other summation orders).
 
-1. ``rewrite_deblocks``: 1x1 upsampling blocks of a BEV network into layers ONNX Runtime runs in its blocked
-(NCHWc) layout: ConvTranspose 1x1, stride 1 [+ BatchNormalization] [+ Relu] (PointPillars'
-first deblock: no pads, no dilation, group 1) is the same map as Conv 1x1 with the weight
-transposed ([I, O, 1, 1] -> [O, I, 1, 1]), BN folded in, [+ Relu].
+1. ``rewrite_deblocks``: 1x1 upsampling blocks of a BEV network into layers ONNX Runtime runs in
+its blocked (NCHWc) layout: ConvTranspose 1x1, stride 1 [+ BatchNormalization] [+ Relu]
+(PointPillars' first deblock: no pads, no dilation, group 1) is the same map as Conv 1x1 with
+the weight transposed ([I, O, 1, 1] -> [O, I, 1, 1]), BN folded in, [+ Relu].
 
 Why: ORT 1.2x has no blocked ConvTranspose, so the deblock cost a layout change of its input plus
 a plain ConvTranspose; as a Conv it runs blocked and fused with its Relu (demo model, one thread:

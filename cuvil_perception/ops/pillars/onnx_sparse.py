@@ -70,12 +70,12 @@ def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
     it off to show what the peeling alone gives)."""
     if not isinstance(sparse, bool):
         raise ConfigError(f"sparse must be True or False, got {sparse!r}")
-    graph = split.bev.graph
-    inits = {t.name: t for t in graph.initializer}
-    nodes = list(graph.node)
     if not sparse:
         return SparsePlan(split.bev, split.bev_input, dict(split.outputs),
                           notes=["dense: sparse is off (the network runs as exported)"])
+    graph = split.bev.graph
+    inits = {t.name: t for t in graph.initializer}
+    nodes = list(graph.node)
     notes = []
     try:
         conv, conv_nodes, conv_out = _peel_conv(nodes, inits, split.bev_input, graph)
@@ -92,14 +92,7 @@ def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
         notes.append(f"dense heads: {why}")
     peeled = {id(n) for n in conv_nodes + head_nodes}
     kept = [n for n in nodes if id(n) not in peeled]
-    if conv is not None:
-        height, width = conv.out_size(*split.dense_shape)
-        kept.insert(0, helper.make_node("Transpose", [FUSED_INPUT], [conv_out], perm=[0, 3, 1, 2],
-                                        name="cuvil_fused_conv_to_nchw"))
-        inp = helper.make_tensor_value_info(FUSED_INPUT, TensorProto.FLOAT,
-                                            [1, height, width, conv.channels[1]])
-    else:
-        inp = next(i for i in graph.input if i.name == split.bev_input)
+    inp = _rest_input(split, kept, conv, conv_out)
     outputs = {"cls": split.outputs["cls"]}
     values = [o for o in graph.output if o.name == outputs["cls"]]
     if heads is None:
@@ -117,6 +110,18 @@ def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
             rewrites += [split_note] if split_note else []
         notes += [f"rewritten: {line}" for line in rewrites]
     return SparsePlan(rest, inp.name, outputs, conv, heads, notes, parts, counts)
+
+
+def _rest_input(split: SplitModel, kept: list, conv: ConvLayer | None, conv_out: str | None):
+    """The rest's input: the scatter output, or (first layer peeled) the fused kernel's NHWC
+    map, turned NCHW by a Transpose put in front of ``kept``."""
+    if conv is None:
+        return next(i for i in split.bev.graph.input if i.name == split.bev_input)
+    height, width = conv.out_size(*split.dense_shape)
+    kept.insert(0, helper.make_node("Transpose", [FUSED_INPUT], [conv_out], perm=[0, 3, 1, 2],
+                                    name="cuvil_fused_conv_to_nchw"))
+    return helper.make_tensor_value_info(FUSED_INPUT, TensorProto.FLOAT,
+                                         [1, height, width, conv.channels[1]])
 
 
 def _model(source: onnx.ModelProto, nodes: list, inp, outputs: list,
