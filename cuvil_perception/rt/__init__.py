@@ -15,14 +15,16 @@ What the executor expects of ops beyond ``graph.op`` (both optional):
 * sinks: ``process_dropped(frame, reason)`` writes a frame a decision dropped (one line per
   frame); ``folder_params = ("dir",)`` names params that are output folders (output policy).
 
-Modules: ``executor`` (run_pipeline), ``scheduler`` (placement and frame order), ``policy``
-(deadline decisions), ``sources`` (read-ahead), ``stats`` (latency recorder), ``record`` (run
+Modules: ``executor`` (run_pipeline), ``scheduler`` (threads and frame order), ``policy``
+(deadline decisions), ``admission`` (overload shed at admission), ``placement`` (intra-op
+threads per network, the placement lines ``run`` prints), ``sources`` (read-ahead), ``stats`` (latency recorder), ``record`` (run
 records; ``run_files``: a run's inputs/outputs and its record over the run's life),
 ``output_policy`` (where a command may write), ``signals`` (SIGTERM), ``trace`` (Perfetto JSON), ``knobs`` (rt: block), ``prewarm``, ``sequential`` (the simple
 reference executor), ``budgets`` + ``bench`` (latency regression), ``plot`` (PNG plots),
 ``pytest_plugin`` (``--cuvil-budgets``).
 """
 
+from .admission import AdmissionControl
 from .bench import BREACH_EXIT_CODE, BudgetReport, Verdict, bench_pipeline, evaluate
 from .budgets import Budget, BudgetFileError, BudgetSpec, load_budgets, parse_budgets
 from .clock import MonotonicClock
@@ -31,6 +33,7 @@ from .knobs import RtKnobs, parse_knobs
 from .metrics import MetricsServer, RunMetrics
 from .options import RunOptions, RunResult
 from .output_policy import Claim, check_outputs
+from .placement import intra_op_threads, placement_lines, usable_cores
 from .plot import write_plots
 from .policy import ACTIONS, DeadlinePolicy
 from .record import read_record, record_status
@@ -39,11 +42,12 @@ from .stats import LatencyRecorder, LatencyReport, StageStats
 from .trace import write_trace
 
 __all__ = [
-    "ACTIONS", "BREACH_EXIT_CODE", "Budget", "BudgetFileError", "BudgetReport", "BudgetSpec",
+    "ACTIONS", "AdmissionControl", "BREACH_EXIT_CODE", "Budget", "BudgetFileError", "BudgetReport", "BudgetSpec",
     "Claim", "check_outputs", "record_status",
     "DeadlinePolicy", "LatencyRecorder", "LatencyReport", "MetricsServer", "MonotonicClock",
     "RtKnobs", "RunMetrics",
     "RunOptions", "RunResult", "StageStats", "Verdict", "bench_pipeline", "evaluate",
     "load_budgets", "parse_budgets", "parse_knobs", "read_record", "run_pipeline",
-    "run_sequential", "write_plots", "write_trace",
+    "run_sequential", "write_plots", "write_trace", "intra_op_threads", "placement_lines",
+    "usable_cores",
 ]
