@@ -1,8 +1,9 @@
 """Kernel-language ports against the hand-built IR kernels they replaced, side by side.
 
 Per kernel: outputs compared (bitwise), run time (best of interleaved rounds: on a shared
-machine the minimum is the least noisy estimate, and only the ratio counts), cold compile, warm disk load, and source lines (IR generator vs
-kernel-language function, code lines without docstrings/comments/blank lines).
+machine the minimum is the least noisy estimate, and only the ratio counts), cold compile, warm
+disk load, and source lines (IR generator module vs kernel-language module, code lines without
+docstrings, comments, blank lines or imports).
 The IR versions live in benchmarks/ir_baseline/ (benchmark-only since the port).
 
 Run: ``python benchmarks/lang_vs_ir.py`` (also part of ``benchmarks/compile.py``).

@@ -36,7 +36,8 @@ from ... import config
 from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
 from ..spec import CTYPES, Arg, KernelSpec
-from .lower import Frame, Lowerer, Var, assigned_once
+from .lower import Frame, Lowerer, Var
+from .names import assigned_once
 from .source import Source
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 from .values import BufRef, Const, Val
