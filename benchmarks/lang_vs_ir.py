@@ -22,11 +22,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _util import print_table  # noqa: E402
-from ir_baseline import (pillars_decode, pillars_nms, pillars_pfn,  # noqa: E402
-                         pillars_pillarize, yolo_decode, yolo_nms, yolo_scan)
+from ir_baseline import (pillars_decode, pillars_head_cells, pillars_nms,  # noqa: E402
+                         pillars_pfn, pillars_pillarize, yolo_decode, yolo_nms, yolo_scan)
 
 from cuvil_perception.compile import cache_clear, get_kernel, registry  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_decode as p_decode  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_head_cells as p_heads  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_nms as p_nms  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_pfn as p_pfn  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_pillarize as p_pillarize  # noqa: E402
@@ -158,6 +159,27 @@ def _pillars_nms_case(rng):
     return run, boxes
 
 
+def _head_cells_case(rng):
+    spec = p_heads.head_cells_spec(HC.map_size(PC), HC, (64, 64))
+    st = spec.static
+    cells, width = st["cells"], st["width"]
+    cls = rng.normal(-6.0, 1.5, (cells, st["groups"])).astype(np.float32)
+    feats = [rng.normal(0, 1, (64, cells)).astype(np.float32) for _ in range(2)]
+    table = np.array([f.ctypes.data for f in feats], np.uint64)
+    weights = rng.normal(0, 0.2, (128, width)).astype(np.float32)
+    bias = rng.normal(0, 0.2, width).astype(np.float32)
+    outs = [np.zeros((cells, st["jb"]), np.float32), np.zeros((cells, st["jd"]), np.float32),
+            np.zeros(cells, np.int32)]
+
+    def run(fn, collect=True):
+        n = fn(cls.ctypes.data, table.ctypes.data, weights.ctypes.data, bias.ctypes.data,
+               *(o.ctypes.data for o in outs))
+        if not collect:
+            return None
+        return [n] + [o.copy() for o in outs]
+    return run, (feats, table)
+
+
 def _nms_case(rng):
     n = 400
     xy = rng.uniform(0, 600, (n, 2)).astype(np.float32)
@@ -187,6 +209,9 @@ def cases():
          _pillarize_case, pillars_pillarize, p_pillarize),
         ("pillars.pfn", pillars_pfn.pfn_spec(PC), p_pfn.pfn_spec(PC), _pfn_case, pillars_pfn,
          p_pfn),
+        ("pillars.head_cells", pillars_head_cells.head_cells_spec(HC.map_size(PC), HC, (64, 64)),
+         p_heads.head_cells_spec(HC.map_size(PC), HC, (64, 64)), _head_cells_case,
+         pillars_head_cells, p_heads),
         ("pillars.decode", pillars_decode.decode_spec(PC, HC), p_decode.decode_spec(PC, HC),
          _pillars_decode_case, pillars_decode, p_decode),
         ("pillars.nms", pillars_nms.nms_spec(HC), p_nms.nms_spec(HC), _pillars_nms_case,
