@@ -22,11 +22,15 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _util import print_table  # noqa: E402
-from ir_baseline import (pillars_decode, pillars_head_cells, pillars_nms,  # noqa: E402
-                         pillars_pfn, pillars_pillarize, yolo_decode, yolo_nms, yolo_scan)
+from ir_baseline import (pillars_conv_scatter, pillars_decode,  # noqa: E402
+                         pillars_head_cells, pillars_nms, pillars_pfn, pillars_pillarize,
+                         yolo_decode, yolo_nms, yolo_scan)
 
 from cuvil_perception.compile import cache_clear, get_kernel, registry  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_conv_scatter as p_conv  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_decode as p_decode  # noqa: E402
+from cuvil_perception.ops.pillars import native_sparse  # noqa: E402
+from cuvil_perception.ops.pillars.types import ConvLayer  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_head_cells as p_heads  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_nms as p_nms  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_pfn as p_pfn  # noqa: E402
@@ -159,6 +163,30 @@ def _pillars_nms_case(rng):
     return run, boxes
 
 
+CONV = ConvLayer(np.random.default_rng(3).normal(0, 0.12, (64, 64, 3, 3)).astype(np.float32),
+                 np.random.default_rng(4).normal(0, 0.3, 64).astype(np.float32), (2, 2),
+                 (1, 1, 1, 1))
+
+
+def _conv_scatter_case(rng):
+    pillars = p_native.PillarizeKernel(PC).open()(kitti_points(rng, 0))
+    count = int(pillars.count)
+    features = rng.normal(0, 1, (PC.max_pillars, PC.num_features)).astype(np.float32)
+    states = {}
+
+    def run(fn, collect=True):  # two calls: the second restores and re-reaches cells
+        if fn.address not in states:
+            states[fn.address] = native_sparse.ConvScatterKernel(PC, CONV)
+        k = states[fn.address]
+        out = []
+        for n in (count, count // 2):
+            got = fn(features.ctypes.data, pillars.coords.ctypes.data, n, *k._addr)
+            if collect:
+                out += [got, k.out.copy(), k.prev[:got].copy()]
+        return out if collect else None
+    return run, (pillars, features)
+
+
 def _head_cells_case(rng):
     spec = p_heads.head_cells_spec(HC.map_size(PC), HC, (64, 64))
     st = spec.static
@@ -209,6 +237,8 @@ def cases():
          _pillarize_case, pillars_pillarize, p_pillarize),
         ("pillars.pfn", pillars_pfn.pfn_spec(PC), p_pfn.pfn_spec(PC), _pfn_case, pillars_pfn,
          p_pfn),
+        ("pillars.conv_scatter", pillars_conv_scatter.conv_scatter_spec(PC, CONV),
+         p_conv.conv_scatter_spec(PC, CONV), _conv_scatter_case, pillars_conv_scatter, p_conv),
         ("pillars.head_cells", pillars_head_cells.head_cells_spec(HC.map_size(PC), HC, (64, 64)),
          p_heads.head_cells_spec(HC.map_size(PC), HC, (64, 64)), _head_cells_case,
          pillars_head_cells, p_heads),

@@ -7,7 +7,8 @@ from llvmlite import ir
 
 from cuvil_perception.compile import KernelSpec, irutil as u
 from cuvil_perception.ops.pillars.config import HeadConfig, logit_gate
-from cuvil_perception.ops.pillars.kernel_conv_scatter import LANES, _splat
+from ir_baseline.pillars_conv_scatter import _splat
+from cuvil_perception.ops.pillars.kernel_conv_scatter import LANES
 from cuvil_perception.ops.pillars.kernel_head_cells import padded
 from cuvil_perception.ops.pillars.signatures import head_cells_args
 
