@@ -3,6 +3,7 @@ the KITTI folder; topic choice, stamps, damaged bags, and the bag / convert / ma
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -215,17 +216,30 @@ def test_damaged_bags_are_one_line_errors_with_exit_2(bags, tmp_path):
         BagDrive(garbage)
 
 
+def _in_process(*args: str):
+    from click.testing import CliRunner
+
+    from cuvil_perception.cli.app import cli
+
+    return CliRunner().invoke(cli, list(args), env={"COLUMNS": "200"})
+
+
 def test_bag_info_convert_and_make_drive(bags, tmp_path):
-    info = _cli("bag", "info", str(bags["ros1"]))
-    assert info.returncode == 0, info.stderr
+    info = _in_process("bag", "info", str(bags["ros1"]))
+    assert info.exit_code == 0, info.output
     for fragment in ("/velodyne_points", "sensor_msgs/msg/PointCloud2", "points", "10.00",
                      "/camera/image_raw/compressed", "camera_info", "/tf_static", "ros1"):
         assert fragment in info.stdout, info.stdout
-    _one_line_error(_cli("bag", "info", "README.md"), "README.md: not a ROS bag or MCAP file")
-    _one_line_error(_cli("convert", str(DRIVE), str(bags["mcap"])), "exists")
+    as_json = json.loads(_in_process("bag", "info", str(bags["mcap"]), "--json").stdout)
+    assert as_json["selection"] == {"points": "/velodyne_points", "image": "/camera/image_raw",
+                                    "camera_info": "/camera/camera_info"}
+    assert {t["name"]: t["count"] for t in as_json["topics"]} == {
+        "/camera/camera_info": 8, "/camera/image_raw": 8, "/tf_static": 1,
+        "/velodyne_points": 8}
     out = tmp_path / "synth.mcap"
-    made = _cli("make-drive", str(out), "--frames", "2", "--format", "mcap")
-    assert made.returncode == 0, made.stderr
-    assert len(BagDrive(out)) == 2
-    _one_line_error(_cli("make-drive", str(REPO / "README.md"), "--format", "mcap", "--force"),
-                    "exists")
+    made = _in_process("make-drive", str(out), "--frames", "2", "--format", "mcap")
+    assert made.exit_code == 0, made.output
+    assert len(BagDrive(out)) == 2 and not [p for p in tmp_path.iterdir() if p != out]
+    converted = _in_process("convert", str(DRIVE), str(tmp_path / "c.db3"), "--image", "jpeg")
+    assert converted.exit_code == 0 and "wrote 25 messages" in converted.stdout
+    assert BagDrive(tmp_path / "c.db3").camera.msgtype == "sensor_msgs/msg/CompressedImage"
