@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -201,9 +202,18 @@ def test_damaged_bags_are_one_line_errors_with_exit_2(bags, tmp_path):
     _one_line_error(_cli("run", "configs/fusion.yaml", "--replay", str(cut), "--out",
                          str(tmp_path / "x.jsonl"), "--no-deadlines"),
                     str(cut), "damaged or truncated at byte", "frame(s) before it were replayed")
-    ros1 = _cut(bags["ros1"], tmp_path / "cut.bag", 0.5)
-    with pytest.raises(DriveError, match=rf"{ros1}: cannot open ros1 bag"):
-        BagDrive(ros1)
+    ros1 = BagDrive(_cut(bags["ros1"], tmp_path / "cut.bag", 0.5))  # no index: front to back
+    assert 2 <= len(ros1) < 8 and ros1.bag.recovered
+    assert re.fullmatch(rf"{tmp_path}/cut.bag: damaged or truncated at byte \d+ \(record data "
+                        r"cut off\)", ros1.damage.describe())
+    folder = tmp_path / "rosbag2"
+    shutil.copytree(bags["rosbag2-mcap"], folder)
+    _cut(folder / "d.mcap", folder / "d.mcap", 0.5)
+    cut_folder = BagDrive(folder)
+    assert 2 <= len(cut_folder) < 8 and cut_folder.damage.offset > 0
+    full = BagDrive(bags["ros1"])
+    for k in range(len(ros1)):
+        np.testing.assert_array_equal(ros1.read(k).image, full.read(k).image)
     sqlite = tmp_path / "bad.db3"
     data = bytearray(bags["sqlite3"].read_bytes())
     data[4096:12288] = b"\xff" * 8192  # wipe pages after the header
