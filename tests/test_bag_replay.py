@@ -18,7 +18,7 @@ from cuvil_perception.drives import Calibration, load_calibration, write_calibra
 from cuvil_perception.drives.bag import BagDrive, bag_image_size, rigid_extrinsic, write_bag
 from cuvil_perception.drives.bag.write import _Msgs
 from cuvil_perception.errors import DriveError
-from cuvil_perception.graph import Pipeline, apply_cli_sources, load_pipeline
+from cuvil_perception.graph import Pipeline, RunContext, apply_cli_sources, load_pipeline
 from cuvil_perception.rt import RunOptions, run_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,6 +93,16 @@ def test_bag_op_with_topics_and_log_stamps(bags, tmp_path):
     drive = BagDrive(bags["mcap"], topics={"image": "/camera/image_raw"})
     assert drive.topics["camera_info"] == "/camera/camera_info"
     assert any("points from /velodyne_points (the only" in n for n in drive.notes)
+
+
+def test_bag_op_loops_with_increasing_times(bags):
+    p = Pipeline("loop")
+    stage = p.add("drive", "bag", path=str(bags["rosbag2-mcap"]), loop=True)
+    op = p.validate().stage("drive").make_op()
+    op.open(RunContext())
+    stamps = [op.read().timestamp_ns for _ in range(11)]
+    op.close()
+    assert stamps == sorted(stamps) and len(set(stamps)) == 11 and stage.op == "bag"
 
 
 def _custom_bag(path: Path, messages: list[tuple[str, str, int, object]]) -> Path:
