@@ -76,6 +76,10 @@ def test_fusion_config_on_a_bag_matches_the_kitti_folder(bags, rigid_drive, tmp_
                                                      write_record=False))
         outputs.append(out.read_bytes())
     assert outputs[0].count(b"\n") == 3 and outputs[0] == outputs[1]
+    from cuvil_perception.viz import render_run
+
+    pictures = render_run(tmp_path / "1.jsonl", tmp_path / "viz", drive=bags["mcap"], video=False)
+    assert len(list(pictures.camera_dir.glob("*.png"))) == 3 and not pictures.skipped
 
 
 def test_bag_is_recognised_by_content_not_extension(bags, tmp_path):
