@@ -231,3 +231,19 @@ def test_deadline_decisions_and_latency_get_their_own_topics(tmp_path):
     latency = {m["frame"]: m["stages"]["cost"] for m in messages["/cuvil/latency"]}
     assert latency[1]["outcome"] == "miss:reuse_last" and latency[1]["ms"] == 50.0
     assert latency[0] == {**latency[0], "outcome": "ok", "ms": 5.0}
+
+
+def test_run_foxglove_end_to_end_serves_while_the_run_goes(tmp_path):
+    from click.testing import CliRunner
+
+    from cuvil_perception.cli.app import cli
+
+    (tmp_path / "p.yaml").write_text(
+        "pipeline: live\nstages:\n"
+        f"  - {{id: drive, op: replay, params: {{path: {DRIVE}}}}}\n"
+        "  - {id: log, op: jsonl, inputs: {points: drive/points}, params: {path: o.jsonl}}\n")
+    result = CliRunner().invoke(cli, ["run", str(tmp_path / "p.yaml"), "--frames", "2",
+                                      "--foxglove", "127.0.0.1:0"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "Foxglove live view: ws://127.0.0.1:" in result.stderr
+    assert "foxglove_live" in result.stdout  # the live stage's row in the timing table
