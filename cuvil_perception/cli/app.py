@@ -26,6 +26,7 @@ _COMMANDS = (
     ("bench_cmd", "bench_cmd"),
     ("eval_cmd", "eval_cmd"),
     ("render_cmd", "render_cmd"),
+    ("fleet_cmd", "fleet_group"),
 )
 
 

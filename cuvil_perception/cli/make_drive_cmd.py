@@ -1,4 +1,8 @@
-"""``cuvil-perception make-drive OUT --frames N --seed S``: write a synthetic drive."""
+"""``cuvil-perception make-drive OUT --frames N --seed S [--count K]``: write synthetic drives.
+
+With ``--count K`` OUT is a fleet folder: drives ``OUT/drive_0000`` .. ``OUT/drive_<K-1>`` with
+seeds S .. S+K-1 (``fleet`` takes ``OUT/drive_*``).
+"""
 
 from __future__ import annotations
 
@@ -36,16 +40,24 @@ def _prepare(out: Path, force: bool) -> None:
               help="Number of frames (10 Hz).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Random seed; the same seed writes the same bytes.")
+@click.option("--count", type=click.IntRange(1, 10_000), default=None,
+              help="Write K drives OUT/drive_0000.. with seeds SEED..SEED+K-1 (a fleet).")
 @click.option("--force", is_flag=True,
               help="Overwrite the drive in a non-empty OUT (removes its drive folders first).")
-def make_drive_cmd(out: str, frames: int, seed: int, force: bool) -> None:
+def make_drive_cmd(out: str, frames: int, seed: int, count: int | None, force: bool) -> None:
     """Write a synthetic drive in KITTI raw layout to OUT (camera PNGs, LiDAR scans,
-    calibration, timestamps and ground-truth labels)."""
+    calibration, timestamps and ground-truth labels), or --count K of them."""
     from ..drives.synth import make_drive  # keeps `--help` fast
 
-    target = Path(out)
-    _prepare(target, force)
-    summary = make_drive(target, frames, seed)
-    mean_points = sum(summary.points) / len(summary.points)
-    click.echo(f"wrote {summary.frames} frames to {target} ({summary.bytes / 1e6:.1f} MB, "
-               f"{mean_points:,.0f} points per scan, {summary.seconds:.1f} s)")
+    targets = [(Path(out), seed)] if count is None else \
+        [(Path(out) / f"drive_{i:04d}", seed + i) for i in range(count)]
+    if not force:
+        for target, _ in targets:  # refuse before writing any drive
+            _prepare(target, force=False)
+    for target, drive_seed in targets:
+        _prepare(target, force)
+        summary = make_drive(target, frames, drive_seed)
+        mean_points = sum(summary.points) / len(summary.points)
+        click.echo(f"wrote {summary.frames} frames to {target} ({summary.bytes / 1e6:.1f} MB, "
+                   f"{mean_points:,.0f} points per scan, seed {drive_seed}, "
+                   f"{summary.seconds:.1f} s)")

@@ -9,7 +9,8 @@ recall points (``method="r40"``); matching and don't-care rules are in ``ap`` an
 ``runlog.read_run`` reads back any jsonl run output.
 """
 
-from .ap import METHOD_NAMES, METHODS, ClassAP, average_precision, evaluate, match_frame, mean_ap
+from .ap import (METHOD_NAMES, METHODS, ClassAP, average_precision, evaluate, match_frame,
+                 mean_ap, pool)
 from .iou import iou_2d, iou_bev
 from .pipeline_eval import EvalReport, evaluate_pipeline
 from .runlog import RunFrame, decode_array, load_record, read_run, record_path
@@ -19,5 +20,5 @@ __all__ = [
     "ClassAP", "EvalReport", "METHODS", "METHOD_NAMES", "RunFrame", "StageScore",
     "average_precision", "decode_array", "evaluate", "evaluate_pipeline", "fused_as_2d",
     "fused_as_bev", "gt_2d", "gt_bev", "iou_2d", "iou_bev", "load_record", "match_frame",
-    "mean_ap", "read_run", "record_path", "score_2d", "score_bev",
+    "mean_ap", "pool", "read_run", "record_path", "score_2d", "score_bev",
 ]

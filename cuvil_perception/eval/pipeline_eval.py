@@ -42,6 +42,7 @@ class EvalReport:
     method: str
     min_height: float
     scores: list[StageScore] = field(default_factory=list)
+    run: object = field(default=None, repr=False)  # the rt.RunResult (latencies, warnings)
 
     def score(self, stage: str, metric: str) -> StageScore:
         for item in self.scores:
@@ -79,10 +80,10 @@ def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
         wiring = _add_capture(pipeline, replay, detectors, capture)
         options = RunOptions(frames=frames, workers=workers, enforce_deadlines=False,
                              write_record=False, warn=warn)
-        run_pipeline(pipeline, options)
+        result = run_pipeline(pipeline, options)
         captured = read_run(capture)
     report = EvalReport(pipeline.name, str(drive), len(captured), iou_threshold, method,
-                        min_height)
+                        min_height, run=result)
     for stage in detectors:
         report.scores.extend(_score_stage(pipeline, stage, wiring, captured, report))
     return report
