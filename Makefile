@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp
-APT_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers libgl1 libglib2.0-0 libgomp1
+APT_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers libgl1 libglib2.0-0 libgomp1 \
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 DEMO_OUT := runs/demo
 
 .PHONY: demo test setup system-deps bench clean
@@ -26,15 +27,18 @@ bench: setup
 
 setup: system-deps $(STAMP)
 
-# Open3D needs libusb at import time and Vulkan + Mesa for offscreen rendering.
+# Open3D needs libusb at import time and Vulkan + Mesa for offscreen rendering; `compile --library`
+# links aarch64 libraries with the cross gcc, and tests run them under qemu-user.
 system-deps:
 	@missing=""; for pkg in $(APT_PACKAGES); do \
 		dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing system packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+		log=$$(mktemp); \
+		{ $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+			-y -qq --no-install-recommends $$missing; } >$$log 2>&1 || { cat $$log; exit 1; }; \
+		rm -f $$log; \
 	fi
 
 $(STAMP): pyproject.toml

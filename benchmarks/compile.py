@@ -1,5 +1,6 @@
 """Benchmark the native-kernel toolchain: cold compile vs warm cache load per kernel, per-call
-binding overhead, a pipeline's warm start (target < 50 ms), and GIL release.
+binding overhead, a pipeline's warm start (target < 50 ms), GIL release, and the kernel-language
+ports against the hand-built IR kernels they replaced (`lang_vs_ir`).
 
 Run: ``python benchmarks/compile.py [PIPELINE.yaml]``. Uses a temporary cache directory; with a
 pipeline file, its kernels are benchmarked in addition to the example kernels.
@@ -184,6 +185,8 @@ def run_all(argv: list[str]) -> None:
         from cuvil_perception.graph import load_pipeline
         pipeline_start(pipeline_kernels(load_pipeline(argv[0])), argv[0])
     gil_release()
+    import lang_vs_ir
+    lang_vs_ir.compare()
 
 
 if __name__ == "__main__":

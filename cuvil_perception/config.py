@@ -10,6 +10,8 @@ CUVIL_DUMP_IR          a directory: write every compiled kernel's optimised IR (
 CUVIL_PERF_MAP         ``1``: append ``address size name`` lines to /tmp/perf-<pid>.map for
                        every loaded kernel, so ``perf`` names JIT'd code
 CUVIL_NO_DISK_CACHE    ``1``: compile in memory only, never read or write the disk cache
+CUVIL_KERNEL_DEBUG     ``1``: build ``@kernel`` functions bounds-checked (an out-of-range index
+                       raises KernelIndexError naming the buffer, the index and the line)
 =====================  ======================================================================
 """
 
@@ -45,3 +47,8 @@ def perf_map_enabled() -> bool:
 
 def disk_cache_disabled() -> bool:
     return _flag("CUVIL_NO_DISK_CACHE")
+
+
+def kernel_debug() -> bool:
+    """Bounds-checked ``@kernel`` builds for every kernel (``CUVIL_KERNEL_DEBUG``)."""
+    return _flag("CUVIL_KERNEL_DEBUG")

@@ -10,9 +10,17 @@ Hierarchy::
     │   │   ├── DriveError          a recorded drive (missing stream, bad timestamps, bad .bin)
     │   │   ├── CameraError         a camera device or video file that cannot deliver frames
     │   │   └── ModelError          an ONNX file that does not have the expected layout
-    │   └── ConfigError             a parameter object (PillarConfig, ...) that is inconsistent
-    │       └── BudgetFileError     a latency-budgets file is wrong (file:line:col and field)
+    │   ├── ConfigError             a parameter object (PillarConfig, ...) that is inconsistent
+    │   │   └── BudgetFileError     a latency-budgets file is wrong (file:line:col and field)
+    │   ├── ToolchainError          the C compiler / archiver a target needs is not installed
+    │   └── OutputError             an output cannot be written where asked
+    │       ├── OutputPathError     the output-path policy refused a path before any work started
+    │       └── OutputWriteError    a write failed mid-run (disk full, I/O error); whole lines kept
     ├── CompileError                a native kernel failed to build (a bug, not a user mistake)
+    │   └── KernelSourceError       a kernel-language function uses an unsupported construct or
+    │                               conflicting types (``file:line:col`` of the kernel's source)
+    ├── KernelIndexError            a bounds-checked kernel indexed outside a buffer (also an
+    │                               ``IndexError``; names the buffer, the index and the line)
     └── ExecutionError              a run stopped: a stage raised, or an ``on_miss: fail`` fired
         └── DeadlineFailure         the ``fail`` miss policy stopped the run (carries the report)
 
@@ -100,8 +108,47 @@ class BudgetFileError(ConfigError):
         self.location = loc
 
 
+class OutputError(UsageError):
+    """An output file or folder cannot be written; the message starts with its path."""
+
+    def __init__(self, path, message: str):
+        self.path = str(path)
+        super().__init__(f"{path}: {message}")
+
+
+class OutputPathError(OutputError):
+    """The output-path policy (``rt.output_policy``) refused a path; ``rule`` names which rule:
+    ``input``, ``same-output``, ``not-ours``, ``not-writable`` or ``wrong-kind``."""
+
+    def __init__(self, path, message: str, rule: str):
+        self.rule = rule
+        super().__init__(path, f"{message} (output-path rule '{rule}')")
+
+
+class OutputWriteError(OutputError):
+    """Writing an output failed during the run (disk full, file-size limit, I/O error). What was
+    written before stays whole (complete JSONL lines, complete files, no temporary files)."""
+
+
+class ToolchainError(UsageError):
+    """A system tool (cross C compiler, archiver, emulator) is missing; names the apt package."""
+
+
 class CompileError(CuvilError):
     """A native kernel failed to generate, verify or compile. Names the kernel."""
+
+
+class KernelSourceError(CompileError):
+    """A ``@kernel`` function cannot be compiled: ``file:line:col: what; write ... instead``."""
+
+    def __init__(self, message: str, location: Location | None = None):
+        super().__init__(f"{location}: {message}" if location is not None else message)
+        self.location = location
+
+
+class KernelIndexError(CuvilError, IndexError):
+    """A bounds-checked kernel build (``debug=True`` or ``CUVIL_KERNEL_DEBUG=1``) read or wrote
+    outside a buffer: ``file:line:col: index i out of range for axis k of 'buf' (extent n)``."""
 
 
 class ExecutionError(CuvilError):

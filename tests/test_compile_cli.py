@@ -107,10 +107,14 @@ def test_compile_for_another_architecture(env, tmp_path):
     (["--out", "x"], "--out is only used with --target"),
     (["--target", "nope-nope", "--out", "x"], "unknown target triple 'nope-nope'"),
 ])
-def test_compile_usage_errors(env, args, message):
+def test_compile_usage_errors(env, args, message, tmp_path, monkeypatch):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)  # a relative --out must not land in the repository
     result = CliRunner().invoke(cli, ["compile", str(env), *args])
     assert result.exit_code == 2
     assert message in result.output
+    assert list(cwd.iterdir()) == [], "a refused compile left files behind"
 
 
 def test_compile_missing_pipeline_is_a_usage_error(tmp_path):

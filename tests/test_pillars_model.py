@@ -163,8 +163,13 @@ def test_grid_mismatch_and_bad_files_are_model_errors(tmp_path, small_model):
         PointPillars.from_onnx(tmp_path / "missing.onnx", SMALL)
 
 
-def test_lidar_pillars_config_runs_end_to_end(repo_root, tmp_path):
-    from cuvil_perception.rt import RunOptions, run_sequential
+def test_lidar_pillars_config_runs_end_to_end(repo_root, tmp_path, monkeypatch):
+    from cuvil_perception.compile import registry
+    from cuvil_perception.rt import RunOptions, run_pipeline
+
+    # Nothing memoised or on disk: a kernel open() binds without declaring it would compile there.
+    monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path / "cache"))
+    registry.clear_memory()
 
     # A copy in tmp_path with the file-relative paths made absolute and the output redirected.
     text = (repo_root / "configs" / "lidar_pillars.yaml").read_text()
@@ -172,13 +177,15 @@ def test_lidar_pillars_config_runs_end_to_end(repo_root, tmp_path):
     text = text.replace("../", f"{repo_root}/")
     config = tmp_path / "lidar_pillars.yaml"
     config.write_text(text)
-    result = run_sequential(load_pipeline(config), RunOptions(frames=2, write_record=False))
+    result = run_pipeline(load_pipeline(config), RunOptions(frames=2, write_record=False,
+                                                           workers=1))
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert len(lines) == 2
     outputs = lines[0]["outputs"]
     assert outputs["boxes"]["shape"][1] == 7 and outputs["stats"]["shape"] == [7]
     assert outputs["stats"]["data"][0] > 1000  # pillars in a real scan
-    assert result is not None
+    assert result.compiles_after_frame0 == 0  # counted from prewarm on: open() included
+    assert [r["status"] for r in result.prewarm] == ["miss"] * 5
 
 
 def test_op_ports_are_static_and_params_validated():
@@ -188,7 +195,8 @@ def test_op_ports_are_static_and_params_validated():
     op = cls({p.name: p.default for p in cls.params}, {})
     assert [p.name for p in op.output_ports()] == ["boxes", "scores", "labels", "stats"]
     assert [k.name for k in op.kernels()] == ["pillars.pillarize", "pillars.pfn",
-                                              "pillars.scatter", "pillars.decode", "pillars.nms"]
+                                              "pillars.scatter_lines", "pillars.decode",
+                                              "pillars.nms"]
     bad = cls({**{p.name: p.default for p in cls.params}, "voxel_size": [0.3, 0.16, 4.0]}, {})
     with pytest.raises(ValueError, match="does not divide"):
         bad.check()

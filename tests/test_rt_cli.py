@@ -42,7 +42,8 @@ def invoke(*args):
 
 def test_run_prints_outputs_record_prewarm_and_table(tmp_path, make):
     trace = tmp_path / "t.json"
-    result = invoke("run", make(), "--workers", 2, "--trace", trace, "--frames", 6)
+    result = invoke("run", make(), "--workers", 2, "--trace", trace, "--frames", 6,
+                    "--enforce-deadlines")
     assert result.exit_code == 0, result.output
     out = tmp_path / "out.jsonl"
     assert f"output  out (test.lines.path): {out}" in result.output
@@ -58,7 +59,7 @@ def test_run_prints_outputs_record_prewarm_and_table(tmp_path, make):
 
 def test_run_decisions_replay_and_no_deadlines(tmp_path, make):
     pipeline = make("reuse_last")
-    first = invoke("run", pipeline, "--record", tmp_path / "rec.json")
+    first = invoke("run", pipeline, "--record", tmp_path / "rec.json", "--enforce-deadlines")
     assert first.exit_code == 0, first.output
     recorded = (tmp_path / "out.jsonl").read_bytes()
     assert json.loads(recorded.splitlines()[2])["stale"] == {"slow/y": 1}
@@ -76,7 +77,7 @@ def test_run_decisions_replay_and_no_deadlines(tmp_path, make):
 
 
 def test_run_fail_policy_exits_1_with_report(tmp_path, make):
-    result = invoke("run", make("fail"), "--workers", 1)
+    result = invoke("run", make("fail"), "--workers", 1, "--enforce-deadlines")
     assert result.exit_code == 1
     assert "error: deadline miss at stage 'slow'" in result.output
     assert "on_miss: fail" in result.output and "record.json" in result.output

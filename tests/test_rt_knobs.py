@@ -39,7 +39,7 @@ def test_valid_knobs_parse(tmp_path):
     ("rt:\n  cpu_affinity: {gpu: [0]}\n", "rt.cpu_affinity.gpu", "unknown worker group"),
     ("rt:\n  cpu_affinity: {io: []}\n", "rt.cpu_affinity.io", "non-empty list"),
     ("rt:\n  cpu_affinity: {io: [-1]}\n", "rt.cpu_affinity.io", "non-empty list"),
-    ("rt:\n  sched: {policy: rr}\n", "rt.sched.policy", "only 'fifo'"),
+    ("rt:\n  sched: {policy: rr}\n", "rt.sched.policy", "must be one of fifo, deadline"),
     ("rt:\n  sched: {policy: fifo, priority: 100}\n", "rt.sched.priority", "1..99"),
     ("rt:\n  sched: {policy: fifo, prio: 3}\n", "rt.sched.prio", "did you mean 'priority'"),
     ("rt:\n  mlockall: yes please\n", "rt.mlockall", "true or false"),

@@ -63,13 +63,40 @@ class _LazyKernel(Op):
         return {}
 
 
-def test_a_compile_after_frame0_is_counted_and_warned(tmp_path, fresh_cache):
+def _run_one(op: str, frames: int):
     p = Pipeline("lazy")
-    p.add("src", "test.scripted", frames=2, n=8)
-    p.add("lazy", "rttest.lazy_kernel", inputs={"x": "src/value"})
-    result = run_pipeline(p.validate(), RunOptions(workers=1, write_record=False))
+    p.add("src", "test.scripted", frames=frames, n=8)
+    p.add("lazy", op, inputs={"x": "src/value"})
+    return run_pipeline(p.validate(), RunOptions(workers=1, write_record=False))
+
+
+def test_a_compile_after_frame0_is_counted_and_warned(tmp_path, fresh_cache):
+    result = _run_one("rttest.lazy_kernel", frames=2)
     assert result.compiles_after_frame0 == 2
-    assert any("compiled after frame 0" in w for w in result.warnings)
+    assert any("compiled after prewarm" in w for w in result.warnings)
+
+
+@register
+class _OpenKernel(Op):
+    """Binds a kernel in open() that its kernels() does not declare (issue 12, item 7)."""
+
+    name = "rttest.open_kernel"
+
+    def input_ports(self):
+        return (PortSpec("x", "float32", (None,)),)
+
+    def open(self, ctx):
+        from cuvil_perception.compile.examples import AXPY
+
+        get_kernel(AXPY.with_static(n=991))
+
+    def process(self, inputs, frame):
+        return {}
+
+
+def test_a_compile_inside_open_counts_as_after_prewarm(tmp_path, fresh_cache):
+    result = _run_one("rttest.open_kernel", frames=1)
+    assert result.compiles_after_frame0 == 1
 
 
 def test_python_thread_keeps_running_while_compute_stages_run(tmp_path):

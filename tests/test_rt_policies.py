@@ -34,6 +34,7 @@ def lines(path: Path) -> list[dict]:
 
 
 def run(p: Pipeline, **kw):
+    kw.setdefault("enforce_deadlines", True)  # rate 0 alone only measures (see test below)
     return run_pipeline(p, RunOptions(workers=1, clock=FakeClock(), **kw))
 
 
@@ -108,11 +109,41 @@ def test_no_deadlines_measures_but_does_not_act(tmp_path):
     assert result.report.row("slow").misses == 2
 
 
-def test_e2e_misses_are_counted_in_the_record(tmp_path):
-    result = run(pipeline(tmp_path / "o.jsonl", "drop", cost=[1.0], e2e=0.5))
-    assert result.actions == {"count": 10}
-    assert {d["kind"] for d in result.decisions} == {"e2e_miss"}
-    assert result.report.row("e2e").misses == 10
+def e2e_pipeline(out: Path, e2e: float) -> Pipeline:
+    p = Pipeline("e2e", e2e_deadline_ms=e2e)
+    p.add("src", "test.scripted", frames=10, n=4)
+    p.add("slow", "test.cost", inputs={"x": "src/value"}, cost_ms=list(SLOW), scale=2.0)
+    p.add("out", "jsonl", inputs={"y": "slow/y"}, path=str(out))
+    return p.validate()
+
+
+def test_e2e_deadline_drops_late_frames_before_the_sinks_with_one_line_each(tmp_path):
+    out = tmp_path / "o.jsonl"
+    result = run(e2e_pipeline(out, 20.0), max_in_flight=1)  # one frame at a time: no queueing
+    assert result.actions == {"drop": 2}
+    assert [(d["frame"], d["kind"]) for d in result.decisions] == [(2, "e2e_miss"),
+                                                                  (6, "e2e_miss")]
+    got = lines(out)
+    assert [x["frame"] for x in got] == list(range(10))
+    assert got[2]["dropped"] == {"stage": None, "policy": "drop", "reason": "e2e_miss"}
+    assert got[2]["outputs"] == {} and "dropped" not in got[3]
+    # replaying the record drops the same frames on a machine where nothing is late
+    again = tmp_path / "again.jsonl"
+    p = e2e_pipeline(again, 20.0)
+    p.stage("slow").params["cost_ms"] = [0.0]
+    run(p.validate(), decisions=result.record_path, max_in_flight=1)
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_rate_0_measures_deadlines_without_acting_unless_asked(tmp_path):
+    out = tmp_path / "o.jsonl"
+    result = run_pipeline(pipeline(out, "drop"), RunOptions(workers=1, clock=FakeClock()))
+    assert len(lines(out)) == 10 and result.decisions == []
+    assert result.report.row("slow").misses == 2
+    paced = run_pipeline(pipeline(out, "drop"), RunOptions(workers=1, clock=FakeClock(),
+                                                          rate=1.0))
+    assert paced.actions == {"drop": 2}
+    assert read_record(paced.record_path)["options"]["enforce_deadlines"] is True
 
 
 @pytest.mark.parametrize("on_miss", ["drop", "reuse_last", "degrade"])

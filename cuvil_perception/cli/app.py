@@ -26,17 +26,25 @@ _COMMANDS = (
     ("bench_cmd", "bench_cmd"),
     ("eval_cmd", "eval_cmd"),
     ("render_cmd", "render_cmd"),
+    ("rt_cmd", "rt_group"),
     ("fleet_cmd", "fleet_group"),
 )
 
 
 class _Group(click.Group):
     def invoke(self, ctx: click.Context):
+        from ..rt.signals import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE, RunTerminated
+
         try:
             return super().invoke(ctx)
         except CuvilError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt as exc:  # a signal before the run could stop cleanly
+            terminated = isinstance(exc, RunTerminated)
+            click.echo(f"{'terminated (SIGTERM)' if terminated else 'interrupted (SIGINT)'}: "
+                       "stopped before any frame was written", err=True)
+            sys.exit(SIGTERM_EXIT_CODE if terminated else SIGINT_EXIT_CODE)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

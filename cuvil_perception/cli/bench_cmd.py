@@ -10,6 +10,7 @@ Exit codes: 0 every budget holds; 1 (``rt.BREACH_EXIT_CODE``) at least one budge
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -28,8 +29,14 @@ from .run_cmd import wide_console
               help="Run the drive K times and pool the latencies.")
 @click.option("--frames", type=click.IntRange(min=1), help="Frames per run.")
 @click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
-def bench_cmd(pipeline, replay, budgets_path, plot_dir, repeat, frames, workers) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Let --plot be a non-empty folder cuvil-perception did not fill.")
+def bench_cmd(pipeline, replay, budgets_path, plot_dir, repeat, frames, workers,
+              overwrite) -> None:
     """Run PIPELINE over a drive and check latency budgets.
+
+    The pipeline's sinks write into a temporary folder (removed afterwards), never onto the
+    pipeline's own outputs; no run record is written.
 
     Exit codes: 0 every budget holds; 1 a budget is breached (or a run failed); 2 a usage error
     (bad budgets file, unknown stage, missing drive).
@@ -39,6 +46,14 @@ def bench_cmd(pipeline, replay, budgets_path, plot_dir, repeat, frames, workers)
 
     console, errors = wide_console(), Console(stderr=True)
     spec = load_budgets(budgets_path)
+    if plot_dir:
+        from ..rt import Claim, check_outputs
+
+        inputs = [Claim("BUDGETS.yaml", Path(budgets_path))]
+        if pipeline:
+            inputs.append(Claim("the pipeline file", Path(pipeline)))
+        check_outputs([Claim("--plot", Path(plot_dir), folder=True)], inputs,
+                      overwrite=overwrite)
 
     def warn(message: str) -> None:
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)

@@ -2,18 +2,24 @@
 
 Without ``--target`` the kernels are compiled for this machine into the kernel cache (so the
 next ``run`` starts warm) and a table shows how each was served. With ``--target TRIPLE --out
-DIR`` they are written as object files for another architecture and not loaded.
+DIR`` they are written as object files for another architecture and not loaded. With ``--target
+TRIPLE --library DIR`` they become one standalone library (``lib<prefix>.so`` + ``.a``, a C
+header, a C example; see ``compile.library``), linked with the triple's system toolchain.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from ..compile import KernelSpec, PrewarmRow, prewarm, summarize, write_objects
+from ..compile.target import cross_target
 from ..errors import UsageError
 from ..graph import Pipeline, load_pipeline
+from ..output_files import mark_folder
 
 
 @click.command("compile")
@@ -22,10 +28,34 @@ from ..graph import Pipeline, load_pipeline
               help="Write object files for this LLVM triple (e.g. aarch64-linux-gnu).")
 @click.option("--out", "out_dir", metavar="DIR", type=click.Path(file_okay=False),
               help="Directory for --target object files.")
-def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None) -> None:
+@click.option("--library", "library_dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="With --target: write one shared + static library, a C header and a C "
+                   "example there.")
+@click.option("--prefix", metavar="NAME",
+              help="Symbol prefix of a --library [default: cuvil_<pipeline name>].")
+@click.option("--cpu", metavar="CPU",
+              help="Target CPU of a --library [default: the architecture's baseline, "
+                   "x86-64-v2 or generic aarch64; 'host' = this machine's CPU].")
+@click.option("--overwrite", is_flag=True,
+              help="Let --out be a non-empty folder cuvil-perception did not fill.")
+def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None,
+                library_dir: str | None, prefix: str | None, cpu: str | None,
+                overwrite: bool) -> None:
     """Compile (or load from the cache) every kernel PIPELINE's static shapes need."""
-    specs = pipeline_kernels(load_pipeline(pipeline))
+    p = load_pipeline(pipeline)
+    specs = pipeline_kernels(p)
     console = Console()
+    if library_dir is not None or prefix is not None or cpu is not None:
+        if triple is None or library_dir is None:
+            raise UsageError("--library DIR needs --target TRIPLE (and --prefix / --cpu need "
+                             "--library)")
+        if out_dir is not None:
+            raise UsageError("--out and --library are exclusive: one writes loose objects, "
+                             "the other a library")
+        from .library_out import write_library  # refuses a folder that is not a library
+
+        write_library(console, p, specs, triple, library_dir, prefix, cpu)
+        return
     if triple is None:
         if out_dir is not None:
             raise UsageError("--out is only used with --target TRIPLE")
@@ -33,11 +63,22 @@ def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None) -> None:
         console.print(prewarm_table(rows, title=f"kernels of {pipeline}"))
         return
     if out_dir is None:
-        raise UsageError("--target needs --out DIR for the object files")
+        raise UsageError("--target needs --out DIR (object files) or --library DIR")
+    cross_target(triple)  # an unknown triple is refused before the folder is claimed
+    _check_out_dir("--out", out_dir, pipeline, overwrite)
     paths = write_objects(specs, triple, out_dir)
+    mark_folder(out_dir, "compile --out")  # after the target is known good: no empty folder
     for path in paths:
         console.print(str(path))
     console.print(f"{len(paths)} object file(s) for {triple} in {out_dir}")
+
+
+def _check_out_dir(option: str, folder: str, pipeline: str, overwrite: bool) -> None:
+    """The output-path policy for an output folder (before anything is written)."""
+    from ..rt import Claim, check_outputs
+
+    check_outputs([Claim(option, Path(folder), folder=True)],
+                  [Claim("the pipeline file", Path(pipeline))], overwrite=overwrite)
 
 
 def pipeline_kernels(p: Pipeline) -> list[KernelSpec]:

@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import UsageError
+from ..output_files import write_text_atomic
 
 
 @click.command("eval")
@@ -32,8 +32,10 @@ from ..errors import UsageError
 @click.option("--min-height", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Ignore (don't-care) image boxes shorter than this many pixels.")
 @click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
+@click.option("--overwrite", is_flag=True,
+              help="Let --out replace an existing file cuvil-perception did not write.")
 def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_height,
-             workers) -> None:
+             workers, overwrite) -> None:
     """Score the detector stages of PIPELINE against a drive's labels (AP per class)."""
     from ..eval import METHOD_NAMES, evaluate_pipeline
     from ..graph import apply_cli_sources, load_pipeline
@@ -41,6 +43,8 @@ def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_he
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay)
     errors = Console(stderr=True)
+    if out:
+        _check_out(p, Path(out), overwrite)
 
     def warn(message: str) -> None:
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
@@ -53,13 +57,20 @@ def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_he
                   f"AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}", highlight=False)
     console.print(score_table(report))
     if out:
-        path = Path(out)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(report.as_dict(), indent=1) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot write the scores ({exc.strerror or exc})") from None
+        path = write_text_atomic(Path(out), json.dumps(report.as_dict(), indent=1) + "\n")
         console.print(f"  scores  {path}", highlight=False)
+
+
+def _check_out(pipeline, out: Path, overwrite: bool) -> None:
+    """The output-path policy for --out, before the (long) evaluation starts."""
+    from ..rt import Claim, check_outputs
+
+    inputs = [Claim("the pipeline file", Path(pipeline.source))]
+    for stage in pipeline.stages:
+        path = stage.params.get("path") if stage.op == "replay" else None
+        if path:
+            inputs.append(Claim(f"stage '{stage.id}' drive", Path(path), folder=True))
+    check_outputs([Claim("--out", out)], inputs, overwrite=overwrite)
 
 
 def score_table(report) -> Table:

@@ -7,6 +7,8 @@ it (or ``--drive``). Writes ``DIR/camera/*.png``, ``DIR/bev/*.png`` and ``DIR/dr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.console import Console
 
@@ -22,8 +24,17 @@ from rich.console import Console
               help="Add an Open3D offscreen 3D view (falls back to OpenCV only if unavailable).")
 @click.option("--resolution", type=click.FloatRange(min=0.01), default=0.1, show_default=True,
               help="Bird's-eye view metres per pixel.")
-def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resolution) -> None:
-    """Draw the detections of RUN_OUTPUT on the camera images and a bird's-eye view."""
+@click.option("--overwrite", is_flag=True,
+              help="Let --out be a non-empty folder cuvil-perception did not fill.")
+def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resolution,
+               overwrite) -> None:
+    """Draw the detections of RUN_OUTPUT on the camera images and a bird's-eye view.
+
+    --out is checked before drawing: never RUN_OUTPUT, the drive or the run record, and never a
+    non-empty folder this tool did not fill (unless --overwrite).
+    """
+    from ..eval.runlog import load_record, record_path
+    from ..rt import Claim, check_outputs
     from ..viz import BevView, render_run
 
     console, errors = Console(), Console(stderr=True)
@@ -31,6 +42,15 @@ def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resol
     def warn(message: str) -> None:
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
+    inputs = [Claim("RUN_OUTPUT", Path(run_output)),
+              Claim("the run record", record_path(run_output))]
+    if drive is not None:
+        inputs.append(Claim("--drive", Path(drive), folder=Path(drive).is_dir()))
+    for stage in ((load_record(run_output) or {}).get("pipeline") or {}).get("stages", []):
+        path = stage.get("params", {}).get("path") if stage.get("op") == "replay" else None
+        if path:
+            inputs.append(Claim("the drive of the run", Path(path), folder=True))
+    check_outputs([Claim("--out", Path(out_dir), folder=True)], inputs, overwrite=overwrite)
     summary = render_run(run_output, out_dir, drive=drive, view=BevView(resolution=resolution),
                          video=not no_video, ground_truth=ground_truth, open3d=open3d,
                          warn=warn)

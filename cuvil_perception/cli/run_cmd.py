@@ -2,11 +2,13 @@
 
 Prints where the outputs went (sink files and folders, the run record, the trace), the prewarm
 summary, the deadline decisions and a per-stage timing table. A progress bar goes to stderr when
-stderr is a terminal. Ctrl-C stops a run cleanly (sinks closed, record written, table printed).
+stderr is a terminal. Ctrl-C and SIGTERM stop a run cleanly (sinks closed, record written with its status, table
+printed). Where it may write is checked before anything starts (``rt.output_policy``).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from contextlib import contextmanager
 
@@ -14,7 +16,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..errors import DeadlineFailure
+from ..errors import DeadlineFailure, UsageError
 from ..graph import apply_cli_sources, load_pipeline
 
 
@@ -31,21 +33,45 @@ from ..graph import apply_cli_sources, load_pipeline
 @click.option("--record", metavar="FILE", help="Run-record path [default: next to the outputs].")
 @click.option("--decisions", metavar="RECORD",
               help="Re-apply the deadline decisions of this run record (reproduces its outputs).")
+@click.option("--enforce-deadlines", is_flag=True,
+              help="Act on deadline misses (on_miss, e2e_deadline_ms) even at --rate 0 [default: "
+                   "act when paced (--rate > 0) or live; at --rate 0 only measure, so a replay "
+                   "is a pure function of the drive].")
 @click.option("--no-deadlines", is_flag=True,
-              help="Measure deadlines but do not act on misses (outputs depend only on input).")
+              help="Measure deadlines but never act on misses, even when paced or live.")
+@click.option("--overwrite", is_flag=True,
+              help="Let outputs replace existing files/folders that cuvil-perception did not "
+                   "write (inputs and this run's other outputs stay protected).")
 @click.option("--summary", is_flag=True,
               help="Print a per-frame table of what each jsonl output holds (detections "
                    "per frame).")
 @click.option("--viz", metavar="DIR",
               help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
+@click.option("--metrics", metavar="[HOST:]PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics during the run "
+                   "(HOST defaults to 127.0.0.1).")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            no_deadlines, summary, viz) -> None:
+            enforce_deadlines, no_deadlines, overwrite, summary, viz, metrics) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
+    Deadlines: a paced replay (--rate > 0) and a live camera act on misses (on_miss,
+    e2e_deadline_ms); an as-fast-as-possible replay (--rate 0, the default) only measures them
+    unless --enforce-deadlines. A dropped frame still gets its jsonl line, saying which
+    decision dropped it.
+
+    Outputs never overwrite an input of the run, another output of the run, or a file
+    cuvil-perception did not write (unless --overwrite); that is checked before the run starts.
+
     Exit codes: 0 done; 1 the run stopped (a stage raised, or on_miss: fail fired); 2 a usage
-    error; 130 interrupted by Ctrl-C (outputs, record and table are still written).
+    error, a refused output path or a failed write (disk full); 130 interrupted by Ctrl-C, 143
+    terminated by SIGTERM (outputs, record and table are still written).
     """
-    from ..rt import RunOptions, run_pipeline
+    from ..rt import Claim, RunOptions, run_pipeline
+    from ..rt.metrics import serve_for_run
+    from ..rt.signals import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE
+
+    if enforce_deadlines and no_deadlines:
+        raise UsageError("give --enforce-deadlines or --no-deadlines, not both")
 
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay, camera=camera, out=out)
@@ -55,10 +81,14 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
     def warn(message: str) -> None:
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
 
+    enforce = True if enforce_deadlines else False if no_deadlines else None
+    viz_claims = (Claim("--viz", viz, folder=True),) if viz is not None else ()
     options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
-                         enforce_deadlines=not no_deadlines, trace=trace, record=record,
-                         decisions=decisions, warn=warn)
-    with _progress(options) as options.progress:
+                         enforce_deadlines=enforce, trace=trace, record=record,
+                         decisions=decisions, warn=warn, overwrite=overwrite,
+                         extra_outputs=viz_claims)
+    note = functools.partial(errors.print, highlight=False, soft_wrap=True)
+    with serve_for_run(metrics, options, note), _progress(options) as options.progress:
         try:
             result = run_pipeline(p, options)
         except DeadlineFailure as failure:
@@ -81,9 +111,11 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
 
         print_summary(console, render_result(p, result, viz, warn=warn))
     if result.interrupted:
-        errors.print("interrupted: outputs and record hold the frames finished before Ctrl-C",
+        terminated = result.stop_signal == "SIGTERM"
+        what = "terminated (SIGTERM)" if terminated else "interrupted (Ctrl-C)"
+        errors.print(f"{what}: outputs and record hold the frames finished before it",
                      highlight=False, soft_wrap=True)
-        sys.exit(130)
+        sys.exit(SIGTERM_EXIT_CODE if terminated else SIGINT_EXIT_CODE)
 
 
 def print_result(console: Console, result, pipeline) -> None:

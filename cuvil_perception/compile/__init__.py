@@ -14,10 +14,11 @@ from .cache import CacheCorruptionWarning, cache_clear, cache_info
 from .emit import emit_object, write_objects
 from .prewarm import PrewarmRow, prewarm, summarize
 from .registry import CompileStats, compile_stats, forbid_compiles, get_kernel
-from .spec import KernelSpec
+from .spec import Arg, KernelSpec
 from .target import host_target
 
 __all__ = [
+    "Arg",
     "CacheCorruptionWarning",
     "CompileStats",
     "KernelSpec",

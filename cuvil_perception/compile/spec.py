@@ -30,6 +30,50 @@ CTYPES = {
 FASTMATH_FLAGS = frozenset({"fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"})
 
 _SYMBOL_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: element types a pointer argument may point to (numpy spelling of the same name: ``np.<x>``
+#: with f -> float, u -> uint, i -> int).
+ELEMENT_TYPES = ("f32", "f64", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
+
+#: what a kernel does with an argument (the C header makes ``in`` pointers ``const``).
+ROLES = ("in", "out", "inout", "state", "scratch")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One documented kernel argument (the C header of a library is generated from these).
+
+    ``kind`` is the ABI kind (a key of `CTYPES`); ``dtype`` the element type a ``ptr`` points to
+    (one of `ELEMENT_TYPES`; None for scalars); ``shape`` the dims of the buffer, outermost first:
+    an int, or an expression over the kernel's static params and its scalar arguments, e.g.
+    ``"max_pillars * max_points + 4"`` or ``"count"`` (a dim naming a scalar argument means "at
+    least that many rows"). ``unit`` says what the values measure (``"m"``, ``"cells"``);
+    ``role`` is one of `ROLES` (``state``: kept between calls, ``scratch``: any content).
+    """
+
+    name: str
+    kind: str
+    dtype: str | None = None
+    shape: tuple = ()
+    unit: str = ""
+    role: str = "in"
+    doc: str = ""
+
+    def check(self, kernel: str) -> None:
+        """Raise `CompileError` naming ``kernel`` when the declaration is inconsistent."""
+        where = f"kernel {kernel}: argument {self.name!r}"
+        if not isinstance(self.name, str) or not _IDENTIFIER.fullmatch(self.name):
+            raise CompileError(f"{where}: name must be a C identifier")
+        if self.kind not in CTYPES:
+            raise CompileError(f"{where}: unknown kind {self.kind!r}; use one of {sorted(CTYPES)}")
+        if (self.kind == "ptr") != (self.dtype is not None):
+            raise CompileError(f"{where}: a dtype is given for pointers and only for pointers")
+        if self.dtype is not None and self.dtype not in ELEMENT_TYPES:
+            raise CompileError(f"{where}: unknown dtype {self.dtype!r}; use one of "
+                               f"{', '.join(ELEMENT_TYPES)}")
+        if self.role not in ROLES:
+            raise CompileError(f"{where}: unknown role {self.role!r}; use one of {ROLES}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,7 +84,9 @@ class KernelSpec:
     llvmlite ``ir.Module`` it is given, with the signature ``ret fn_name(*args)``. ``static`` values
     are JSON-serialisable and are baked into the IR as constants (shapes, strides, thresholds).
     ``fastmath`` lists the fp flags the generator puts on its instructions (informational, and part
-    of the identity); bump ``version`` whenever the generator's output changes.
+    of the identity); bump ``version`` whenever the generator's output changes. ``source`` is a
+    digest of the source text the generator compiles (kernel-language kernels: the kernel's
+    module and its helpers), so editing a kernel outside this package changes the identity too.
     """
 
     name: str
@@ -50,11 +96,14 @@ class KernelSpec:
     ret: str | None = None
     fastmath: tuple[str, ...] = ()
     version: int = 1
+    arg_docs: tuple[Arg, ...] = ()
+    source: str = ""
 
     def __post_init__(self) -> None:
         # Specs are written by kernel authors, not users: a bad spec is a CompileError (a bug).
         if not self.name or not isinstance(self.name, str):
             raise CompileError(f"kernel spec needs a non-empty name, got {self.name!r}")
+        self._split_arg_docs()
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "fastmath", tuple(self.fastmath))
         # Read-only view: the identity below is computed once and must not go stale.
@@ -73,9 +122,30 @@ class KernelSpec:
                                f"{exc}") from exc
         # Computed once: get_kernel looks specs up by identity on every call (memo hits).
         ident = (self.name, _qualified(self.build), static_json, self.args, self.ret,
-                 tuple(sorted(self.fastmath)), self.version)
+                 tuple(sorted(self.fastmath)), self.version, self.source)
         object.__setattr__(self, "_identity", ident)
         object.__setattr__(self, "_hash", hash(ident))
+
+    def _split_arg_docs(self) -> None:
+        """``args`` may list `Arg` declarations: keep their kinds in ``args`` (the ABI, part of
+        the identity) and the declarations in ``arg_docs`` (documentation, not identity)."""
+        docs = tuple(self.arg_docs) or tuple(a for a in self.args if isinstance(a, Arg))
+        if any(isinstance(a, Arg) for a in self.args):
+            if len(docs) != len(self.args) or not all(isinstance(a, Arg) for a in self.args):
+                raise CompileError(f"kernel {self.name}: declare every argument as an Arg, or "
+                                   "none")
+            object.__setattr__(self, "args", tuple(a.kind for a in docs))
+        if docs and len(docs) != len(self.args):
+            raise CompileError(f"kernel {self.name}: {len(docs)} documented arguments for "
+                               f"{len(self.args)} in the signature")
+        for doc, kind in zip(docs, self.args):
+            doc.check(self.name)
+            if doc.kind != kind:
+                raise CompileError(f"kernel {self.name}: argument {doc.name!r} is documented as "
+                                   f"{doc.kind}, the signature says {kind}")
+        if len({d.name for d in docs}) != len(docs):
+            raise CompileError(f"kernel {self.name}: duplicate argument names")
+        object.__setattr__(self, "arg_docs", docs)
 
     # -- identity --------------------------------------------------------------------------
     def static_json(self) -> str:

@@ -5,6 +5,11 @@ JSONL line schema (docs/drive-format.md has the full table)::
     {"frame": 0, "timestamp_ns": 1767268800000085957, "stamps": {"points": ..., "image": ...},
      "stale": {}, "outputs": {"<input>": {"dtype": "float32", "shape": [3, 4], "data": [...]}}}
 
+A frame that a recorded decision dropped still gets its line, with the decision and no outputs::
+
+    {"frame": 2, "timestamp_ns": ..., "stamps": {...}, "stale": {},
+     "dropped": {"stage": "yolo", "policy": "drop", "reason": "deadline_miss"}, "outputs": {}}
+
 Arrays with more than ``max_values`` elements are written without ``data`` but with ``sha256``
 of their C-order bytes, so runs stay comparable without megabyte lines.
 """
@@ -14,14 +19,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import OutputWriteError, UsageError
 from ..graph import FrameInfo, Param, ParamProblem, PortSpec, RunContext, Sink, register
+from ..output_files import LineWriter, describe_os_error, mark_folder, write_bytes_atomic
 
 
 def _float_text(value: float) -> float | str:
@@ -61,8 +66,9 @@ def encode_array(array: np.ndarray, max_values: int) -> dict:
 
 @register
 class JsonlSink(Sink):
-    """Append one JSON line per frame; each line goes out in a single write() so a process
-    killed at any point leaves a file whose every line is a complete JSON object."""
+    """Append one JSON line per frame, dropped frames included (``process_dropped``); lines go
+    through ``output_files.LineWriter``, so a kill, a crash or a full disk leaves a file whose
+    every line is a complete JSON object, and a failed write is an ``OutputWriteError``."""
 
     name = "jsonl"
     tag = "io"
@@ -75,7 +81,7 @@ class JsonlSink(Sink):
 
     def __init__(self, params, inputs):
         super().__init__(params, inputs)
-        self._fd: int | None = None
+        self._writer: LineWriter | None = None
 
     def check(self) -> None:
         if self.p["max_values"] < 0:
@@ -84,33 +90,40 @@ class JsonlSink(Sink):
     def open(self, ctx: RunContext) -> None:
         path = Path(self.p["path"])
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._writer = LineWriter(path, fsync=self.p["fsync"])
         except OSError as exc:
-            raise UsageError(f"{path}: cannot write JSONL output ({exc.strerror or exc})") from None
+            raise OutputWriteError(path, f"cannot write JSONL output "
+                                   f"({describe_os_error(exc)})") from None
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
-        record = {"frame": frame.index, "timestamp_ns": int(frame.timestamp_ns),
-                  "stamps": {k: int(v) for k, v in sorted(frame.stamps.items())},
-                  "stale": {k: int(v) for k, v in sorted(frame.stale.items())},
-                  "outputs": {name: encode_array(inputs[name], self.p["max_values"])
-                              for name in sorted(inputs)}}
-        line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
-        self._write(line)
+        record = _frame_fields(frame)
+        record["outputs"] = {name: encode_array(inputs[name], self.p["max_values"])
+                             for name in sorted(inputs)}
+        self._write(record)
         return {}
 
-    def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:  # os.write may write less than asked; finish the line before returning
-            written = os.write(self._fd, view)
-            view = view[written:]
-        if self.p["fsync"]:
-            os.fsync(self._fd)
+    def process_dropped(self, frame: FrameInfo, reason: dict) -> None:
+        """The line of a frame a decision dropped: ``dropped`` = {stage, policy, reason}."""
+        record = _frame_fields(frame)
+        record["dropped"] = {k: reason.get(k) for k in ("stage", "policy", "reason")}
+        record["outputs"] = {}
+        self._write(record)
+
+    def _write(self, record: dict) -> None:
+        line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        self._writer.write_line(line)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _frame_fields(frame: FrameInfo) -> dict:
+    """The fields every line starts with (``frame`` first: ``output_files`` recognises it)."""
+    return {"frame": frame.index, "timestamp_ns": int(frame.timestamp_ns),
+            "stamps": {k: int(v) for k, v in sorted(frame.stamps.items())},
+            "stale": {k: int(v) for k, v in sorted(frame.stale.items())}}
 
 
 @register
@@ -123,6 +136,7 @@ class PngSink(Sink):
     name = "png"
     tag = "io"
     doc = "Write image inputs as PNG files, one folder per input."
+    folder_params = ("dir",)  # the output-path policy treats these params as folders
     params = (
         Param("dir", Path, Path("frames"), "output folder (created)"),
         Param("compression", int, 3, "PNG compression level 0 (fast) .. 9 (small)"),
@@ -143,11 +157,12 @@ class PngSink(Sink):
     def open(self, ctx: RunContext) -> None:
         root = Path(self.p["dir"])
         try:
+            mark_folder(root, "png sink")
             for name in self.connected:
                 (root / name).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"{root}: cannot create PNG output folder "
-                             f"({exc.strerror or exc})") from None
+        except (OSError, OutputWriteError) as exc:
+            raise OutputWriteError(root, "cannot create the PNG output folder "
+                                   f"({exc})") from None
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
         root = Path(self.p["dir"])
@@ -161,9 +176,3 @@ class PngSink(Sink):
             write_bytes_atomic(path, data.tobytes())
         return {}
 
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` through a temporary file and a rename, so a crash never leaves half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

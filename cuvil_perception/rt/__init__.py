@@ -12,10 +12,13 @@ What the executor expects of ops beyond ``graph.op`` (both optional):
   after ``process()`` on the same inputs when a budget compares a stage with its reference.
 * ``reuses_output_buffers = True`` (class attribute): ``process()`` returns persistent buffers
   it overwrites on the next frame; the executor copies them (frames overlap stage by stage).
+* sinks: ``process_dropped(frame, reason)`` writes a frame a decision dropped (one line per
+  frame); ``folder_params = ("dir",)`` names params that are output folders (output policy).
 
 Modules: ``executor`` (run_pipeline), ``scheduler`` (placement and frame order), ``policy``
 (deadline decisions), ``sources`` (read-ahead), ``stats`` (latency recorder), ``record`` (run
-records), ``trace`` (Perfetto JSON), ``knobs`` (rt: block), ``prewarm``, ``sequential`` (the simple
+records; ``run_files``: a run's inputs/outputs and its record over the run's life),
+``output_policy`` (where a command may write), ``signals`` (SIGTERM), ``trace`` (Perfetto JSON), ``knobs`` (rt: block), ``prewarm``, ``sequential`` (the simple
 reference executor), ``budgets`` + ``bench`` (latency regression), ``plot`` (PNG plots),
 ``pytest_plugin`` (``--cuvil-budgets``).
 """
@@ -26,15 +29,17 @@ from .clock import MonotonicClock
 from .executor import run_pipeline
 from .knobs import RtKnobs, parse_knobs
 from .options import RunOptions, RunResult
+from .output_policy import Claim, check_outputs
 from .plot import write_plots
 from .policy import ACTIONS, DeadlinePolicy
-from .record import read_record
+from .record import read_record, record_status
 from .sequential import run_sequential
 from .stats import LatencyRecorder, LatencyReport, StageStats
 from .trace import write_trace
 
 __all__ = [
     "ACTIONS", "BREACH_EXIT_CODE", "Budget", "BudgetFileError", "BudgetReport", "BudgetSpec",
+    "Claim", "check_outputs", "record_status",
     "DeadlinePolicy", "LatencyRecorder", "LatencyReport", "MonotonicClock", "RtKnobs",
     "RunOptions", "RunResult", "StageStats", "Verdict", "bench_pipeline", "evaluate",
     "load_budgets", "parse_budgets", "parse_knobs", "read_record", "run_pipeline",

@@ -8,10 +8,15 @@ When a budget is relative to a reference implementation, each repeat is two runs
 right after their stage on every frame (``RunOptions.reference_stages``). Ratio budgets compare
 the stage and its reference from that second run, frame by frame on the same inputs and under
 the same machine load; the clean run keeps the references' time out of ``e2e``.
+
+The pipeline's sinks still run (their cost is part of what is measured) but write into a
+temporary folder removed afterwards, never onto the pipeline's own output files.
 """
 
 from __future__ import annotations
 
+import copy
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,19 +106,34 @@ def bench_pipeline(pipeline, spec: BudgetSpec, replay=None, frames=None, repeat:
     spec.check_pipeline(pipeline)
     references = spec.reference_stages()
     clean, timed, runs = LatencyRecorder(), LatencyRecorder(), []
-    for _ in range(repeat):
-        for reference_stages in ((), references) if references else ((),):
-            options = RunOptions(frames=frames, workers=workers, rate=0.0,
-                                 enforce_deadlines=False, write_record=False, warn=warn,
-                                 progress=progress, reference_stages=reference_stages)
-            result = run_pipeline(pipeline, options)
-            runs.append(result)
-            (timed if reference_stages else clean).merge(result.recorder)
+    with tempfile.TemporaryDirectory(prefix="cuvil-bench-") as scratch:
+        _redirect_sinks(pipeline, Path(scratch))
+        for _ in range(repeat):
+            for reference_stages in ((), references) if references else ((),):
+                options = RunOptions(frames=frames, workers=workers, rate=0.0,
+                                     enforce_deadlines=False, write_record=False, warn=warn,
+                                     progress=progress, reference_stages=reference_stages)
+                result = run_pipeline(pipeline, options)
+                runs.append(result)
+                (timed if reference_stages else clean).merge(result.recorder)
     stages = pipeline.ordered()
     report = clean.report(stages, pipeline.e2e_deadline_ms)
     reference_report = timed.report(stages, pipeline.e2e_deadline_ms) if references else None
     return BudgetReport(evaluate(spec, report, reference_report), report, runs, clean,
                         reference_report, timed if references else None)
+
+
+def _redirect_sinks(pipeline, folder: Path) -> None:
+    """Point every Path param of every sink into ``folder/<stage>/`` (then re-validate)."""
+    from ..graph import Sink
+
+    for stage in pipeline.ordered():
+        if stage.op_cls is None or not issubclass(stage.op_cls, Sink):
+            continue
+        for name, value in stage.resolved_params.items():
+            if isinstance(value, Path):
+                stage.params[name] = str(folder / stage.id / (value.name or name))
+    pipeline.validate()
 
 
 def _load(pipeline, replay):
@@ -125,7 +145,7 @@ def _load(pipeline, replay):
         if replay is not None:
             raise UsageError("pass replay= only with a pipeline path (a Pipeline object already "
                              "names its drive)")
-        return pipeline.validate()
+        return copy.deepcopy(pipeline).validate()  # its sinks get redirected: keep the caller's
     loaded = load_pipeline(Path(pipeline), validate=False)
     if replay is not None:
         apply_cli_sources(loaded, replay=replay)

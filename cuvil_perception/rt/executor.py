@@ -1,10 +1,13 @@
 """``run_pipeline``: open, prewarm, schedule frames, close, and write what happened.
 
-Order of a run: check the ``rt:`` knobs -> build every op (both variants of degradable stages)
--> prewarm their kernels -> open them (ops bind kernels in ``open``) -> snapshot the compile
-counters -> schedule frames (``scheduler``) -> stop the threads -> close every op (sinks flush,
-even after a failure) -> latency report, trace, run record -> raise ``DeadlineFailure`` / the
-stage's error if the run stopped early. The record is written for failed runs too.
+Order of a run: check the options, the ``rt:`` knobs and the output-path policy (nothing is
+written before this) -> write the run record with ``status: "running"`` -> build every op (both
+variants of degradable stages) -> prewarm their kernels -> open them (ops bind kernels in
+``open``) -> snapshot the compile counters -> schedule frames (``scheduler``) -> stop the
+threads -> close every op (sinks flush, even after a failure) -> latency report, trace, the
+finished run record -> raise ``DeadlineFailure`` / the stage's error if the run stopped early.
+The record says how every run ended, failed, interrupted and terminated ones included
+(``record`` documents ``status``); SIGTERM is handled like Ctrl-C.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from ..errors import DeadlineFailure, UsageError
+from ..errors import DeadlineFailure, OutputWriteError, UsageError
 from ..graph import RunContext
 from .clock import MonotonicClock
 from .knobs import apply_process_knobs, parse_knobs
@@ -20,9 +23,10 @@ from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all,
 from .options import RunOptions, RunResult
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
-from .record import default_record_path, write_record
-from .record_build import build_record
+from .record_build import build_record, run_status
+from .run_files import RecordFile, plan
 from .scheduler import Scheduler
+from .signals import sigterm_as_interrupt, stop_signal
 from .stats import LatencyRecorder
 from .trace import write_trace
 
@@ -41,27 +45,71 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
         options.clock = MonotonicClock()
     warnings: list[str] = []
     warn = _warner(warnings, options.warn)
-    stages = pipeline.ordered()
-    _check_options(options, stages)
+    _check_options(options, pipeline.ordered())
     knobs = parse_knobs(pipeline)
     recorded = load_decisions(options.decisions, pipeline, warn) if options.decisions else None
-    policy = DeadlinePolicy(stages, options.enforce_deadlines, recorded, pipeline.e2e_deadline_ms)
+    record_path = plan(pipeline, options)
+    record = RecordFile(record_path, pipeline, options) if record_path is not None else None
+    with sigterm_as_interrupt():
+        try:
+            if record is not None:
+                record.start()
+            return _run(pipeline, options, knobs, recorded, record, warnings, warn)
+        except BaseException as exc:
+            if record is not None and not record.finished:
+                _abort_record(record, exc)
+            raise
+
+
+def _abort_record(record, exc: BaseException) -> None:
+    """Mark the record of a run that ended before it could be finished."""
+    if isinstance(exc, KeyboardInterrupt):
+        signal_name = stop_signal(exc)
+        status = "terminated" if signal_name == "SIGTERM" else "interrupted"
+        reason = f"{status} ({signal_name}) before the first frame"
+    else:
+        status, reason = "failed", f"{type(exc).__name__}: {exc}"
+    try:
+        record.abort(status, reason)
+    except OutputWriteError:
+        pass  # the disk is full: the "running" record stays, the error says what happened
+
+
+def _run(pipeline, options, knobs, recorded, record, warnings, warn) -> RunResult:
+    stages = pipeline.ordered()
+    policy = DeadlinePolicy(stages, options.deadlines_enforced(), recorded,
+                            pipeline.e2e_deadline_ms)
     instances = build_instances(pipeline)
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,
                      extra={"clock": options.clock})
     prewarm_rows = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
+    # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
+    # is a compile after prewarm too (and `compile --target` would not emit it).
+    counters = compile_counters()
     open_all(instances, ctx)
     recorder = LatencyRecorder()
+    if record is not None:
+        options.progress = _with_record_progress(options.progress, record)
     scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn)
     try:
-        counters = compile_counters()
         apply_process_knobs(knobs, warn)
+        if options.monitor is not None:
+            options.monitor.attach(scheduler, recorder, policy, counters)
         wall_s = _schedule(scheduler)
     finally:
         close_ops(all_ops(instances), warn)
     after = compile_counters()
     return _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows,
-                   {"before_frame0": counters, "after_run": after}, wall_s, warnings)
+                   {"before_frame0": counters, "after_run": after}, wall_s, warnings, record)
+
+
+def _with_record_progress(progress, record):
+    def both(done: int, total: int) -> None:
+        record.progress(done)
+        if progress is not None:
+            progress(done, total)
+
+    return both
 
 
 def _schedule(scheduler) -> float:
@@ -70,9 +118,10 @@ def _schedule(scheduler) -> float:
     scheduler.start()
     try:
         scheduler.run()
-    except KeyboardInterrupt:
-        # Ctrl-C ends a live run: keep what finished, close cleanly, still report.
+    except KeyboardInterrupt as exc:
+        # Ctrl-C or SIGTERM ends a run: keep what finished, close cleanly, still report.
         scheduler.interrupted = True
+        scheduler.stop_signal = stop_signal(exc)
     finally:
         scheduler.shutdown()
     return time.perf_counter() - wall0
@@ -115,10 +164,12 @@ def _check_options(options: RunOptions, stages) -> None:
 
 
 def _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows, counters, wall_s,
-            warnings) -> RunResult:
+            warnings, record) -> RunResult:
     stages = pipeline.ordered()
+    # tag checks need a whole run: a run stopped by an error has partial, misleading ratios
     report = recorder.report(stages, pipeline.e2e_deadline_ms,
-                             check_tags=not getattr(options.clock, "virtual", False))
+                             check_tags=not getattr(options.clock, "virtual", False)
+                             and scheduler.error is None)
     for message in report.warnings:
         if message not in warnings:
             warnings.append(message)
@@ -126,21 +177,26 @@ def _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows, counte
                 options.warn(message)
     compiles = counters["after_run"]["compiles"] - counters["before_frame0"]["compiles"]
     if compiles:
-        warnings.append(f"{compiles} kernel(s) compiled after frame 0: an op calls get_kernel "
-                        "for a spec its kernels() does not declare")
+        warnings.append(f"{compiles} kernel(s) compiled after prewarm (in open() or a frame): an "
+                        "op calls get_kernel for a spec its kernels() does not declare")
     outputs = sink_outputs(pipeline)
     result = RunResult(frames=scheduler.completed, wall_s=wall_s, report=report, outputs=outputs,
                        prewarm=prewarm_rows, compiles_after_frame0=compiles,
                        decisions=list(policy.decisions), actions=policy.counts(),
                        warnings=warnings, recorder=recorder, t0_ns=scheduler.t0_ns,
-                       interrupted=scheduler.interrupted)
+                       interrupted=scheduler.interrupted, stop_signal=scheduler.stop_signal)
     if options.trace is not None:
         ops = {s.id: s.op for s in stages}
         result.trace_path = write_trace(options.trace, recorder.timings, ops, scheduler.t0_ns)
-    if options.write_record:
-        path = options.record or default_record_path(pipeline, outputs)
-        record = build_record(pipeline, options, scheduler, policy, recorder, result, counters)
-        result.record_path = write_record(path, record)
+    if record is not None:
+        built = build_record(pipeline, options, scheduler, policy, recorder, result, counters)
+        try:
+            result.record_path = record.finish(built, run_status(scheduler))
+        except OutputWriteError as exc:
+            if scheduler.error is None:
+                raise
+            record.finished = True  # the run's own error (often the same full disk) comes first
+            warn(str(exc))
     if scheduler.error is not None:
         raise scheduler.error
     if scheduler.failure is not None:

@@ -1,11 +1,17 @@
-"""The ``rt:`` block of a pipeline: CPU affinity per worker group, SCHED_FIFO, mlockall.
+"""The ``rt:`` block of a pipeline: CPU affinity per worker group, SCHED_FIFO or SCHED_DEADLINE,
+mlockall, cgroup v2 placement.
 
 ::
 
     rt:
       cpu_affinity: {io: [0], compute: [1, 2, 3]}   # CPU ids per thread group
       sched: {policy: fifo, priority: 10}           # SCHED_FIFO for compute and io threads
+      # or: {policy: deadline, runtime_ms: 2, deadline_ms: 10, period_ms: 100}: SCHED_DEADLINE
+      #     per compute and io thread (sched_deadline.py; period_ms defaults to deadline_ms)
       mlockall: true                                # lock current and future pages in RAM
+      cgroup: {name: cuvil, cpu_max: {quota_ms: 50, period_ms: 100}, cpuset: [1, 2]}
+      #     move the process into a child cgroup v2 with that quota / CPU set (cgroup.py);
+      #     cpu_max: max lifts the quota
 
 Groups: ``io`` (source readers and io-stage threads) and ``compute`` (the worker pool). The block
 is checked strictly (unknown keys, wrong types) with the file:line of ``rt:``. The OS may refuse a
@@ -22,10 +28,14 @@ from dataclasses import dataclass, field
 
 from ..errors import Location, PipelineError
 from ..graph.op import suggest
+from .cgroup import CgroupPlan, place
+from .knob_parse import parse_cgroup, parse_deadline
+from .sched_deadline import DeadlineParams, set_deadline
 
 GROUPS = ("io", "compute")
-KEYS = ("cpu_affinity", "sched", "mlockall")
-SCHED_KEYS = ("policy", "priority")
+KEYS = ("cpu_affinity", "sched", "mlockall", "cgroup")
+SCHED_KEYS = {"fifo": ("policy", "priority"),
+              "deadline": ("policy", "runtime_ms", "deadline_ms", "period_ms")}
 _MCL_CURRENT, _MCL_FUTURE = 1, 2
 
 
@@ -35,7 +45,9 @@ class RtKnobs:
 
     affinity: dict[str, list[int]] = field(default_factory=dict)
     fifo_priority: int | None = None
+    deadline: DeadlineParams | None = None
     mlockall: bool = False
+    cgroup: CgroupPlan | None = None
 
 
 def parse_knobs(pipeline) -> RtKnobs:
@@ -64,22 +76,33 @@ def parse_knobs(pipeline) -> RtKnobs:
         knobs.affinity[group] = list(cpus)
     sched = raw.get("sched")
     if sched is not None:
-        knobs.fifo_priority = _parse_sched(sched, bad)
+        if _sched_policy(sched, bad) == "fifo":
+            knobs.fifo_priority = _parse_fifo(sched, bad)
+        else:
+            knobs.deadline = parse_deadline(sched, bad)
     mlock = raw.get("mlockall", False)
     if not isinstance(mlock, bool):
         raise bad("mlockall", f"must be true or false, got {mlock!r}")
     knobs.mlockall = mlock
+    if raw.get("cgroup") is not None:
+        knobs.cgroup = parse_cgroup(raw["cgroup"], bad)
     return knobs
 
 
-def _parse_sched(sched, bad) -> int:
+def _sched_policy(sched, bad) -> str:
     if not isinstance(sched, dict):
         raise bad("sched", "must be a mapping like {policy: fifo, priority: 10}")
+    policy = sched.get("policy")
+    if policy not in SCHED_KEYS:
+        raise bad("sched.policy", f"must be one of {', '.join(SCHED_KEYS)}, got {policy!r}")
     for key in sched:
-        if key not in SCHED_KEYS:
-            raise bad(f"sched.{key}", f"unknown field '{key}'{suggest(str(key), SCHED_KEYS)}")
-    if sched.get("policy") != "fifo":
-        raise bad("sched.policy", f"only 'fifo' is supported, got {sched.get('policy')!r}")
+        if key not in SCHED_KEYS[policy]:
+            raise bad(f"sched.{key}", f"unknown field '{key}' for policy {policy}"
+                                      f"{suggest(str(key), SCHED_KEYS[policy])}")
+    return policy
+
+
+def _parse_fifo(sched, bad) -> int:
     priority = sched.get("priority", 10)
     if not isinstance(priority, int) or isinstance(priority, bool) or not 1 <= priority <= 99:
         raise bad("sched.priority", f"must be an integer 1..99, got {priority!r}")
@@ -87,7 +110,9 @@ def _parse_sched(sched, bad) -> int:
 
 
 def apply_process_knobs(knobs: RtKnobs, warn) -> None:
-    """Process-wide knobs (mlockall), applied once before the first frame."""
+    """Process-wide knobs (cgroup placement, mlockall), applied once before the first frame."""
+    if knobs.cgroup is not None:
+        place(knobs.cgroup, warn)
     if not knobs.mlockall:
         return
     libc_name = ctypes.util.find_library("c")
@@ -117,3 +142,8 @@ def apply_thread_knobs(knobs: RtKnobs, group: str, warn) -> None:
             warn(f"rt.sched: the OS refused SCHED_FIFO priority {knobs.fifo_priority} for the "
                  f"{group} threads ({exc}; needs CAP_SYS_NICE or an rtprio limit); they keep "
                  "the default scheduler")
+    if knobs.deadline is not None:
+        refused = set_deadline(knobs.deadline)
+        if refused is not None:
+            warn(f"rt.sched: the OS refused SCHED_DEADLINE ({knobs.deadline.describe()}) for "
+                 f"the {group} threads ({refused}); they keep the default scheduler")

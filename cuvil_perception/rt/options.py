@@ -19,8 +19,9 @@ class RunOptions:
     rate: replay pacing; 0 runs as fast as possible, 1.0 follows the recorded timestamps in real
         time, 2.0 twice as fast. Live input is never paced (the camera is the clock).
     live: camera input; the source keeps only its newest sample when the pipeline is behind.
-    enforce_deadlines: apply ``on_miss`` policies on misses. Off, misses are still measured and
-        counted but outputs are a pure function of the input.
+    enforce_deadlines: apply ``on_miss`` policies and ``e2e_deadline_ms`` on misses. None (the
+        default) = on for paced replays (``rate > 0``) and live input, off for ``rate 0``
+        replays, which are then a pure function of the drive (misses still measured and counted).
     trace: write a Chrome/Perfetto trace JSON there.
     record: run-record path; None picks ``<first jsonl output>.record.json`` or
         ``runs/<pipeline>-<time>/record.json``; ``write_record=False`` writes none.
@@ -33,13 +34,20 @@ class RunOptions:
     max_in_flight: frames admitted but not finished (default ``workers + 2``).
     read_ahead: samples a replay source may read ahead of the pipeline at ``rate 0`` (paced
         replays read one sample ahead).
+    monitor: an observer with ``attach(scheduler, recorder, policy, counters)``, called once
+        before frame 0 (``counters``: the compile counters the record's ``compiles_after_frame0``
+        counts from); it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
+    overwrite: let outputs replace existing files and folders that cuvil-perception did not
+        write (output-path rule ``not-ours``); inputs and the run's own outputs stay protected.
+    extra_outputs / extra_inputs: ``output_policy.Claim``s the caller writes or reads besides
+        the run's own (``run --viz DIR``, ``bench``'s budgets file), checked with them.
     """
 
     frames: int | None = None
     workers: int | None = None
     rate: float = 0.0
     live: bool = False
-    enforce_deadlines: bool = True
+    enforce_deadlines: bool | None = None
     trace: str | Path | None = None
     record: str | Path | None = None
     write_record: bool = True
@@ -50,9 +58,19 @@ class RunOptions:
     reference_stages: tuple[str, ...] = ()
     max_in_flight: int | None = None
     read_ahead: int = 4
+    monitor: Any = None
+    overwrite: bool = False
+    extra_outputs: tuple = ()
+    extra_inputs: tuple = ()
 
     def worker_count(self) -> int:
         return max(1, self.workers if self.workers else (os.cpu_count() or 1))
+
+    def deadlines_enforced(self) -> bool:
+        """``enforce_deadlines``, or its default: paced replay and live on, ``rate 0`` off."""
+        if self.enforce_deadlines is not None:
+            return bool(self.enforce_deadlines)
+        return self.live or self.rate > 0
 
 
 @dataclass
@@ -79,7 +97,8 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     recorder: LatencyRecorder | None = None  # the raw timings (plots, merged bench runs)
     t0_ns: int = 0  # run-clock origin of the timings
-    interrupted: bool = False  # stopped by Ctrl-C (frames counts what finished before)
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (frames: what finished before)
+    stop_signal: str | None = None  # "SIGINT" or "SIGTERM" when interrupted
 
     def prewarm_summary(self) -> dict[str, int]:
         """``{"kernels", "hits", "misses"}`` over the prewarm rows."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import cv2
+
+from ..output_files import mark_folder, write_bytes_atomic
 import numpy as np
 
 from .stats import E2E, LatencyReport
@@ -30,7 +32,7 @@ def write_plots(directory: str | Path, recorder, report: LatencyReport,
     ``timeline_recorder`` (one run; default ``recorder``), since pooled runs share no clock.
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    mark_folder(directory, "bench --plot")
     hist = directory / "latency_histogram.png"
     timeline = directory / "timeline.png"
     _write(hist, histogram_image(recorder, report))
@@ -39,8 +41,10 @@ def write_plots(directory: str | Path, recorder, report: LatencyReport,
 
 
 def _write(path: Path, image: np.ndarray) -> None:
-    if not cv2.imwrite(str(path), image):
-        raise OSError(f"cannot write {path}")
+    ok, data = cv2.imencode(".png", image)
+    if not ok:
+        raise OSError(f"cannot encode {path}")
+    write_bytes_atomic(path, data.tobytes())
 
 
 def _samples(recorder) -> dict[str, list[float]]:

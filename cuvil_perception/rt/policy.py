@@ -14,6 +14,16 @@ code is never pre-empted, so the decision is taken when the late result arrives:
 * ``fail``       the run stops: nothing new starts, running stages finish, everything is closed,
                  and ``DeadlineFailure`` carries the report.
 
+``e2e_deadline_ms`` (pipeline-wide) is checked once per frame, when the frame's first sink is
+ready to run (the last moment its outputs can still change): a frame already later than the
+deadline is dropped before the sinks (decision ``kind: e2e_miss``, ``action: drop``; a ``jsonl``
+sink writes a line saying so). The full end-to-end latency, sinks included, is measured and
+its misses counted in the latency table in every case.
+
+When decisions are acted on: ``enforce`` (``RunOptions.enforce_deadlines``; by default on for
+paced replays and live input, off for ``rate 0`` replays, which are then a pure function of the
+drive). Misses are always measured.
+
 Each stage processes frames strictly in order, so "last good output" and the degrade window are
 functions of the sequence of decisions alone. That is why re-applying a record's decisions
 (``--decisions``) instead of measuring reproduces the recorded outputs byte for byte.
@@ -34,8 +44,7 @@ class DeadlinePolicy:
 
     ``stages``: validated ``graph.Stage`` objects. ``enforce``: apply ``on_miss`` (else only
     ``None`` is returned). ``recorded``: decisions of an earlier run to re-apply verbatim.
-    ``e2e_deadline_ms``: the pipeline's end-to-end deadline (misses are logged, never acted on:
-    there is no single stage to apply a policy to).
+    ``e2e_deadline_ms``: the pipeline's end-to-end deadline (``decide_e2e``).
     """
 
     def __init__(self, stages, enforce: bool, recorded: list[dict] | None = None,
@@ -46,6 +55,8 @@ class DeadlinePolicy:
         self.replaying = recorded is not None
         self._recorded = {(d["frame"], d["stage"]): d for d in (recorded or [])
                           if d.get("kind") == "deadline_miss"}
+        self._recorded_e2e = {d["frame"] for d in (recorded or [])
+                              if d.get("kind") == "e2e_miss" and d.get("action") == "drop"}
         self._degraded_until: dict[str, int] = {}
         self.decisions: list[dict] = []
         self._lock = threading.Lock()
@@ -80,6 +91,23 @@ class DeadlinePolicy:
             self.decisions.append(entry)
         return action
 
+    def decide_e2e(self, frame: int, elapsed_ns: int) -> bool:
+        """True to drop ``frame`` before its sinks (``e2e_deadline_ms`` exceeded, enforced or
+        replayed); logs the decision."""
+        deadline = self.e2e_deadline_ms
+        if self.replaying:
+            if frame not in self._recorded_e2e:
+                return False
+        elif not self.enforce or deadline is None or elapsed_ns <= deadline * 1e6:
+            return False
+        entry = {"frame": frame, "stage": None, "kind": "e2e_miss",
+                 "elapsed_ms": round(elapsed_ns / 1e6, 4), "deadline_ms": deadline,
+                 "action": "drop", "variant": None}
+        if self.replaying:
+            entry["replayed"] = True
+        self.note(entry)
+        return True
+
     def note(self, entry: dict) -> None:
         """Log a decision that changes no output (an ``e2e_miss``, a live frame skip)."""
         with self._lock:
@@ -112,4 +140,23 @@ def load_decisions(path, pipeline, warn) -> list[dict]:
     if recorded_stages and sorted(recorded_stages) != sorted(ids):
         warn(f"{path}: recorded pipeline had stages {recorded_stages}; re-applying its decisions "
              "to a different pipeline")
+    _check_identity(path, record, pipeline, warn)
     return decisions
+
+
+def _check_identity(path, record: dict, pipeline, warn) -> None:
+    """Decisions are per frame index: refuse a record of another drive (fingerprints differ);
+    warn when the pipeline's stages compute differently (``pipeline_sha256``)."""
+    from .run_files import drive_fingerprints, pipeline_hash
+
+    recorded = {d.get("stage"): d for d in record.get("drives") or []}
+    for current in drive_fingerprints(pipeline):
+        before = recorded.get(current["stage"])
+        if before is not None and before.get("sha256") != current["sha256"]:
+            raise UsageError(f"{path}: its decisions were recorded on drive {before.get('path')}"
+                             f" ({before.get('files')} files), not on {current['path']} "
+                             f"({current['files']} files); decisions are per frame, so they "
+                             "only reproduce a run of the same drive")
+    if "pipeline_sha256" in record and record["pipeline_sha256"] != pipeline_hash(pipeline):
+        warn(f"{path}: recorded with a different pipeline (stage ops, params or wiring differ); "
+             "its decisions may not reproduce that run's outputs")

@@ -2,9 +2,10 @@
 
 Every op instance (both variants of a degradable stage) lists its ``KernelSpec``s in
 ``kernels()``; ``compile.prewarm`` compiles or loads each distinct one once. The compile
-counters are snapshotted after prewarm and again after the run: ``compiles_after_frame0`` must be
-0 (a non-zero value means an op calls ``get_kernel`` for a spec it did not declare, and frame N
-paid ~60-85 ms for an LLVM compilation). ``loads_after_frame0`` counts disk-cache loads (~1-2 ms).
+counters are snapshotted after prewarm (before the ops' ``open()``) and again after the run:
+``compiles_after_frame0`` must be 0 (a non-zero value means an op calls ``get_kernel`` in ``open()``
+or ``process()`` for a spec it did not declare, and the run paid ~60-85 ms for an LLVM compilation
+that `compile --target` would not have emitted either). ``loads_after_frame0`` counts disk-cache loads (~1-2 ms).
 """
 
 from __future__ import annotations

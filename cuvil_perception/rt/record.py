@@ -3,6 +3,18 @@
 Top-level fields::
 
     format        "cuvil-run-record/1"
+    status        how the run ended: "running" (written at the start and left so when the
+                  process died without finishing: kill -9, power loss, OOM; ``record_status``
+                  reports it as "killed" once the pid is gone), "completed", "interrupted"
+                  (SIGINT, Ctrl-C), "terminated" (SIGTERM), "failed" (a stage raised, a write
+                  failed, or on_miss: fail fired)
+    run           {"pid", "host", "started_utc", "ended_utc", "frames_done"}
+    drives        fingerprint of each replayed drive: {"stage", "path", "files", "bytes",
+                  "sha256"} (``--decisions`` refuses a record of another drive)
+    pipeline_sha256  hash of the pipeline's stages without sink and source paths
+                  (``--decisions`` warns when it differs)
+    output_digests {path: {"bytes", "sha256"}} of each jsonl output, at the end of the run
+                  (``render`` checks that the record beside a jsonl describes that file)
     pipeline      {"name", "source", "text"}: the YAML text when the pipeline came from a file,
                   else its canonical form (stages with op, params, inputs, tag, deadline, on_miss)
     options       the RunOptions that shaped the run (frames, workers, rate, live, enforce, ...)
@@ -12,7 +24,7 @@ Top-level fields::
     compile       {"before_frame0": n, "after_run": n, "after_frame0": n}: compile counters
     frames        number of frames that went through; stopped: null or the failure reason
     timings       per frame and stage: start/end ns, cpu ns, worker, tid, variant, outcome
-    e2e           per frame: start/end ns
+    e2e           per frame: start/end ns, sensor_ns (the frame's sensor time)
     decisions     every deadline decision: {frame, stage, kind, elapsed_ms, deadline_ms,
                   action, variant}; ``kind`` is "deadline_miss" or "e2e_miss"
     summary       the latency table (per stage and e2e: p50/p90/p99/max ms, cpu/wall, misses)
@@ -29,6 +41,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
+from ..output_files import write_text_atomic
 
 FORMAT = "cuvil-run-record/1"
 _SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
@@ -128,13 +141,25 @@ def default_record_path(pipeline, outputs: list[dict]) -> Path:
 
 
 def write_record(path: Path, record: dict) -> Path:
-    """Write atomically (temp file + rename) so a reader never sees half a record."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=_jsonable) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    """Write atomically (temp file + rename) so a reader never sees half a record; a failed
+    write is an ``OutputWriteError`` naming the path and leaves no temporary file."""
+    text = json.dumps(record, indent=1, default=_jsonable) + "\n"
+    return write_text_atomic(path, text)
+
+
+def record_status(record: dict) -> str:
+    """The record's ``status``; "killed" for a "running" record whose process is gone (same
+    host), "unknown" for records written before statuses existed."""
+    status = record.get("status", "unknown")
+    run = record.get("run") or {}
+    if status == "running" and run.get("host") == platform.node():
+        try:
+            os.kill(int(run.get("pid", 0)), 0)
+        except (ProcessLookupError, ValueError, OverflowError):
+            return "killed"
+        except PermissionError:
+            pass
+    return status
 
 
 def read_record(path: str | Path) -> dict:

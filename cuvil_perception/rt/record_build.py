@@ -7,6 +7,15 @@ from pathlib import Path
 from .record import FORMAT, machine, pipeline_section, versions
 
 
+def run_status(scheduler) -> str:
+    """How the run ended (the record's ``status``)."""
+    if scheduler.failure is not None or scheduler.error is not None:
+        return "failed"
+    if scheduler.interrupted:
+        return "terminated" if scheduler.stop_signal == "SIGTERM" else "interrupted"
+    return "completed"
+
+
 def build_record(pipeline, options, scheduler, policy, recorder, result, counters) -> dict:
     before, after = counters["before_frame0"], counters["after_run"]
     stopped = None
@@ -15,7 +24,8 @@ def build_record(pipeline, options, scheduler, policy, recorder, result, counter
     elif scheduler.error is not None:
         stopped = {"reason": f"{type(scheduler.error).__name__}: {scheduler.error}"}
     elif scheduler.interrupted:
-        stopped = {"reason": "interrupted (Ctrl-C)"}
+        stopped = {"reason": "terminated (SIGTERM)" if scheduler.stop_signal == "SIGTERM"
+                   else "interrupted (Ctrl-C)"}
     return {
         "format": FORMAT,
         "pipeline": pipeline_section(pipeline),
@@ -45,7 +55,7 @@ def _options(options) -> dict:
         return None if value is None else str(Path(value).resolve())
 
     return {"frames": options.frames, "workers": options.worker_count(), "rate": options.rate,
-            "live": options.live, "enforce_deadlines": options.enforce_deadlines,
+            "live": options.live, "enforce_deadlines": options.deadlines_enforced(),
             "decisions": path(options.decisions), "trace": path(options.trace),
             "clock": type(options.clock).__name__,
             "reference_stages": list(options.reference_stages)}

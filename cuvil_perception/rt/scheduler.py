@@ -14,6 +14,14 @@ Output ownership: once ``process()`` returns, its arrays belong to the frame (do
 stages of this frame read them while the op already works on the next frame, and ``reuse_last``
 may hand them out again later). An op that writes its outputs into persistent buffers sets the
 class attribute ``reuses_output_buffers = True``; the executor then copies them on the worker.
+
+Dropped frames: every decision that removes a stage's value for a frame (a deadline ``drop``, a
+``reuse_last`` with nothing to reuse, an ``e2e_miss`` before the sinks, and any future admission
+skip) goes through ``drop(frame, stage_id, reason)``; ``reason`` is ``{"stage", "policy",
+"reason"}``. Stages downstream of a dropped value are skipped, except sinks that implement
+``process_dropped(frame, reason)``: they get the frame in order and write a line saying which
+decision dropped it (the ``jsonl`` sink), so outputs keep one line per input frame. Only
+deterministic fields go into ``reason``, so a ``--decisions`` replay writes the same bytes.
 """
 
 from __future__ import annotations
@@ -24,11 +32,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..errors import CuvilError, ExecutionError
 from ..graph import FrameInfo
 from .knobs import apply_thread_knobs
 from .lifecycle import ancestors, is_source
 from .sources import END, SourceReader
+from .stage_results import check_outputs, wrap_error
 
 DROPPED = object()  # a stage's frame value when it was dropped or skipped
 
@@ -42,6 +50,8 @@ class _Frame:
     values: dict = field(default_factory=dict)  # stage id -> outputs dict | DROPPED
     stale: dict = field(default_factory=dict)  # "stage/port" -> original frame index
     stale_owner: dict = field(default_factory=dict)  # "stage/port" -> stage id
+    drops: dict = field(default_factory=dict)  # stage id -> reason it was dropped (see drop())
+    e2e_checked: bool = False  # the e2e deadline was checked when its first sink became ready
 
 
 @dataclass
@@ -52,6 +62,7 @@ class _Done:
     outputs: dict | None
     timing: dict
     error: BaseException | None = None
+    dropped: bool = False  # a process_dropped() call (a sink writing a dropped frame's line)
 
 
 class Scheduler:
@@ -84,6 +95,10 @@ class Scheduler:
         self.error: BaseException | None = None
         self.failure: dict | None = None
         self.interrupted = False  # set by the executor on Ctrl-C
+        self.stop_signal: str | None = None  # "SIGINT" or "SIGTERM" when interrupted
+        self.sinks = {s.id for s in self.workers if s.op_cls is not None
+                      and callable(getattr(s.op_cls, "process_dropped", None))}
+        self.sink_stages = {s.id for s in self.workers if not s.output_specs}
         self.t0_ns = 0
         self.ts0_ns: int | None = None  # sensor time of frame 0 (pacing origin)
         self.pace0_ns = 0  # run-clock time frame 0 was released
@@ -239,11 +254,30 @@ class Scheduler:
                 values = [frame.values.get(ref.stage) for ref in stage.inputs.values()]
                 if any(v is None for v in values):
                     continue  # an input is not ready yet
-                if any(v is DROPPED for v in values):
-                    self._skip(frame, stage.id)
+                if stage.id in self.sink_stages:
+                    self._check_e2e_before_sinks(frame)
+                if stage.id in frame.drops or any(v is DROPPED for v in values):
+                    if stage.id in self.sinks:
+                        self._submit(stage, frame, dropped=self._drop_reason(frame, stage.id))
+                    else:
+                        self._skip(frame, stage.id)
                     progressed = True
                     continue
                 self._submit(stage, frame)
+
+    def drop(self, frame: _Frame, stage_id: str, reason: dict) -> None:
+        """The one way a stage's value for ``frame`` is removed by a decision (see the module
+        docstring); ``reason`` = ``{"stage", "policy", "reason"}``."""
+        frame.values[stage_id] = DROPPED
+        frame.drops.setdefault(stage_id, reason)
+
+    def _drop_reason(self, frame: _Frame, stage_id: str) -> dict:
+        """The first drop (pipeline order) upstream of ``stage_id`` in this frame."""
+        upstream = self.ancestors[stage_id] | {stage_id}
+        for stage in self.stages:
+            if stage.id in upstream and stage.id in frame.drops:
+                return frame.drops[stage.id]
+        return {"stage": None, "policy": "drop", "reason": "unknown"}
 
     def _skip(self, frame: _Frame, stage_id: str) -> None:
         """An input of this frame was dropped: the stage produces nothing for it."""
@@ -251,8 +285,25 @@ class Scheduler:
         frame.values[stage_id] = DROPPED
         self._maybe_complete(frame)
 
-    def _submit(self, stage, frame: _Frame) -> None:
-        inputs = {port: frame.values[ref.stage][ref.port] for port, ref in stage.inputs.items()}
+    def _check_e2e_before_sinks(self, frame: _Frame) -> None:
+        """Apply ``e2e_deadline_ms`` once per frame, when its first sink is ready: a frame
+        already later than the deadline is dropped before any sink writes it (its lines say
+        ``e2e_miss``). Measured, recorded and replayed like stage deadlines."""
+        if frame.e2e_checked:
+            return
+        frame.e2e_checked = True
+        elapsed = self.clock.now_ns() - frame.release_ns
+        if self.policy.decide_e2e(frame.index, elapsed):
+            reason = {"stage": None, "policy": "drop", "reason": "e2e_miss"}
+            for sid in self.sink_stages:
+                if sid not in frame.values:
+                    frame.drops.setdefault(sid, reason)
+
+    def _submit(self, stage, frame: _Frame, dropped: dict | None = None) -> None:
+        """Run the stage on this frame on its thread; ``dropped``: call ``process_dropped``
+        with that reason instead (a sink writing a dropped frame's line)."""
+        inputs = {} if dropped is not None else \
+            {port: frame.values[ref.stage][ref.port] for port, ref in stage.inputs.items()}
         upstream = self.ancestors[stage.id]
         stale = {k: v for k, v in frame.stale.items() if frame.stale_owner[k] in upstream}
         info = FrameInfo(frame.index, frame.timestamp_ns, dict(frame.stamps), stale)
@@ -261,7 +312,19 @@ class Scheduler:
         reference = stage.id in self.options.reference_stages
         pool = self.io_threads.get(stage.id, self.pool)
         self.busy.add(stage.id)
+        if dropped is not None:
+            pool.submit(self._execute_dropped, stage.id, op, info, dropped)
+            return
         pool.submit(self._execute, stage.id, op, inputs, info, variant, reference)
+
+    def _execute_dropped(self, stage_id, op, info, reason) -> None:
+        """Worker-thread side of a dropped frame at a sink: ``process_dropped`` (not timed)."""
+        error = None
+        try:
+            op.process_dropped(info, dict(reason))
+        except BaseException as exc:  # reported by the scheduler thread
+            error = exc
+        self.events.put(_Done(info.index, stage_id, "normal", None, {}, error, dropped=True))
 
     def _execute(self, stage_id, op, inputs, info, variant, reference) -> None:
         """Worker-thread side: time ``process()`` (and the reference twin) and report back."""
@@ -299,9 +362,14 @@ class Scheduler:
         self.busy.discard(done.stage)
         self.next_frame[done.stage] += 1
         frame = self.frames[done.frame]
+        if done.dropped and done.error is None:
+            frame.values[done.stage] = DROPPED
+            self._maybe_complete(frame)
+            return
         problem = done.error or self._check_outputs(done.stage, done.outputs)
         if problem is not None:
-            self.recorder.add(done.timing)
+            if done.timing:
+                self.recorder.add(done.timing)
             self._abort(self._wrap(problem, done.stage, done.frame), done.frame)
             return
         self._settle(frame, done.stage, done.outputs, done.timing)
@@ -322,7 +390,8 @@ class Scheduler:
                 frame.stale[f"{stage_id}/{port}"] = original
                 frame.stale_owner[f"{stage_id}/{port}"] = stage_id
         else:  # drop, fail, or reuse_last without a previous good output
-            frame.values[stage_id] = DROPPED
+            self.drop(frame, stage_id, {"stage": stage_id, "policy": action,
+                                        "reason": "deadline_miss"})
         if action == "fail":
             stage = next(s for s in self.stages if s.id == stage_id)
             self.failure = {"frame": frame.index, "stage": stage_id, "op": stage.op,
@@ -336,8 +405,7 @@ class Scheduler:
         if len(frame.values) < len(self.stages):
             return
         end = self.clock.now_ns()
-        self.recorder.add_e2e(frame.index, frame.release_ns, end)
-        self._check_e2e(frame.index, end - frame.release_ns)
+        self.recorder.add_e2e(frame.index, frame.release_ns, end, frame.timestamp_ns)
         del self.frames[frame.index]
         self.completed += 1
         if self.idle is not None and not self.frames:
@@ -345,36 +413,11 @@ class Scheduler:
         if self.options.progress is not None:
             self.options.progress(self.completed, self.options.frames or 0)
 
-    def _check_e2e(self, index: int, elapsed_ns: int) -> None:
-        deadline = self.policy.e2e_deadline_ms
-        if deadline is not None and self.policy.enforce and not self.policy.replaying \
-                and elapsed_ns > deadline * 1e6:
-            self.policy.note({"frame": index, "stage": None, "kind": "e2e_miss",
-                              "elapsed_ms": round(elapsed_ns / 1e6, 4), "deadline_ms": deadline,
-                              "action": "count", "variant": None})
-
     def _check_outputs(self, stage_id: str, outputs) -> BaseException | None:
-        stage = next(s for s in self.stages if s.id == stage_id)
-        if not isinstance(outputs, dict):
-            return ExecutionError(f"stage '{stage_id}' (op {stage.op}) returned "
-                                  f"{type(outputs).__name__}, not a dict of outputs")
-        for port, spec in stage.output_specs.items():
-            if port not in outputs:
-                return ExecutionError(f"stage '{stage_id}' (op {stage.op}) did not produce "
-                                      f"output '{port}'")
-            problem = spec.check_value(outputs[port])
-            if problem is not None:
-                return ExecutionError(f"stage '{stage_id}' output '{port}': {problem}")
-        return None
+        return check_outputs(next(s for s in self.stages if s.id == stage_id), outputs)
 
     def _wrap(self, exc: BaseException, stage_id: str, frame: int) -> BaseException:
-        if isinstance(exc, CuvilError):
-            return exc
-        stage = next(s for s in self.stages if s.id == stage_id)
-        wrapped = ExecutionError(f"stage '{stage_id}' (op {stage.op}) failed on frame {frame}: "
-                                 f"{type(exc).__name__}: {exc}")
-        wrapped.__cause__ = exc
-        return wrapped
+        return wrap_error(exc, next(s for s in self.stages if s.id == stage_id), frame)
 
     def _abort(self, error: BaseException, frame: int) -> None:
         """Stop after finishing the frames before ``frame``; the first error is the one raised."""

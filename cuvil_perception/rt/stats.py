@@ -84,16 +84,21 @@ class LatencyRecorder:
 
     def __init__(self):
         self.timings: list[dict] = []
-        self.e2e: list[dict] = []  # {"frame", "start_ns", "end_ns"}
+        self.e2e: list[dict] = []  # {"frame", "start_ns", "end_ns"[, "sensor_ns"]}
         self._lock = threading.Lock()
 
     def add(self, timing: dict) -> None:
         with self._lock:
             self.timings.append(timing)
 
-    def add_e2e(self, frame: int, start_ns: int, end_ns: int) -> None:
+    def add_e2e(self, frame: int, start_ns: int, end_ns: int,
+                sensor_ns: int | None = None) -> None:
+        """``sensor_ns``: the frame's sensor timestamp (ns since the epoch), when known."""
+        entry = {"frame": frame, "start_ns": start_ns, "end_ns": end_ns}
+        if sensor_ns is not None:
+            entry["sensor_ns"] = int(sensor_ns)
         with self._lock:
-            self.e2e.append({"frame": frame, "start_ns": start_ns, "end_ns": end_ns})
+            self.e2e.append(entry)
 
     def merge(self, other: "LatencyRecorder") -> None:
         """Append another run's samples (``bench --repeat``)."""

@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from ..output_files import TRACE_PRODUCER, write_text_atomic
+
 
 def trace_events(timings: list[dict], stage_ops: dict[str, str], t0_ns: int) -> list[dict]:
     """The event list for ``timings`` (see ``stats``); ``t0_ns`` becomes ts 0."""
@@ -39,8 +41,8 @@ def trace_events(timings: list[dict], stage_ops: dict[str, str], t0_ns: int) -> 
 
 def write_trace(path: str | Path, timings: list[dict], stage_ops: dict[str, str],
                 t0_ns: int) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"traceEvents": trace_events(timings, stage_ops, t0_ns), "displayTimeUnit": "ms"}
-    path.write_text(json.dumps(doc) + "\n", encoding="utf-8")
-    return path
+    """Write the trace atomically; ``otherData.producer`` (first key) marks it as ours for the
+    output-path policy."""
+    doc = {"otherData": {"producer": TRACE_PRODUCER},
+           "traceEvents": trace_events(timings, stage_ops, t0_ns), "displayTimeUnit": "ms"}
+    return write_text_atomic(path, json.dumps(doc) + "\n")

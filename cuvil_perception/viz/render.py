@@ -9,7 +9,9 @@
                                  frame (mp4v, 10 fps)
 
 Finding the drive: ``drive=`` if given, else the ``replay`` stage's resolved ``path`` in the run
-record that ``run`` writes beside the jsonl (``<file>.record.json``). A run frame is matched to a
+record that ``run`` writes beside the jsonl (``<file>.record.json``). A finished record carries
+the sha256 of the jsonl it wrote: a record whose digest does not match the file describes
+another run and is refused (pass ``drive=``) rather than silently drawing the wrong drive. A run frame is matched to a
 drive frame by its LiDAR stamp (``stamps.points``), else by index (looped replays).
 
 Finding the detections: the record says which stage/port feeds each jsonl input
@@ -20,6 +22,7 @@ are used. Fused objects, when present, are drawn instead of the separate detecto
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +33,7 @@ from ..drives import Drive
 from ..errors import UsageError
 from ..eval.runlog import RunFrame, load_record, read_run
 from ..ops.fusion import SEEN_CAMERA
-from ..ops.sinks import write_bytes_atomic
+from ..output_files import mark_folder, write_bytes_atomic
 from .draw import GT_COLOUR, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d, draw_boxes_bev
 from .scene3d import Scene3D
 from .video import Mp4Writer, compose
@@ -69,10 +72,13 @@ def render_run(run_output: str | Path, out_dir: str | Path, *, drive: str | Path
     if not frames:
         raise UsageError(f"{run_output}: the run output has no frames")
     record = load_record(run_output)
+    if drive is None:
+        _check_record_describes(run_output, record)
     opened = Drive(_drive_path(run_output, record, drive), _tolerance(record))
     roles = _roles(run_output, record, frames[0])
     out = Path(out_dir)
     summary = RenderSummary(out, out / "camera", out / "bev", out / "drive.mp4" if video else None)
+    mark_folder(out, "render")
     summary.camera_dir.mkdir(parents=True, exist_ok=True)
     summary.bev_dir.mkdir(parents=True, exist_ok=True)
     scene = Scene3D.create(warn=warn) if open3d else None
@@ -191,6 +197,20 @@ def _drive_path(run_output: Path, record: dict | None, drive) -> Path:
         raise UsageError(f"{run_output}: cannot tell which drive this run replayed ({where}); "
                          "pass --drive DRIVE")
     return Path(paths[0])
+
+
+def _check_record_describes(run_output: Path, record: dict | None) -> None:
+    """UsageError when the record beside ``run_output`` is finished and its jsonl digest is not
+    this file's (a record of an earlier run left beside a newer output)."""
+    digests = (record or {}).get("output_digests")
+    if not digests:
+        return  # an unfinished record (written at the start of the run that wrote the file)
+    data = run_output.read_bytes()
+    found = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    if found not in list(digests.values()):
+        raise UsageError(f"{run_output}: the run record beside it ({run_output.name}"
+                         ".record.json) describes another run (its jsonl digest differs); "
+                         "pass --drive DRIVE")
 
 
 def _tolerance(record: dict | None) -> float:

@@ -24,6 +24,7 @@ from llvmlite import ir
 
 from ...compile import KernelSpec, irutil as u
 from .config import HeadConfig, PillarConfig
+from .signatures import decode_args
 
 FLAGS = ("contract",)
 BLOCK = 2048  # anchors gated per vectorised pass (flags live in a stack buffer)
@@ -149,4 +150,4 @@ def decode_spec(config: PillarConfig, head: HeadConfig) -> KernelSpec:
         static={"anchors": height * width * head.anchors_per_cell, "classes": head.num_classes,
                 "cap": head.candidate_capacity(config), "threshold": head.score_threshold,
                 "dir_offset": head.dir_offset},
-        args=("ptr",) * 9, ret=None, fastmath=FLAGS, version=2)
+        args=decode_args(), ret=None, fastmath=FLAGS, version=2)

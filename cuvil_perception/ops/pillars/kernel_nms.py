@@ -28,6 +28,7 @@ from llvmlite import ir
 from ...compile import KernelSpec, irutil as u
 from .bev_iou import AREA, CORNERS, EPS, RADIUS, TABLE_WIDTH, X, Y
 from .config import HeadConfig
+from .signatures import nms_args
 
 MAX_VERTS = 16  # a quad clipped by 4 half-planes has at most 8 vertices
 
@@ -236,5 +237,5 @@ def nms_spec(head: HeadConfig) -> KernelSpec:
     return KernelSpec(name="pillars.nms", build=build_nms,
                       static={"threshold": head.nms_threshold, "post": head.nms_post,
                               "pre": head.nms_pre},
-                      args=("ptr", "ptr", "ptr", "i64") + ("ptr",) * 5, ret="i64",
+                      args=nms_args(), ret="i64",
                       fastmath=(), version=4)

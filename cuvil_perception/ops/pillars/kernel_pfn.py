@@ -26,6 +26,7 @@ from llvmlite import ir
 
 from ...compile import KernelSpec, irutil as u
 from .config import PillarConfig
+from .signatures import pfn_args
 from .types import PfnWeights
 
 LANES = 16
@@ -134,5 +135,5 @@ def pfn_spec(config: PillarConfig) -> KernelSpec:
         name="pillars.pfn", build=build_pfn,
         static={"channels": config.num_features, "max_points": config.max_points_per_pillar,
                 "voxel": [float(v) for v in voxel], "offset": [float(v) for v in offset]},
-        args=("ptr", "ptr", "ptr", "i64", "ptr", "ptr", "ptr"), ret=None,
+        args=pfn_args(), ret=None,
         fastmath=FLAGS, version=1)

@@ -44,6 +44,7 @@ from llvmlite import ir
 
 from ...compile import KernelSpec, irutil as u
 from .config import PillarConfig
+from .signatures import pillarize_args
 from .types import COUNT, DROPPED_PILLARS, DROPPED_POINTS, INVALID_POINTS, OUT_OF_RANGE
 
 BLOCK = 512  # points per pre-pass block (2 KB of cell codes on the stack)
@@ -299,4 +300,5 @@ def pillarize_spec(config: PillarConfig) -> KernelSpec:
         static={"rng": list(config.point_cloud_range), "voxel": list(config.voxel_size),
                 "nx": config.nx, "ny": config.ny, "max_pillars": config.max_pillars,
                 "max_points": config.max_points_per_pillar},
-        args=("ptr", "i64") + ("ptr",) * 7, ret=None, fastmath=(), version=3)
+        args=pillarize_args(f"i{grid_type(config.max_pillars).width}"), ret=None, fastmath=(),
+        version=3)

@@ -38,6 +38,7 @@ from llvmlite import ir
 
 from ...compile import KernelSpec, irutil as u
 from .config import PillarConfig
+from .signatures import scatter_args
 
 ORDERS = ("merged", "channel", "pillar")
 
@@ -201,4 +202,4 @@ def scatter_spec(config: PillarConfig, order: str = "merged") -> KernelSpec:
         name="pillars.scatter", build=build_scatter,
         static={"channels": config.num_features, "nx": config.nx, "ny": config.ny,
                 "order": order},
-        args=("ptr", "ptr", "i64") + ("ptr",) * 7, ret=None, fastmath=(), version=1)
+        args=scatter_args(), ret=None, fastmath=(), version=1)

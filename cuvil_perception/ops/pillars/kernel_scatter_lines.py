@@ -54,6 +54,7 @@ from llvmlite import ir
 
 from ...compile import KernelSpec, irutil as u
 from .config import PillarConfig
+from .signatures import scatter_lines_args
 from .kernel_scatter import mark_and_sort
 
 LANES = 16  # floats per 64-byte cache line; also channels per chunk
@@ -232,4 +233,4 @@ def scatter_lines_spec(config: PillarConfig, stream: bool = True) -> KernelSpec:
         name="pillars.scatter_lines", build=build_scatter_lines,
         static={"channels": config.num_features, "nx": config.nx, "ny": config.ny,
                 "max_pillars": config.max_pillars, "stream": stream},
-        args=("ptr", "ptr", "i64") + ("ptr",) * 11, ret=None, fastmath=(), version=2)
+        args=scatter_lines_args(), ret=None, fastmath=(), version=2)

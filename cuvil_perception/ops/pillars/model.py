@@ -69,13 +69,7 @@ class PointPillars:
         """Load a CUDA-PointPillars-layout ONNX file (see onnx_split). ``config`` defaults to the
         KITTI grid with ``max_pillars`` = the model's P; ``head`` to the KITTI anchors."""
         path = Path(path)
-        try:
-            model = onnx.load(str(path))
-        except FileNotFoundError:
-            raise ModelError(f"{path}: model file not found") from None
-        except Exception as exc:  # onnx raises DecodeError and others for a bad file
-            raise ModelError(f"{path}: not a readable ONNX model ({exc})") from None
-        split = split_pointpillars(model, str(path))
+        split = load_split(path)
         if config is None:
             config = PillarConfig(max_pillars=split.max_voxels or 12000,
                                   num_features=split.pfn.channels)
@@ -118,3 +112,16 @@ class PointPillars:
         cand = reference.decode_boxes(cls_map, box_map, dir_map, self.anchors, self.head, cap)
         kept = reference.nms_bev_rotated(cand.boxes, cand.scores, cand.count, self.head)
         return cand.boxes[kept], cand.scores[kept], cand.labels[kept]
+
+
+def load_split(path: str | Path) -> SplitModel:
+    """Read a CUDA-PointPillars-layout ONNX file and split it at the scatter (onnx_split);
+    a missing or unreadable file is a ModelError naming it."""
+    path = Path(path)
+    try:
+        model = onnx.load(str(path))
+    except FileNotFoundError:
+        raise ModelError(f"{path}: model file not found") from None
+    except Exception as exc:  # onnx raises DecodeError and others for a bad file
+        raise ModelError(f"{path}: not a readable ONNX model ({exc})") from None
+    return split_pointpillars(model, str(path))

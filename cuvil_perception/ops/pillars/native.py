@@ -107,16 +107,9 @@ class ScatterKernel(_Bound):
 
     def __init__(self, config: PillarConfig, order: str | None = None):
         super().__init__()
-        fits = lines_fit(config)
-        order = order or ("stream" if fits else "merged")
-        if order not in SCATTER_ORDERS:
-            raise ValueError(f"scatter order must be one of {SCATTER_ORDERS}, got {order!r}")
-        if order in LINE_ORDERS and not fits:
-            raise ValueError(f"scatter order {order!r} needs num_features and nx * ny to be "
-                             f"multiples of 16")
+        order = scatter_order(config, order)
         self.config = config
-        self.spec = scatter_lines_spec(config, order == "stream") if order in LINE_ORDERS \
-            else scatter_spec(config, order)
+        self.spec = scatter_kernel_spec(config, order)
         m, cells = config.max_pillars, config.num_cells
         self.bev = _aligned_zeros((config.num_features, config.ny, config.nx))
         # last frame's cells ("merged"...) or lines ("stream", "lines"), sorted
@@ -140,6 +133,34 @@ class ScatterKernel(_Bound):
         _check_rows(features, coords, count, self.config)
         self._call(features.ctypes.data, coords.ctypes.data, int(count), *self._addr)
         return self.bev
+
+
+def scatter_order(config: PillarConfig, order: str | None = None) -> str:
+    """``order``, checked against the grid; None -> the default (``"stream"`` when the grid
+    allows whole lines, else ``"merged"``)."""
+    fits = lines_fit(config)
+    order = order or ("stream" if fits else "merged")
+    if order not in SCATTER_ORDERS:
+        raise ValueError(f"scatter order must be one of {SCATTER_ORDERS}, got {order!r}")
+    if order in LINE_ORDERS and not fits:
+        raise ValueError(f"scatter order {order!r} needs num_features and nx * ny to be "
+                         f"multiples of 16")
+    return order
+
+
+def scatter_kernel_spec(config: PillarConfig, order: str | None = None) -> KernelSpec:
+    """The spec `ScatterKernel` binds for ``order`` (None: the default order)."""
+    order = scatter_order(config, order)
+    if order in LINE_ORDERS:
+        return scatter_lines_spec(config, order == "stream")
+    return scatter_spec(config, order)
+
+
+def kernel_specs(config: PillarConfig, head: HeadConfig) -> list[KernelSpec]:
+    """The specs a `model.PointPillars` of this static configuration binds, in call order
+    (what the op declares for prewarm: the same functions build them, so they cannot drift)."""
+    return [pillarize_spec(config), pfn_spec(config), scatter_kernel_spec(config),
+            decode_spec(config, head), nms_spec(head)]
 
 
 def _aligned_zeros(shape: tuple) -> np.ndarray:

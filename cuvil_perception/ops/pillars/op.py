@@ -20,12 +20,11 @@ from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, r
 from ..onnx_runner import RUNTIMES
 from ..summary import count_by_class
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
-from .kernel_decode import decode_spec
-from .kernel_nms import nms_spec
-from .kernel_pfn import pfn_spec
+from .c_example import example_files
+from .kernel_pfn import fold_weights, pfn_spec
 from .kernel_pillarize import pillarize_spec
-from .kernel_scatter import scatter_spec
-from .model import PointPillars
+from .model import PointPillars, load_split
+from .native import kernel_specs
 
 # A RANDOM-WEIGHT model at the KITTI grid, for tests and benchmarks (many candidates, boxes mean
 # nothing).
@@ -101,10 +100,21 @@ class PillarsDetect(Op):
         return config, head
 
     def kernels(self) -> list:
-        """Specs depend only on the static config (PFN weights are passed at run time)."""
+        """The specs the model binds in ``open()`` (they depend only on the static config: PFN
+        weights are passed at run time)."""
         config, head = self._configs()
-        return [pillarize_spec(config), pfn_spec(config), scatter_spec(config),
-                decode_spec(config, head), nms_spec(head)]
+        return kernel_specs(config, head)
+
+    def library_files(self, symbols: dict, prefix: str, cc: str) -> dict[str, bytes]:
+        """Files for a deployment library (``compile --library``): a C example running
+        pillarize then PFN on a .bin scan, its Makefile and the model's folded PFN weights.
+        ``symbols`` maps each KernelSpec to its exported symbol; {} if ours are not there."""
+        config, _ = self._configs()
+        pillarize, pfn = symbols.get(pillarize_spec(config)), symbols.get(pfn_spec(config))
+        if pillarize is None or pfn is None:
+            return {}
+        weights, bias = fold_weights(load_split(self.p["model"]).pfn)
+        return example_files(pillarize, pfn, prefix, cc, weights, bias)
 
     def open(self, ctx: RunContext) -> None:
         config, head = self._configs()

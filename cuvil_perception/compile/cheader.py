@@ -1,0 +1,162 @@
+"""The C header of a kernel library: one prototype per kernel, its static params and buffer sizes.
+
+For a kernel exported as ``<prefix>_pillars_pillarize`` the header holds::
+
+    /* pillars.pillarize  (static: max_pillars=16000 ...; fast-math: none)
+     *   points      in     f32[n, 4]              m (x, y, z); reflectance 0..1 - the scan
+     *   ... */
+    void prefix_pillars_pillarize(const float *points, int64_t n, float *voxels, ...);
+    #define PREFIX_PILLARS_PILLARIZE_MAX_PILLARS 16000            (every static scalar)
+    #define PREFIX_PILLARS_PILLARIZE_RNG {0.0, -39.68, ...}       (static lists: an initialiser)
+    #define PREFIX_PILLARS_PILLARIZE_VOXELS_LEN 512004            (elements, when static)
+    #define PREFIX_PILLARS_PILLARIZE_VOXELS_BYTES 8192064
+
+Argument names, element types, shapes and units come from the spec's `Arg` declarations; a
+kernel declared without them gets ``arg0, arg1, ...`` and ``void *`` pointers. Sizes are emitted
+only for buffers whose shape depends on static params alone (a dim naming a scalar argument,
+like ``count``, means "at least that many rows" and is left to the caller).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+
+from .spec import Arg, KernelSpec
+
+_C_SCALARS = {"i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double"}
+_C_ELEMENTS = {"f32": "float", "f64": "double", "i8": "int8_t", "u8": "uint8_t",
+               "i16": "int16_t", "u16": "uint16_t", "i32": "int32_t", "u32": "uint32_t",
+               "i64": "int64_t", "u64": "uint64_t"}
+ELEMENT_BYTES = {"f32": 4, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4, "u32": 4,
+                 "i64": 8, "u64": 8}
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.Div: operator.floordiv, ast.FloorDiv: operator.floordiv}
+
+
+def macro_name(symbol: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", symbol).upper()
+
+
+def arg_decls(spec: KernelSpec) -> tuple[Arg, ...]:
+    """The spec's documented args, or ``argN`` placeholders of the right kinds."""
+    if spec.arg_docs:
+        return spec.arg_docs
+    return tuple(Arg(f"arg{i}", kind, "u8" if kind == "ptr" else None,
+                     role="inout" if kind == "ptr" else "in", doc="undocumented")
+                 for i, kind in enumerate(spec.args))
+
+
+def c_type(arg: Arg, documented: bool = True) -> str:
+    """``const float *`` for an input f32 buffer, ``int64_t`` for an i64 scalar..."""
+    if arg.kind != "ptr":
+        return _C_SCALARS[arg.kind]
+    base = _C_ELEMENTS[arg.dtype] if documented else "void"
+    return f"{'const ' if arg.role == 'in' else ''}{base} *"
+
+
+def prototype(spec: KernelSpec, symbol: str) -> str:
+    """The C declaration of ``symbol`` with the spec's signature."""
+    documented = bool(spec.arg_docs)
+    ret = _C_SCALARS[spec.ret] if spec.ret else "void"
+    params = ", ".join(_param(a, documented) for a in arg_decls(spec)) or "void"
+    return f"{ret} {symbol}({params});"
+
+
+def _param(arg: Arg, documented: bool) -> str:
+    ctype = c_type(arg, documented)
+    return f"{ctype}{arg.name}" if ctype.endswith("*") else f"{ctype} {arg.name}"
+
+
+def eval_dim(dim, env: dict) -> int | None:
+    """An int dim, or a ``+ - * /`` expression over ``env`` names; None if a name is unknown."""
+    if isinstance(dim, int):
+        return dim
+    try:
+        return _eval(ast.parse(str(dim), mode="eval").body, env)
+    except (KeyError, SyntaxError, ValueError):
+        return None
+
+
+def _eval(node, env: dict) -> int:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        value = env[node.id]
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(node.id)
+        return value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_eval(node.left, env), _eval(node.right, env))
+    raise ValueError(ast.dump(node))
+
+
+def buffer_len(spec: KernelSpec, arg: Arg) -> int | None:
+    """Elements of ``arg``'s buffer when its shape depends only on static params, else None."""
+    if arg.kind != "ptr" or not arg.shape:
+        return None
+    total = 1
+    for dim in arg.shape:
+        value = eval_dim(dim, dict(spec.static))
+        if value is None:
+            return None
+        total *= value
+    return total
+
+
+def _shape_text(arg: Arg) -> str:
+    if arg.kind != "ptr" or arg.doc == "undocumented":
+        return arg.kind
+    return f"{arg.dtype}[{', '.join(str(d) for d in arg.shape)}]" if arg.shape else arg.dtype
+
+
+def _c_value(value) -> str | None:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if value == value and abs(value) != float("inf") else None
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)) and value:
+        items = [_c_value(v) for v in value]
+        return None if None in items or any(isinstance(v, str) for v in value) \
+            else "{" + ", ".join(items) + "}"
+    return None
+
+
+def kernel_block(spec: KernelSpec, symbol: str) -> str:
+    """Comment, prototype and constants of one kernel."""
+    flags = ", ".join(spec.fastmath) or "none"
+    lines = [f"/* {spec.name}  (fast-math: {flags})", f" *   static: {spec.static_str() or '-'}"]
+    for arg in arg_decls(spec):
+        text = " - ".join(t for t in (arg.unit, arg.doc) if t)
+        lines.append(f" *   {arg.name:<12} {arg.role:<7} {_shape_text(arg):<34} {text}".rstrip())
+    if spec.ret:
+        lines.append(f" *   returns {spec.ret}")
+    lines.append(" */")
+    lines.append(prototype(spec, symbol))
+    macro = macro_name(symbol)
+    for key, value in sorted(spec.static.items()):
+        text = _c_value(value)
+        if text is not None:
+            lines.append(f"#define {macro}_{macro_name(key)} {text}")
+    for arg in arg_decls(spec) if spec.arg_docs else ():
+        length = buffer_len(spec, arg)
+        if length is not None:
+            lines.append(f"#define {macro}_{macro_name(arg.name)}_LEN {length}")
+            lines.append(f"#define {macro}_{macro_name(arg.name)}_BYTES "
+                         f"{length * ELEMENT_BYTES[arg.dtype]}")
+    return "\n".join(lines)
+
+
+def render_header(guard: str, title: str, kernels: list[tuple[KernelSpec, str]]) -> str:
+    """The whole header: ``kernels`` are (spec, exported symbol) pairs."""
+    blocks = "\n\n".join(kernel_block(spec, symbol) for spec, symbol in kernels)
+    return (f"/* {title}\n * Generated by cuvil-perception compile --library; do not edit.\n"
+            " * Pointers are C-contiguous arrays, row-major, shapes outermost first. */\n"
+            f"#ifndef {guard}\n#define {guard}\n\n#include <stdint.h>\n\n"
+            "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+            f"{blocks}\n\n#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */\n")

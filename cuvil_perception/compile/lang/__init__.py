@@ -1,0 +1,29 @@
+"""The kernel language: native kernels written as typed Python, compiled from their AST.
+
+    from cuvil_perception.compile.lang import Buf, f32, i64, kernel, kmath
+
+    @kernel
+    def scale(x: Buf[f32, "n"], y: Buf[f32, "n"], a: f32, *, n: int):
+        for i in range(n):
+            y[i] = kmath.sqrt(x[i]) * a
+
+Modules: `types` (scalars, ``Buf``, ``local``), `source` (AST with file positions, errors),
+`values` / `arith` (typed values, Python-semantics arithmetic), `expr` / `lower` / `calls`
+(AST -> llvmlite IR), `kmath` (the math module), `kernel` (``@kernel``, specs, running).
+Semantics that differ from Python are listed in `arith` (integer wrap-around, division by
+zero) and `calls` (min/max with NaN); the language reference is docs/kernel-language.md.
+"""
+
+from __future__ import annotations
+
+from . import kmath
+from .calls import inline, unroll
+from .kernel import Kernel, kernel
+from .types import (BOOL, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, Buf, BufType, Scalar,
+                    local, view)
+
+boolean, f32, f64, i8, i16, i32, i64 = BOOL, F32, F64, I8, I16, I32, I64
+u8, u16, u32, u64 = U8, U16, U32, U64
+
+__all__ = ["Buf", "BufType", "Kernel", "Scalar", "boolean", "f32", "f64", "i8", "i16", "i32",
+           "i64", "inline", "kernel", "kmath", "local", "u8", "u16", "u32", "u64", "unroll", "view"]

@@ -1,0 +1,302 @@
+"""Calls inside kernels: casts, ``min/max/abs/len``, ``local`` arrays, the `kmath` module,
+and helpers (``@inline`` functions, inlined at each call), plus debug-build checks.
+
+``min(a, b)`` is ``b if b < a else a`` and ``max(a, b)`` is ``b if b > a else a``, Python's
+definition (with a NaN, the first argument is returned unless the NaN is first).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from llvmlite import ir
+
+from .. import irutil as u
+from . import kmath
+from .arith import compare, convert, negate
+from .source import Source
+from .types import BOOL, F64, I64, BufType, Scalar, local, view
+from .values import BufRef, Const, Val
+
+MAX_LOCAL_ELEMENTS = 4096     # a local array lives on the stack: keep it small
+MAX_INLINE_DEPTH = 16
+
+
+def inline(fn):
+    """Mark a module-level function as a helper that kernels may call (inlined at each call).
+
+    Uncompiled it is the plain function."""
+    fn.__cuvil_inline__ = True
+    return fn
+
+
+def unroll(n: int) -> range:
+    """``for i in unroll(n)``: a loop the compiler unrolls (``i`` is a constant in each copy;
+    ``n`` must be a compile-time int). Uncompiled it is ``range(n)``."""
+    return range(n)
+
+
+class CallsMixin:
+    """Call lowering for `lower.Lowerer`."""
+
+    def e_Call(self, node: ast.Call):
+        if node.keywords:
+            self.fail(node, "keyword arguments in kernel calls", "positional arguments")
+        callee = self.expr(node.func)
+        fn = callee.value if isinstance(callee, Const) else None
+        if isinstance(fn, Scalar):
+            return self.cast(fn, node)
+        if fn in (int, float, bool):
+            return self.cast({int: I64, float: F64, bool: BOOL}[fn], node)
+        if fn in (min, max):
+            return self.minmax(fn is min, node)
+        if fn is abs:
+            return self.absolute(node)
+        if fn is len:
+            return self.length(node)
+        if fn is local:
+            return self.local_array(node)
+        if fn is view:
+            return self.view(node)
+        if fn in kmath.FUNCTIONS:
+            return self.math(fn, node)
+        if getattr(fn, "__cuvil_inline__", False) or hasattr(fn, "__cuvil_kernel__"):
+            target = fn.__cuvil_kernel__.py_func if hasattr(fn, "__cuvil_kernel__") else fn
+            return self.inline_call(target, node)
+        if fn is range:
+            self.fail(node, "range() outside a for loop", "`for i in range(...)`")
+        if callable(fn):
+            module = getattr(fn, "__module__", "") or ""
+            hint = ("the kernel math module (`from cuvil_perception.compile.lang import "
+                    "kmath`)" if module.startswith(("numpy", "math")) or module == "builtins"
+                    else "@inline on that function, so kernels may call it")
+            self.fail(node, f"`{ast.unparse(node.func)}` cannot be called from a kernel", hint)
+        self.fail(node, f"`{ast.unparse(node.func)}` is not callable")
+
+    def args(self, node: ast.Call, n: int | tuple) -> list:
+        counts = n if isinstance(n, tuple) else (n,)
+        if len(node.args) not in counts:
+            self.fail(node, f"`{ast.unparse(node.func)}` takes {' or '.join(map(str, counts))} "
+                      f"argument(s), got {len(node.args)}")
+        return [self.expr(a) for a in node.args]
+
+    def cast(self, ty: Scalar, node: ast.Call):
+        (x,) = self.args(node, 1)
+        if ty.compute != ty:
+            self.fail(node, f"{ty} is a storage type", f"`{ty.compute}(...)`")
+        if isinstance(x, Const):  # a typed value: `best = f32(-1e30)` makes best an f32
+            folded = _py_cast(ty, x.value)
+            return Val(self.value(Const(folded), node, want=ty).ir, ty)
+        val = self.value(x, node.args[0])
+        return Val(convert(self.b, val, ty).ir, ty)
+
+    def minmax(self, is_min: bool, node: ast.Call):
+        if len(node.args) < 2:
+            self.fail(node, "min()/max() of one argument", "two or more numbers")
+        items = self.args(node, len(node.args))
+        best = items[0]
+        for item, arg in zip(items[1:], node.args[1:]):
+            if isinstance(best, Const) and isinstance(item, Const):
+                best = Const(min(best.value, item.value) if is_min
+                             else max(best.value, item.value))
+                continue
+            a, c = self.value(best, node), self.value(item, arg)
+            if a.ty != c.ty:
+                from .arith import common
+
+                a, c, _ = common(self.b, a, c, arith=False)
+            better = compare(self.b, "<" if is_min else ">", c, a)
+            best = Val(self.b.select(better.ir, c.ir, a.ir), a.ty, a.weak and c.weak)
+        return best
+
+    def absolute(self, node: ast.Call):
+        (x,) = self.args(node, 1)
+        if isinstance(x, Const):
+            return Const(abs(x.value))
+        val = self.value(x, node.args[0])
+        if val.ty.is_float:
+            return Val(u.intrinsic(self.b, "llvm.fabs", val.ir), val.ty, val.weak)
+        neg = negate(self.b, val, ())
+        below = self.b.icmp_signed("<", neg.ir, ir.Constant(neg.ty.ir, 0))
+        return Val(self.b.select(below, val.ir, neg.ir), neg.ty, val.weak)
+
+    def length(self, node: ast.Call):
+        (x,) = self.args(node, 1)
+        if isinstance(x, Const) and isinstance(x.value, (tuple, list)):
+            return Const(len(x.value))
+        if isinstance(x, BufRef):
+            ext = x.extents[0]
+            if ext is None:
+                self.fail(node, f"buffer '{x.name}' has no known first extent",
+                          "an extent in its annotation, `Buf[f32, \"n\"]`")
+            return Const(ext.constant) if isinstance(ext, ir.Constant) else Val(ext, I64)
+        self.fail(node, "len() of a number")
+
+    def local_array(self, node: ast.Call) -> BufRef:
+        dtype = self.expr(node.args[0]) if node.args else None
+        if not (isinstance(dtype, Const) and isinstance(dtype.value, Scalar)):
+            self.fail(node, "local() needs an element type first", "`local(f32, 16)`")
+        dims = [self.const_int(a, "a local array extent") for a in node.args[1:]]
+        total = 1
+        for d in dims:
+            total *= d
+        if not dims or total <= 0 or total > MAX_LOCAL_ELEMENTS:
+            self.fail(node, f"a local array needs 1 to {MAX_LOCAL_ELEMENTS} elements",
+                      "a buffer parameter for large scratch space")
+        elem = dtype.value.ir
+        entry = self.fn.entry_basic_block
+        with self.b.goto_block(entry):
+            if entry.instructions:
+                self.b.position_before(entry.instructions[0])
+            slot = self.b.alloca(elem, size=u.const_i64(total), name="local")
+        zero = ir.Constant(elem, 0.0 if dtype.value.is_float else 0)
+        with u.for_range(self.b, 0, total, name="zero") as k:  # like numpy.zeros (a memset)
+            u.store_at(self.b, zero, slot, k)
+        strides, acc = [], 1
+        for d in reversed(dims):
+            strides.append(u.const_i64(acc))
+            acc *= d
+        return BufRef(slot, BufType(dtype.value, tuple(dims)),
+                      tuple(u.const_i64(d) for d in dims), tuple(reversed(strides)),
+                      f"local@{node.lineno}")
+
+    def view(self, node: ast.Call) -> BufRef:
+        """``view(address, dtype, extents...)``: a buffer at an address (an int value)."""
+        if len(node.args) < 3:
+            self.fail(node, "view() needs an address, an element type and extents",
+                      "`view(table[k], f32, n, m)`")
+        address = self.value(self.expr(node.args[0]), node.args[0])
+        dtype = self.expr(node.args[1])
+        if address.ty.is_float or not (isinstance(dtype, Const)
+                                       and isinstance(dtype.value, Scalar)):
+            self.fail(node, "view() needs an int address and an element type")
+        extents = []
+        for a in node.args[2:]:
+            x = self.expr(a)
+            extents.append(u.const_i64(x.value) if isinstance(x, Const)
+                           else convert(self.b, self.value(x, a), I64).ir)
+        ptr = self.b.inttoptr(convert(self.b, address, I64).ir, u.PTR)
+        strides, acc = [], u.const_i64(1)
+        for k in range(len(extents) - 1, -1, -1):
+            strides.append(acc)
+            acc = self.b.mul(acc, extents[k]) if k else acc
+        return BufRef(ptr, BufType(dtype.value, tuple(["?"] * len(extents))), tuple(extents),
+                      tuple(reversed(strides)), f"view@{node.lineno}")
+
+    def math(self, fn, node: ast.Call):
+        name, n = kmath.FUNCTIONS[fn]
+        raw = self.args(node, n)
+        if all(isinstance(x, Const) for x in raw):
+            return Const(float(fn(*(x.value for x in raw))) if name != "isnan"
+                         else fn(*(x.value for x in raw)))
+        vals = [self.value(x, a) for x, a in zip(raw, node.args)]
+        ty = F64
+        if all(v.ty.is_float for v in vals if not v.weak) and any(v.ty.is_float and not v.weak
+                                                                    for v in vals):
+            ty = max((v.ty for v in vals if not v.weak and v.ty.is_float),
+                     key=lambda t: t.bits)
+        args = [convert(self.b, v, ty).ir for v in vals]
+        if name == "isnan":
+            return Val(self.b.fcmp_unordered("uno", args[0], args[0]), BOOL)
+        if name in ("exp", "sigmoid") and ty.bits == 32:
+            out = (u.vexp if name == "exp" else u.sigmoid)(self.b, args[0])
+        elif name == "sigmoid":
+            one = ir.Constant(ty.ir, 1.0)
+            e = u.intrinsic(self.b, "llvm.exp", self.b.fneg(args[0]))
+            out = self.b.fdiv(one, self.b.fadd(one, e))
+        else:
+            out = u.intrinsic(self.b, "llvm.exp" if name == "exp" else name, *args,
+                              flags=self.flags)
+        return Val(out, ty)
+
+    # -- helpers ------------------------------------------------------------------------
+    def inline_call(self, fn, node: ast.Call):
+        """Lower ``fn``'s body in place, its parameters bound to the arguments."""
+        from .lower import Frame, assigned_once
+
+        if self.inline_depth >= MAX_INLINE_DEPTH:
+            self.fail(node, f"helpers nested deeper than {MAX_INLINE_DEPTH} (recursion?)",
+                      "a loop instead of recursion")
+        src = Source.of(fn)
+        params = src.tree.args
+        names = [a.arg for a in params.args]
+        if params.vararg or params.kwarg or params.kwonlyargs or len(names) != len(node.args):
+            self.fail(node, f"helper {fn.__name__} takes {len(names)} positional argument(s)")
+        values = [self.expr(a) for a in node.args]
+        env = {}
+        for name, value, arg in zip(names, values, node.args):
+            if isinstance(value, Val):  # a copy: the helper may assign to its parameter
+                slot = u.entry_alloca(self.b, value.ty.ir, name)
+                self.b.store(value.ir, slot)
+                from .lower import Var
+
+                value = Var(slot, value.ty, arg.lineno)
+            env[name] = value
+        frame = Frame(src, env, assigned_once(src.tree) - set(names),
+                      exit=self.fn.append_basic_block(f"{fn.__name__}.ret"), ret_slots=None)
+        self.frames.append(frame)
+        self.inline_depth += 1
+        try:
+            self.body(src.tree.body)
+            if not self.dead:
+                if frame.ret_slots:
+                    self.fail(src.tree, f"helper {fn.__name__} can end without a return value")
+                self.b.branch(frame.exit)
+        finally:
+            self.frames.pop()
+            self.inline_depth -= 1
+        self.b.position_at_end(frame.exit)
+        self.dead = False
+        if not frame.ret_slots:
+            return Const(None)
+        loads = [Val(self.b.load(s, typ=t.ir), t) for s, t in frame.ret_slots]
+        return loads[0] if frame.ret_ty == "scalar" else tuple(loads)
+
+    def helper_return(self, value, node) -> None:
+        frame = self.frame
+        items = value if isinstance(value, tuple) else (
+            tuple(Const(v) for v in value.value) if isinstance(value, Const)
+            and isinstance(value.value, tuple) else None)
+        shape = "tuple" if items is not None else "scalar"
+        items = items if items is not None else ((value,) if value is not None else ())
+        vals = [self.value(v, node) for v in items]
+        if frame.ret_slots is None:
+            frame.ret_ty = shape
+            frame.ret_slots = [(u.entry_alloca(self.b, v.ty.ir, "ret"), v.ty) for v in vals]
+        if frame.ret_ty != shape or len(vals) != len(frame.ret_slots):
+            self.fail(node, "this return differs in shape from the helper's first return")
+        for v, (slot, ty) in zip(vals, frame.ret_slots):
+            self.b.store(self.coerce(v, ty, node, "returned value").ir, slot)
+        self.b.branch(frame.exit)
+        self.dead = True
+
+    # -- debug-build checks -------------------------------------------------------------
+    def check_index(self, buf: BufRef, axis: int, idx: ir.Value, node) -> None:
+        """Out of range -> record (site, index) in the error record and return from the kernel."""
+        extent = buf.extents[axis]
+        if extent is None:
+            bad = self.b.icmp_signed("<", idx, u.const_i64(0))
+        else:
+            bad = self.b.icmp_unsigned(">=", idx, extent)  # negatives are huge unsigned
+        site = len(self.sites)
+        self.sites.append((str(self.frame.src.where(node)), buf.name, axis))
+        fail_block = self.fn.append_basic_block("oob")
+        ok = self.fn.append_basic_block("inb")
+        self.b.cbranch(bad, fail_block, ok)
+        self.b.position_at_end(fail_block)
+        record = [u.const_i64(site + 1), idx, extent if extent is not None else u.const_i64(-1)]
+        for k, v in enumerate(record):
+            u.store_at(self.b, v, self.err, k)
+        ret = self.fn.function_type.return_type
+        if isinstance(ret, ir.VoidType):
+            self.b.ret_void()
+        else:
+            self.b.ret(ir.Constant(ret, 0.0 if isinstance(ret, (ir.FloatType, ir.DoubleType))
+                                   else 0))
+        self.b.position_at_end(ok)
+
+
+def _py_cast(ty: Scalar, value):
+    """A cast folded at compile time (the same result the run-time cast gives)."""
+    out = ty(value)
+    return bool(out) if ty == BOOL else (float(out) if ty.is_float else int(out))

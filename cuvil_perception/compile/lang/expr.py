@@ -1,0 +1,341 @@
+"""Expressions: names, constants, operators, ``a if c else b``, indexing ``buf[i, j]``.
+
+Constants fold at compile time with Python's own semantics; everything else lowers to IR
+(see `arith` for the run-time semantics). ``and``/``or``/``not`` take truth values and give a
+bool (Python would return an operand), and short-circuit as in Python.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+
+from llvmlite import ir
+
+from .. import irutil as u
+from .arith import compare, convert, int_index, invert, negate, truth
+from .types import BOOL, BufType, Scalar
+from .values import BufRef, Const, Val, const_type, materialize
+
+_FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+         "//": operator.floordiv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
+         "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift, "**": operator.pow}
+_CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_PYCMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+          "==": operator.eq, "!=": operator.ne}
+
+
+class ExprMixin:
+    """Expression lowering for `lower.Lowerer`."""
+
+    def expr(self, node: ast.expr):
+        handler = getattr(self, f"e_{type(node).__name__}", None)
+        if handler is None:
+            self.fail(node, f"`{type(node).__name__}` expressions are not supported in kernels",
+                      _EXPR_HINTS.get(type(node).__name__))
+        return handler(node)
+
+    def value(self, x, node, want: Scalar | None = None) -> Val:
+        """A run-time `Val` of ``x`` (constants materialise, as ``want`` when it fits)."""
+        if isinstance(x, Val):
+            return x
+        if isinstance(x, Const):
+            ty = const_type(x.value)
+            if ty is None:
+                self.fail(node, f"`{ast.unparse(node)}` is a {type(x.value).__name__}, not a "
+                          f"number", "one element of it, `t[k]`")
+            if want is not None and (want.is_float or not ty.is_float):
+                ty = want if ty != BOOL or want == BOOL else ty
+            return materialize(x.value, ty)
+        if isinstance(x, BufRef):
+            self.fail(node, f"buffer '{x.name}' used as a number", f"an element, `{x.name}[i]`")
+        self.fail(node, f"`{ast.unparse(node)}` is not a value")
+
+    def fold(self, op: str, x: Const, y: Const, node) -> Const:
+        try:
+            return Const(_FOLD[op](x.value, y.value))
+        except Exception as exc:  # ZeroDivisionError, TypeError...: a static mistake
+            self.fail(node, f"constant expression `{ast.unparse(node)}` fails: {exc}")
+
+    def const_int(self, node: ast.expr, what: str) -> int:
+        x = self.expr(node)
+        if not (isinstance(x, Const) and isinstance(x.value, int)):
+            self.fail(node, f"{what} must be a compile-time int (a literal or a static "
+                      f"parameter)")
+        return x.value
+
+    def index_value(self, node: ast.expr, at) -> ir.Value:
+        x = self.expr(node)
+        val = self.value(x, node)
+        if val.ty.is_float:
+            self.fail(node, f"`{ast.unparse(node)}` is {val.ty}, an index must be an int",
+                      f"`i64({ast.unparse(node)})`")
+        return int_index(self.b, val)
+
+    def scalar_annotation(self, node: ast.expr) -> Scalar:
+        ty = self.resolve(node)
+        if isinstance(ty, Const) and isinstance(ty.value, Scalar) and ty.value.compute == \
+                ty.value:
+            return ty.value
+        self.fail(node, f"`{ast.unparse(node)}` is not a scalar type",
+                  "one of boolean, i32, i64, f32, f64")
+
+    # -- leaves -------------------------------------------------------------------------
+    def e_Constant(self, node: ast.Constant):
+        if isinstance(node.value, (bool, int, float)):
+            return Const(node.value)
+        self.fail(node, f"a {type(node.value).__name__} constant", "a number")
+
+    def e_Name(self, node: ast.Name):
+        from .lower import Var
+
+        found = self.frame.env.get(node.id)
+        if isinstance(found, Var):
+            return Val(self.b.load(found.slot, typ=found.ty.ir), found.ty)
+        if found is not None:
+            return found
+        return self.resolve(node)
+
+    def resolve(self, node: ast.expr):
+        """A name or dotted name from the kernel's module globals, as a `Const`."""
+        path = []
+        while isinstance(node, ast.Attribute):
+            path.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            self.fail(node, "not a name")
+        scope = self.frame.src.fn.__globals__
+        builtins = scope.get("__builtins__", {})
+        builtins = builtins if isinstance(builtins, dict) else vars(builtins)
+        if node.id in scope:
+            obj = scope[node.id]
+        elif node.id in builtins:
+            obj = builtins[node.id]
+        else:
+            self.fail(node, f"name '{node.id}' is not defined",
+                      "a parameter, a static parameter or a module-level constant")
+        for attr in reversed(path):
+            if not hasattr(obj, attr):
+                self.fail(node, f"'{node.id}' has no attribute '{attr}'")
+            obj = getattr(obj, attr)
+        return Const(obj)
+
+    def e_Attribute(self, node: ast.Attribute):
+        base = self.expr(node.value) if isinstance(node.value, ast.Name) and \
+            node.value.id in self.frame.env else None
+        if isinstance(base, BufRef):
+            if node.attr == "shape":
+                return tuple(Const(e.constant) if isinstance(e, ir.Constant)
+                             else Val(e, _I64()) for e in base.extents)
+            self.fail(node, f"buffers have no attribute '{node.attr}' here", "`buf.shape[k]`")
+        if base is not None:
+            self.fail(node, f"`{ast.unparse(node)}`: attributes of values are not supported")
+        return self.resolve(node)
+
+    def e_Tuple(self, node: ast.Tuple):
+        items = [self.expr(e) for e in node.elts]
+        if all(isinstance(i, Const) for i in items):
+            return Const(tuple(i.value for i in items))
+        return tuple(items)
+
+    # -- operators ----------------------------------------------------------------------
+    def e_BinOp(self, node: ast.BinOp):
+        from .lower import _BINOPS
+
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            self.fail(node, f"operator {type(node.op).__name__}", "plain arithmetic")
+        return self.arith(op, self.expr(node.left), self.expr(node.right), node)
+
+    def e_UnaryOp(self, node: ast.UnaryOp):
+        x = self.expr(node.operand)
+        kind = type(node.op)
+        if isinstance(x, Const):
+            fn = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+                  ast.Invert: operator.invert}[kind]
+            return Const(fn(x.value))
+        val = self.value(x, node.operand)
+        if kind is ast.USub:
+            return negate(self.b, val, self.flags)
+        if kind is ast.UAdd:
+            return val
+        if kind is ast.Not:
+            t = truth(self.b, val)
+            return Val(self.b.xor(t.ir, ir.Constant(u.I1, 1)), BOOL)
+        if val.ty.is_float:
+            self.fail(node, "`~` on a float", "an int")
+        return invert(self.b, val)
+
+    def e_Compare(self, node: ast.Compare):
+        left = self.expr(node.left)
+        result = None
+        for op_node, right_node in zip(node.ops, node.comparators):
+            op = _CMP.get(type(op_node))
+            if op is None:
+                self.fail(node, f"comparison {type(op_node).__name__}", "< <= > >= == !=")
+            right = self.expr(right_node)
+            if isinstance(left, Const) and isinstance(right, Const):
+                part = Const(_PYCMP[op](left.value, right.value))
+            else:
+                part = compare(self.b, op, self.value(left, node.left),
+                               self.value(right, right_node))
+            result = part if result is None else self.both(result, part)
+            left = right
+        return result
+
+    def both(self, a, c):
+        if isinstance(a, Const) and isinstance(c, Const):
+            return Const(a.value and c.value)
+        if isinstance(a, Const):
+            return c if a.value else Const(False)
+        if isinstance(c, Const):
+            return a if c.value else Const(False)
+        return Val(self.b.and_(a.ir, c.ir), BOOL)
+
+    def e_BoolOp(self, node: ast.BoolOp):
+        is_and = isinstance(node.op, ast.And)
+        first = self.expr(node.values[0])
+        rest = node.values[1:]
+        if isinstance(first, Const):  # decided now: maybe the rest is not even lowered
+            if bool(first.value) != is_and:
+                return Const(bool(first.value))
+            if len(rest) == 1:
+                x = self.expr(rest[0])
+                return Const(bool(x.value)) if isinstance(x, Const) else truth(self.b, x)
+            return self.e_BoolOp(ast.BoolOp(node.op, rest, lineno=node.lineno,
+                                            col_offset=node.col_offset))
+        cond = truth(self.b, self.value(first, node.values[0]))
+        start = self.b.block
+        more = self.fn.append_basic_block("bool.rhs")
+        done = self.fn.append_basic_block("bool.end")
+        if is_and:
+            self.b.cbranch(cond.ir, more, done)
+        else:
+            self.b.cbranch(cond.ir, done, more)
+        self.b.position_at_end(more)
+        if len(rest) == 1:
+            other = self.expr(rest[0])
+        else:
+            other = self.e_BoolOp(ast.BoolOp(node.op, rest, lineno=node.lineno,
+                                             col_offset=node.col_offset))
+        other = truth(self.b, self.value(other, rest[0]))
+        end = self.b.block
+        self.b.branch(done)
+        self.b.position_at_end(done)
+        phi = self.b.phi(u.I1)
+        phi.add_incoming(ir.Constant(u.I1, 0 if is_and else 1), start)
+        phi.add_incoming(other.ir, end)
+        return Val(phi, BOOL)
+
+    def e_IfExp(self, node: ast.IfExp):
+        cond = self.expr(node.test)
+        if isinstance(cond, Const):
+            return self.expr(node.body if cond.value else node.orelse)
+        cond = truth(self.b, self.value(cond, node.test))
+        then = self.fn.append_basic_block("ifx.then")
+        other = self.fn.append_basic_block("ifx.else")
+        done = self.fn.append_basic_block("ifx.end")
+        self.b.cbranch(cond.ir, then, other)
+        self.b.position_at_end(then)
+        a_val = self.value(self.expr(node.body), node.body)
+        then_end = self.b.block
+        self.b.position_at_end(other)
+        c_val = self.value(self.expr(node.orelse), node.orelse)
+        other_end = self.b.block
+        ty = a_val.ty
+        if a_val.ty != c_val.ty:  # a literal joins the other side's type; else it is an error
+            weak, strong = (a_val, c_val) if a_val.weak else (c_val, a_val)
+            if not weak.weak:
+                self.fail(node, f"the branches are {a_val.ty} and {c_val.ty}",
+                          "a cast on one branch")
+            ty = strong.ty
+        incoming = []
+        for block, val in ((then_end, a_val), (other_end, c_val)):
+            self.b.position_at_end(block)
+            incoming.append((convert(self.b, val, ty).ir, self.b.block))
+            self.b.branch(done)
+        self.b.position_at_end(done)
+        phi = self.b.phi(ty.ir)
+        for v, blk in incoming:
+            phi.add_incoming(v, blk)
+        return Val(phi, ty, a_val.weak and c_val.weak)
+
+    # -- indexing -----------------------------------------------------------------------
+    def e_Subscript(self, node: ast.Subscript):
+        base = self.expr(node.value)
+        if isinstance(base, Const) or isinstance(base, tuple):
+            key = self.expr(node.slice)
+            if not isinstance(key, Const) or not isinstance(key.value, int):
+                self.fail(node.slice, "a static tuple indexed by a run-time value",
+                          "`for x in tuple:` (unrolled) or a buffer")
+            seq = base.value if isinstance(base, Const) else base
+            if not isinstance(seq, (tuple, list)):
+                self.fail(node, f"`{ast.unparse(node.value)}` cannot be indexed")
+            try:
+                item = seq[key.value]
+            except IndexError:
+                self.fail(node, f"index {key.value} out of range for a static tuple of "
+                          f"{len(seq)}")
+            return item if isinstance(base, tuple) else Const(item)
+        if not isinstance(base, BufRef):
+            self.fail(node, f"`{ast.unparse(node.value)}` cannot be indexed")
+        ptr = self.element(base, node)
+        ty = base.ty.dtype
+        raw = self.b.load(ptr, typ=ty.ir)
+        return convert(self.b, Val(raw, ty), ty.compute)
+
+    def store_item(self, target: ast.Subscript, value) -> None:
+        base = self.expr(target.value)
+        if not isinstance(base, BufRef):
+            self.fail(target, f"`{ast.unparse(target.value)}` is not a buffer; only buffer "
+                      "elements can be assigned")
+        ty = base.ty.dtype
+        val = self.value(value, target, want=ty.compute)
+        if val.ty.is_float and ty.is_int:
+            self.fail(target, f"storing {val.ty} into {ty} buffer '{base.name}'",
+                      f"`{ty.compute}(...)` (truncates)")
+        val = convert(self.b, val, ty.compute) if val.ty != ty.compute else val
+        self.b.store(convert(self.b, val, ty).ir, self.element(base, target))
+
+    def element(self, buf: BufRef, node: ast.Subscript) -> ir.Value:
+        """Address of ``buf[i, j, ...]`` (checked against the extents in a debug build)."""
+        idx_nodes = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(i, ast.Slice) for i in idx_nodes):
+            self.fail(node, "slices are not supported", "a loop over the elements")
+        if len(idx_nodes) != buf.ty.rank:
+            self.fail(node, f"buffer '{buf.name}' has {buf.ty.rank} axes, indexed with "
+                      f"{len(idx_nodes)}", f"`{buf.name}[{', '.join('ijkl'[:buf.ty.rank])}]`")
+        offset = None
+        for axis, (i_node, stride) in enumerate(zip(idx_nodes, buf.strides)):
+            idx = self.index_value(i_node, node)
+            if self.debug:
+                self.check_index(buf, axis, idx, node)
+            term = idx if _is_one(stride) else self.b.mul(idx, stride)
+            offset = term if offset is None else self.b.add(offset, term)
+        return self.b.gep(buf.ptr, [offset], inbounds=True, source_etype=buf.ty.dtype.ir)
+
+
+def _is_one(v) -> bool:
+    return isinstance(v, ir.Constant) and v.constant == 1
+
+
+def _I64():
+    from .types import I64
+
+    return I64
+
+
+_EXPR_HINTS = {
+    "List": "a tuple `(a, b)` for static values, or `local(f32, n)` for an array",
+    "ListComp": "a loop",
+    "DictComp": "a loop",
+    "SetComp": "a loop",
+    "GeneratorExp": "a loop",
+    "Dict": "separate variables",
+    "Lambda": "a module-level helper decorated with @inline",
+    "JoinedStr": "numbers only (kernels have no strings)",
+    "Starred": "explicit arguments",
+    "NamedExpr": "a separate assignment",
+}
+
+__all__ = ["ExprMixin", "BufType"]

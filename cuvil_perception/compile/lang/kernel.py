@@ -1,0 +1,309 @@
+"""``@kernel``: a typed Python function compiled to native code through its AST.
+
+Positional parameters are run-time arguments: buffers (``Buf[f32, "n", 4]``, passed as numpy
+arrays or addresses) and scalars (``i32 i64 f32 f64``). Keyword-only parameters (after ``*``)
+are static: compile-time constants (ints, floats, bools, tuples) that loop bounds, extents and
+unrolled loops use; each distinct set of static values is its own `KernelSpec`.
+
+    @kernel
+    def axpy(x: Buf[f32, "n"], y: Buf[f32, "n"], a: f32, *, n: int):
+        for i in range(n):
+            y[i] += a * x[i]
+
+    axpy(x, y, 2.0, n=len(x))          # compiles once per n (memoised, disk-cached), then runs
+    axpy.py_func(x, y, 2.0, n=len(x))  # the same function, uncompiled, on the numpy arrays
+    axpy.spec(n=1024)                  # the KernelSpec (prewarm, get_kernel, compile --target)
+
+Buffers are ``noalias`` (they must not overlap; pass ``noalias=False`` when they may). A
+bounds-checked build (``debug=True``, or ``CUVIL_KERNEL_DEBUG=1`` for every kernel) checks every
+index and raises `KernelIndexError` naming the buffer, the index and the source line; it takes
+one extra hidden argument, an int64[4] error record that ``__call__`` supplies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+from llvmlite import ir
+
+from ... import config
+from ...errors import KernelIndexError, KernelSourceError, Location
+from ..registry import get_kernel
+from ..spec import CTYPES, Arg, KernelSpec
+from .lower import Frame, Lowerer, Var, assigned_once
+from .source import Source
+from .types import PARAM_KINDS, BufType, Scalar
+from .values import BufRef, Const, Val
+from .. import irutil as u
+
+
+def kernel(fn=None, *, name: str | None = None, fastmath: tuple = (), noalias: bool = True,
+           debug: bool = False, version: int = 1):
+    """Decorate a typed function as a kernel (usable bare or with options).
+
+    ``name``: the spec name (default ``<module tail>.<function>``); ``fastmath``: LLVM fast-math
+    flags put on every float operation (e.g. ``("contract",)`` for FMA; documented per kernel);
+    ``version``: bump to force a rebuild when something outside the source changes the code."""
+    def wrap(f):
+        return Kernel(f, name=name, fastmath=tuple(fastmath), noalias=noalias, debug=debug,
+                      version=version)
+    return wrap(fn) if fn is not None else wrap
+
+
+class Kernel:
+    """A compiled-on-demand kernel; see the module docstring."""
+
+    def __init__(self, fn, *, name, fastmath, noalias, debug, version):
+        self.py_func = fn
+        fn.__cuvil_kernel__ = self
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+        self.name = name or f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
+        self.fastmath, self.noalias, self.debug, self.version = fastmath, noalias, debug, version
+        self._params = None
+        self._digest = None
+        self._build = _builder(self)
+
+    # -- signature ----------------------------------------------------------------------
+    def params(self) -> tuple[list, list, object]:
+        """(run-time [(name, Scalar | BufType)], static [name], return Scalar | None)."""
+        if self._params is None:
+            self._params = _signature(self)
+        return self._params
+
+    def source_digest(self) -> str:
+        """sha256 of the kernel's module file and the files of the helpers it can call."""
+        if self._digest is None:
+            self._digest = _digest_sources(self.py_func)
+        return self._digest
+
+    def spec(self, debug: bool | None = None, **static) -> KernelSpec:
+        """The `KernelSpec` for these static values (a debug spec takes the error record)."""
+        runtime, statics, ret = self.params()
+        missing = [s for s in statics if s not in static and s not in self._defaults()]
+        unknown = sorted(set(static) - set(statics))
+        if missing or unknown:
+            raise KernelSourceError(f"kernel {self.name}: static parameters missing {missing}, "
+                                    f"unknown {unknown}; it takes {statics}")
+        values = {**self._defaults(), **static}
+        debug = self.debug or config.kernel_debug() if debug is None else debug
+        args = tuple("ptr" if isinstance(t, BufType) else PARAM_KINDS[t] for _, t in runtime)
+        if debug:
+            values["_debug"] = True
+            args += ("ptr",)
+        return KernelSpec(name=self.name, build=self._build, static=values, args=args,
+                          arg_docs=_arg_docs(runtime, debug),
+                          ret=PARAM_KINDS[ret] if ret is not None else None,
+                          fastmath=self.fastmath, version=self.version,
+                          source=self.source_digest())
+
+    def _defaults(self) -> dict:
+        sig = inspect.signature(self.py_func)
+        return {p.name: p.default for p in sig.parameters.values()
+                if p.kind is p.KEYWORD_ONLY and p.default is not p.empty}
+
+    # -- running ------------------------------------------------------------------------
+    def __call__(self, *args, **static):
+        """Compile (memoised) for ``static`` and run on numpy arrays / scalars."""
+        spec = self.spec(**static)
+        fn = get_kernel(spec)
+        runtime, _, _ = self.params()
+        if len(args) != len(runtime):
+            raise TypeError(f"kernel {self.name} takes {len(runtime)} run-time arguments, "
+                            f"got {len(args)}")
+        keep, raw = [], []
+        sizes = {**spec.static, **{p: a for (p, t), a in zip(runtime, args)
+                                   if not isinstance(t, BufType)}}
+        for (pname, ty), arg in zip(runtime, args):
+            if isinstance(ty, BufType):
+                arr = _check_buffer(self.name, pname, ty, arg, sizes)
+                keep.append(arr)
+                raw.append(arr.ctypes.data)
+            else:
+                raw.append(arg)
+        record = None
+        if spec.static.get("_debug"):
+            record = np.zeros(4, np.int64)
+            raw.append(record.ctypes.data)
+        out = fn(*raw)
+        if record is not None and record[0]:
+            raise self.index_error(spec, record)
+        return out
+
+    def index_error(self, spec: KernelSpec, record: np.ndarray) -> KernelIndexError:
+        """The exception for an error record (re-lowers the kernel to find the site table)."""
+        lowerer = render_lowerer(self, spec.fn_name, dict(spec.static))[1]
+        where, buf, axis = lowerer.sites[int(record[0]) - 1]
+        extent = "unknown" if record[2] < 0 else str(int(record[2]))
+        return KernelIndexError(f"{where}: index {int(record[1])} out of range for axis {axis} "
+                                f"of '{buf}' (extent {extent}) in kernel {self.name}")
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.name}>"
+
+
+def _builder(k: Kernel):
+    def build(module: ir.Module, fn_name: str, **static) -> None:
+        render_lowerer(k, fn_name, static, module)
+    build.__module__ = k.py_func.__module__
+    build.__qualname__ = f"{k.py_func.__qualname__}.<kernel>"
+    return build
+
+
+def render_lowerer(k: Kernel, fn_name: str, static: dict, module: ir.Module | None = None):
+    """Lower ``k`` for ``static`` into ``module`` (a fresh one if None): (module, lowerer)."""
+    module = module if module is not None else ir.Module(name=k.name)
+    static = dict(static)
+    debug = bool(static.pop("_debug", False))
+    runtime, _, ret = k.params()
+    src = Source.of(k.py_func)
+    arg_types = [u.PTR if isinstance(t, BufType) else t.ir for _, t in runtime]
+    fn = ir.Function(module, ir.FunctionType(ret.ir if ret else u.VOID,
+                                             arg_types + ([u.PTR] if debug else [])), fn_name)
+    low = Lowerer(fn, k.fastmath, debug)
+    env = {name: Const(value) for name, value in static.items()}
+    low.frames.append(Frame(src, env, assigned_once(src.tree), ret_ty=ret))
+    for (pname, ty), arg in zip(runtime, fn.args):
+        arg.name = pname
+        if isinstance(ty, Scalar):
+            slot = u.entry_alloca(low.b, ty.ir, pname, init=arg)
+            env[pname] = Var(slot, ty, src.tree.lineno)
+    for (pname, ty), arg in zip(runtime, fn.args):
+        if isinstance(ty, BufType):
+            if k.noalias:
+                arg.add_attribute("noalias")
+            env[pname] = _buffer(low, src, pname, ty, arg, env)
+    if debug:
+        low.err = fn.args[-1]
+    low.body(src.tree.body)
+    if not low.dead:
+        if ret is not None:
+            low.fail(src.tree.body[-1], f"the kernel can reach its end without returning a "
+                     f"{ret}", "a final `return`")
+        low.b.ret_void()
+    return module, low
+
+
+def _buffer(low: Lowerer, src: Source, pname: str, ty: BufType, arg, env: dict) -> BufRef:
+    extents = []
+    for d in ty.dims:
+        if d is None or isinstance(d, int):
+            extents.append(None if d is None else u.const_i64(d))
+            continue
+        found = env.get(d)
+        if isinstance(found, Const) and isinstance(found.value, int):
+            extents.append(u.const_i64(found.value))
+        elif isinstance(found, Var) and found.ty.is_int:
+            val = low.b.load(found.slot, typ=found.ty.ir)
+            extents.append(low.b.sext(val, u.I64) if found.ty.bits < 64 else val)
+        else:
+            low.fail(src.tree, f"extent '{d}' of buffer '{pname}' is not a static int or an int "
+                     f"parameter")
+    strides, acc = [], u.const_i64(1)
+    for k in range(len(extents) - 1, -1, -1):
+        strides.append(acc)
+        if k > 0:
+            acc = (u.const_i64(acc.constant * extents[k].constant)
+                   if isinstance(extents[k], ir.Constant) and isinstance(acc, ir.Constant)
+                   else low.b.mul(acc, extents[k]))
+    return BufRef(arg, ty, tuple(extents), tuple(reversed(strides)), pname)
+
+
+def _signature(k: Kernel):
+    fn = k.py_func
+    where = Location(inspect.getsourcefile(fn) or "?", fn.__code__.co_firstlineno, 1)
+    try:
+        sig = inspect.signature(fn, eval_str=True)
+    except Exception as exc:  # a bad annotation: name the kernel and the problem
+        raise KernelSourceError(f"kernel {k.name}: cannot evaluate its annotations: {exc}",
+                                where) from None
+    runtime, statics = [], []
+    for p in sig.parameters.values():
+        if p.kind is p.KEYWORD_ONLY:
+            statics.append(p.name)
+            continue
+        if p.kind is not p.POSITIONAL_OR_KEYWORD:
+            raise KernelSourceError(f"kernel {k.name}: parameter '{p.name}': *args/**kwargs "
+                                    f"are not supported; write named parameters instead", where)
+        ty = p.annotation
+        if not (isinstance(ty, BufType) or ty in PARAM_KINDS):
+            raise KernelSourceError(f"kernel {k.name}: parameter '{p.name}' needs a type: "
+                                    f"Buf[dtype, extents...] or one of i32, i64, f32, f64 "
+                                    f"(got {ty!r}); static values go after `*`", where)
+        runtime.append((p.name, ty))
+    ret = sig.return_annotation
+    ret = None if ret in (inspect.Signature.empty, None) else ret
+    if ret is not None and ret not in PARAM_KINDS:
+        raise KernelSourceError(f"kernel {k.name}: return type {ret!r}; write one of i32, i64, "
+                                f"f32, f64 or nothing instead", where)
+    return runtime, statics, ret
+
+
+def _check_buffer(kname: str, pname: str, ty: BufType, arr, sizes: dict) -> np.ndarray:
+    if not isinstance(arr, np.ndarray) or arr.dtype != ty.dtype.dtype \
+            or not arr.flags.c_contiguous or arr.ndim != ty.rank:
+        raise TypeError(f"kernel {kname}: argument '{pname}' must be a C-contiguous "
+                        f"{ty.dtype.dtype} array of {ty.rank} axes, got "
+                        f"{getattr(arr, 'dtype', type(arr).__name__)} "
+                        f"{getattr(arr, 'shape', '')}")
+    want = tuple(d if isinstance(d, int) or d is None else int(sizes[d]) for d in ty.dims)
+    if any(w is not None and w != s for w, s in zip(want, arr.shape)):
+        raise TypeError(f"kernel {kname}: argument '{pname}' has shape {arr.shape}, the kernel "
+                        f"expects {tuple('?' if w is None else w for w in want)}")
+    return arr
+
+
+def _digest_sources(fn) -> str:
+    """Hash of the kernel's module file plus the files of helpers/kernels/modules it can reach
+    through its module's globals (outside the Python installation)."""
+    files = set()
+    module = sys.modules.get(fn.__module__)
+    for obj in [fn, *(vars(module).values() if module else ())]:
+        target = getattr(obj, "__cuvil_kernel__", None)
+        target = target.py_func if target is not None else obj
+        if obj is fn or getattr(target, "__cuvil_inline__", False) or \
+                hasattr(obj, "__cuvil_kernel__") or isinstance(obj, types.ModuleType):
+            path = _file_of(target)
+            if path is not None:
+                files.add(path)
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(str(path).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:24]
+
+
+_SYSTEM = tuple(str(Path(p).resolve()) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+
+
+def _file_of(obj) -> Path | None:
+    try:
+        name = inspect.getsourcefile(obj)
+    except TypeError:
+        return None
+    if not name:
+        return None
+    path = Path(name).resolve()
+    if str(path).startswith(_SYSTEM) or "site-packages" in path.parts or not path.is_file():
+        return None
+    return path
+
+
+__all__ = ["Kernel", "kernel", "CTYPES", "Val"]
+
+
+def _arg_docs(runtime: list, debug: bool) -> tuple[Arg, ...]:
+    """Names, element types and extents of the run-time parameters, for library headers
+    (``compile --library``); an extent the annotation leaves open is written ``?``."""
+    docs = [Arg(name, "ptr", ty.dtype.name, tuple("?" if d is None else d for d in ty.dims),
+                role="inout") if isinstance(ty, BufType) else Arg(name, PARAM_KINDS[ty])
+            for name, ty in runtime]
+    if debug:
+        docs.append(Arg("error_record", "ptr", "i64", (4,), role="out",
+                        doc="bounds-check error record"))
+    return tuple(docs)

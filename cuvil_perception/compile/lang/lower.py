@@ -1,0 +1,416 @@
+"""Lowering a kernel's AST to LLVM IR: the function frame, variables and statements.
+
+Statements: assignment (names, ``buf[i, j]``, tuple unpacking), annotated assignment
+(``x: f32 = 0.0`` fixes a variable's type), augmented assignment, ``if/elif/else`` (a constant
+condition picks its branch at compile time), ``while``, ``for i in range(a, b, step)`` (a
+counted loop in the canonical form the loop vectoriser recognises; ``step`` a constant),
+``for x in <static tuple>`` and ``for i in unroll(n)`` (unrolled, ``x``/``i`` constants),
+``break``, ``continue``, ``return``, ``pass`` and calls.
+
+A variable's type is the type of its first assignment (or its annotation); assigning a value
+of another type is an error, except a literal, which takes the variable's type. A name assigned
+exactly once with a compile-time value is a constant (shape arithmetic folds in Python).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from .. import irutil as u
+from .arith import binop, convert, fpow, power, truth
+from .calls import CallsMixin
+from .expr import ExprMixin
+from .source import Source, fail
+from .types import BOOL, I64, Scalar
+from .values import BufRef, Const, Val
+
+
+@dataclass
+class Var:
+    """A run-time local: its stack slot (mem2reg makes it SSA) and its type."""
+
+    slot: ir.Value
+    ty: Scalar
+    line: int
+
+
+@dataclass
+class Frame:
+    """One function being lowered: the kernel itself, or a helper inlined into it."""
+
+    src: Source
+    env: dict
+    once: set                       # names assigned exactly once (may become constants)
+    ret_ty: object = None           # Scalar, tuple of Scalars, or None (inferred for helpers)
+    ret_slots: list | None = None   # helpers: where `return` stores
+    exit: ir.Block | None = None    # helpers: where `return` jumps
+    loops: list = field(default_factory=list)   # (continue block, break block)
+
+
+def assigned_once(tree: ast.FunctionDef) -> set:
+    """Names bound by exactly one plain assignment and nowhere else (``buf[i] = ...`` does not
+    bind ``buf``)."""
+    counts: Counter = Counter()
+    plain: Counter = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                for name in _bound(t):
+                    counts[name] += 1
+                    plain[name] += isinstance(t, ast.Name)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+            for name in _bound(node.target):
+                counts[name] += 1
+    return {n for n, c in counts.items() if c == 1 and plain[n] == 1}
+
+
+def _bound(target: ast.expr) -> list:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for t in target.elts for n in _bound(t)]
+    return []
+
+
+class Lowerer(ExprMixin, CallsMixin):
+    """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
+
+    def __init__(self, fn: ir.Function, flags: tuple, debug: bool):
+        self.fn = fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.flags = tuple(flags)
+        self.debug = debug
+        self.err = None           # debug builds: the i64[4] error record parameter
+        self.sites: list = []     # debug builds: (location, message) per check, by site id
+        self.frames: list[Frame] = []
+        self.dead = False         # the current position is unreachable (after return/break)
+        self.inline_depth = 0
+
+    @property
+    def frame(self) -> Frame:
+        return self.frames[-1]
+
+    def fail(self, node, message: str, instead: str | None = None):
+        fail(self.frame.src, node, message, instead)
+
+    # -- statements ---------------------------------------------------------------------
+    def body(self, stmts: list) -> None:
+        for stmt in stmts:
+            if self.dead:
+                return  # unreachable code after return/break/continue is not lowered
+            self.stmt(stmt)
+
+    def stmt(self, node: ast.stmt) -> None:
+        handler = getattr(self, f"s_{type(node).__name__}", None)
+        if handler is None:
+            self.fail(node, f"`{type(node).__name__}` statements are not supported in kernels",
+                      _STMT_HINTS.get(type(node).__name__))
+        handler(node)
+
+    def s_Pass(self, node) -> None:
+        pass
+
+    def s_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring
+        if not isinstance(node.value, ast.Call):
+            self.fail(node, "an expression statement does nothing here",
+                      "an assignment or a call")
+        self.expr(node.value)
+
+    def s_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) != 1:
+            self.fail(node, "chained assignment `a = b = ...`", "two assignments")
+        self.assign(node.targets[0], self.expr(node.value), node)
+
+    def s_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            self.fail(node, "only a plain name can be annotated")
+        ty = self.scalar_annotation(node.annotation)
+        name = node.target.id
+        if name in self.frame.env:
+            self.fail(node, f"variable '{name}' already exists; annotate its first assignment")
+        slot = u.entry_alloca(self.b, ty.ir, name)
+        self.frame.env[name] = Var(slot, ty, node.lineno)
+        if node.value is not None:
+            self.assign(node.target, self.expr(node.value), node)
+
+    def s_AugAssign(self, node: ast.AugAssign) -> None:
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            self.fail(node, f"operator {type(node.op).__name__} in `op=`")
+        if not isinstance(node.target, (ast.Name, ast.Subscript)):
+            self.fail(node, "`op=` on this target is not supported", "`x = x op y`")
+        current = self.expr(node.target)
+        value = self.arith(op, current, self.expr(node.value), node)
+        self.assign(node.target, value, node)
+
+    def assign(self, target: ast.expr, value, node) -> None:
+        if isinstance(target, ast.Name):
+            return self.assign_name(target.id, value, node)
+        if isinstance(target, ast.Subscript):
+            return self.store_item(target, value)
+        if isinstance(target, ast.Tuple):
+            items = self.unpack(value, len(target.elts), node)
+            for t, v in zip(target.elts, items):
+                self.assign(t, v, node)
+            return None
+        self.fail(node, f"cannot assign to `{ast.unparse(target)}`")
+
+    def assign_name(self, name: str, value, node) -> None:
+        env = self.frame.env
+        current = env.get(name)
+        if (current is None and isinstance(value, BufRef)) or (
+                isinstance(value, (Const, BufRef)) and name in self.frame.once
+                and (current is None or isinstance(current, (Const, BufRef)))):
+            # (re-binding a constant: the one assignment runs again in an unrolled loop)
+            env[name] = value  # a compile-time constant or a buffer alias
+            return
+        if isinstance(value, BufRef) or isinstance(current, BufRef):
+            self.fail(node, f"'{name}' would be both a buffer and a scalar, or two buffers",
+                      "a new name for the second value")
+        if isinstance(value, Const) and not isinstance(value.value, (bool, int, float)):
+            self.fail(node, f"a tuple assigned more than once to '{name}'",
+                      "a local array: `x = local(f32, n)`")
+        val = self.value(value, node, want=current.ty if isinstance(current, Var) else None)
+        if current is None or isinstance(current, Const):
+            current = Var(u.entry_alloca(self.b, val.ty.ir, name), val.ty, node.lineno)
+            env[name] = current
+        elif val.ty != current.ty:
+            if not val.weak:
+                self.fail(node, f"'{name}' is {current.ty} (from line {current.line}) but this "
+                          f"assigns {val.ty}", f"`{name} = {current.ty}(...)` or declare "
+                          f"`{name}: {val.ty} = ...` at line {current.line}")
+            val = convert(self.b, val, current.ty)
+        self.b.store(val.ir, current.slot)
+
+    def unpack(self, value, n: int, node) -> list:
+        items = value.value if isinstance(value, Const) else value
+        if not isinstance(items, (tuple, list)) or len(items) != n:
+            self.fail(node, f"cannot unpack this into {n} names")
+        return [Const(v) if isinstance(value, Const) else v for v in items]
+
+    def s_If(self, node: ast.If) -> None:
+        cond = self.expr(node.test)
+        if isinstance(cond, Const):  # decided at compile time: only one branch exists
+            self.body(node.body if cond.value else node.orelse)
+            return
+        cond = truth(self.b, self.value(cond, node.test))
+        then = self.fn.append_basic_block("if.then")
+        other = self.fn.append_basic_block("if.else") if node.orelse else None
+        done = self.fn.append_basic_block("if.end")
+        self.b.cbranch(cond.ir, then, other or done)
+        reach = self.branch_body(then, node.body, done)
+        if other is not None:
+            reach |= self.branch_body(other, node.orelse, done)
+        else:
+            reach = True
+        self.b.position_at_end(done)
+        self.dead = not reach
+        if not reach:
+            self.b.unreachable()
+
+    def branch_body(self, block: ir.Block, stmts: list, done: ir.Block) -> bool:
+        """Lower ``stmts`` from ``block``; True if control reaches ``done``."""
+        self.b.position_at_end(block)
+        self.dead = False
+        self.body(stmts)
+        if self.dead:
+            return False
+        self.b.branch(done)
+        return True
+
+    def s_While(self, node: ast.While) -> None:
+        if node.orelse:
+            self.fail(node, "`while ... else`", "a flag variable")
+        head = self.fn.append_basic_block("while.head")
+        body = self.fn.append_basic_block("while.body")
+        done = self.fn.append_basic_block("while.end")
+        self.b.branch(head)
+        self.b.position_at_end(head)
+        cond = self.expr(node.test)
+        if isinstance(cond, Const) and not cond.value:
+            self.b.branch(done)
+        else:
+            self.b.cbranch(truth(self.b, self.value(cond, node.test)).ir, body, done)
+        self.loop_body(body, node.body, head, done)
+        self.b.position_at_end(done)
+        self.dead = False
+
+    def loop_body(self, block, stmts, cont, brk, enter=None) -> None:
+        self.b.position_at_end(block)
+        self.dead = False
+        if enter is not None:
+            enter()
+        self.frame.loops.append((cont, brk))
+        self.body(stmts)
+        self.frame.loops.pop()
+        if not self.dead:
+            self.b.branch(cont)
+
+    def s_Break(self, node) -> None:
+        self.jump_out(node, 1)
+
+    def s_Continue(self, node) -> None:
+        self.jump_out(node, 0)
+
+    def jump_out(self, node, which: int) -> None:
+        if not self.frame.loops:
+            self.fail(node, "`break`/`continue` outside a loop")
+        target = self.frame.loops[-1][which]
+        if target is None:
+            self.fail(node, "`break`/`continue` inside an unrolled loop",
+                      "a `for i in range(...)` loop")
+        self.b.branch(target)
+        self.dead = True
+
+    def s_For(self, node: ast.For) -> None:
+        if node.orelse:
+            self.fail(node, "`for ... else`", "a flag variable")
+        it = node.iter
+        call = it.func.id if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) else None
+        if call == "range":
+            return self.for_range(node)
+        if call == "enumerate":
+            seq = self.expr(it.args[0]) if len(it.args) == 1 else None
+            if not (isinstance(seq, Const) and isinstance(seq.value, (tuple, list))):
+                self.fail(it, "enumerate() of a run-time value", "`for i in range(n)`")
+            return self.unrolled(node, [Const(pair) for pair in enumerate(seq.value)])
+        if call == "unroll":
+            n = self.const_int(it.args[0] if it.args else it, "unroll(n)")
+            return self.unrolled(node, [Const(k) for k in range(n)])
+        seq = self.expr(it)
+        if isinstance(seq, Const) and isinstance(seq.value, (tuple, list)):
+            return self.unrolled(node, [Const(v) for v in seq.value])
+        self.fail(it, "a loop over this is not supported",
+                  "`for i in range(...)`, `for i in unroll(n)` or a loop over a static tuple")
+
+    def unrolled(self, node: ast.For, items: list) -> None:
+        """One copy of the body per item, the target bound to the item as a constant."""
+        for item in items:
+            if self.dead:
+                return
+            self.bind_static(node.target, item, node)
+            self.frame.loops.append((None, None))
+            self.body(node.body)
+            self.frame.loops.pop()
+
+    def bind_static(self, target, item: Const, node) -> None:
+        if isinstance(target, ast.Name):
+            self.frame.env[target.id] = item
+            return
+        if isinstance(target, ast.Tuple):
+            for t, v in zip(target.elts, self.unpack(item, len(target.elts), node)):
+                self.bind_static(t, v, node)
+            return
+        self.fail(node, "loop target must be a name or a tuple of names")
+
+    def for_range(self, node: ast.For) -> None:
+        args = node.iter.args
+        if not 1 <= len(args) <= 3 or node.iter.keywords:
+            self.fail(node.iter, "range() takes 1 to 3 positional arguments")
+        step = self.const_int(args[2], "a constant range step") if len(args) == 3 else 1
+        if step == 0:
+            self.fail(args[2], "range() step must not be zero")
+        start = self.index_value(args[0], node) if len(args) > 1 else u.const_i64(0)
+        stop = self.index_value(args[1] if len(args) > 1 else args[0], node)
+        if not isinstance(node.target, ast.Name):
+            self.fail(node.target, "a range loop needs one loop variable")
+        var = self.loop_var(node.target.id, node)
+        pre = self.b.block
+        head = self.fn.append_basic_block("for.head")
+        body = self.fn.append_basic_block("for.body")
+        latch = self.fn.append_basic_block("for.latch")
+        done = self.fn.append_basic_block("for.end")
+        self.b.branch(head)
+        self.b.position_at_end(head)
+        idx = self.b.phi(u.I64, name=node.target.id)
+        idx.add_incoming(start, pre)
+        self.b.cbranch(self.b.icmp_signed("<" if step > 0 else ">", idx, stop), body, done)
+        self.loop_body(body, node.body, latch, done,
+                       enter=lambda: self.b.store(idx, var.slot))
+        self.b.position_at_end(latch)
+        nxt = self.b.add(idx, u.const_i64(step), name=f"{node.target.id}.next", flags=("nsw",))
+        idx.add_incoming(nxt, latch)
+        self.b.branch(head)
+        self.b.position_at_end(done)
+        self.dead = False
+
+    def loop_var(self, name: str, node) -> Var:
+        var = self.frame.env.get(name)
+        if isinstance(var, Var):
+            if var.ty != I64:
+                self.fail(node, f"loop variable '{name}' is {var.ty} elsewhere; range loops "
+                          f"count in i64", "another name for the loop variable")
+            return var
+        var = Var(u.entry_alloca(self.b, u.I64, name), I64, node.lineno)
+        self.frame.env[name] = var
+        return var
+
+    def s_Return(self, node: ast.Return) -> None:
+        frame = self.frame
+        value = self.expr(node.value) if node.value is not None else None
+        if frame.exit is not None:  # an inlined helper
+            self.helper_return(value, node)
+            return
+        if frame.ret_ty is None:
+            if value is not None:
+                self.fail(node, "the kernel returns a value but has no return annotation",
+                          "`-> i64` (or f32, ...) on the def line")
+            self.b.ret_void()
+        else:
+            if value is None:
+                self.fail(node, f"the kernel must return a {frame.ret_ty}")
+            val = self.value(value, node, want=frame.ret_ty)
+            self.b.ret(self.coerce(val, frame.ret_ty, node, "return value").ir)
+        self.dead = True
+
+    def coerce(self, val: Val, ty: Scalar, node, what: str) -> Val:
+        """``val`` as ``ty`` where that is safe implicitly (literals, int -> wider int or float,
+        f64 -> f32 stores); anything else needs an explicit cast."""
+        if val.ty == ty:
+            return val
+        ok = (val.weak or (ty.is_float and not (val.ty.is_float and val.ty.bits > ty.bits))
+              or (ty.is_int and val.ty.is_int and ty.bits >= val.ty.bits) or val.ty == BOOL)
+        if not ok:
+            self.fail(node, f"{what} is {val.ty}, expected {ty}", f"`{ty}(...)`")
+        return convert(self.b, val, ty)
+
+    def arith(self, op: str, x, y, node):
+        """``x op y`` on constants (folded) or values."""
+        if isinstance(x, Const) and isinstance(y, Const):
+            return self.fold(op, x, y, node)
+        xv = self.value(x, node)
+        if op == "**":
+            exponent = y.value if isinstance(y, Const) else None
+            out = power(self.b, xv, exponent, self.flags)
+            return out if out is not None else fpow(self.b, xv, self.value(y, node), self.flags)
+        yv = self.value(y, node)
+        try:
+            return binop(self.b, op, xv, yv, self.flags)
+        except TypeError as exc:
+            self.fail(node, f"{exc} (operands {xv.ty} and {yv.ty})", "an explicit int cast")
+
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+           ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+           ast.RShift: ">>", ast.Pow: "**"}
+
+_STMT_HINTS = {
+    "With": "plain statements (kernels have no context managers)",
+    "Try": "checks that return an error code",
+    "Raise": "a returned error code (or a debug build for index errors)",
+    "FunctionDef": "a module-level helper decorated with @inline",
+    "Lambda": "a module-level helper decorated with @inline",
+    "Global": "a parameter or a static parameter",
+    "Nonlocal": "a parameter",
+    "Delete": "nothing (locals end with the kernel)",
+    "Assert": "an `if` that returns an error code",
+    "Import": "a module-level import",
+    "ImportFrom": "a module-level import",
+    "Match": "if/elif/else",
+}

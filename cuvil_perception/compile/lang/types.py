@@ -1,0 +1,147 @@
+"""Types of the kernel language: scalars, buffer parameters, local arrays.
+
+Scalars used in arithmetic: ``boolean`` (also spelled ``bool``), ``i32``, ``i64``, ``f32``,
+``f64``. Storage-only types a buffer may hold: ``i8 u8 i16 u16 u32 u64``; loading one widens it
+(``i8 u8 i16 u16`` -> i32, ``u32 u64`` -> i64, u64 by reinterpreting the bits) and storing into
+one truncates (wraps), as numpy's ``astype`` does.
+
+Each scalar is also a cast usable in kernels and in plain Python: ``f32(x)`` is
+``numpy.float32(x)`` when the kernel runs uncompiled (``kernel.py_func``). Float -> int casts
+truncate toward zero and saturate (NaN -> 0), which is defined where C and numpy are not.
+
+``Buf[f32, "n", 4]`` annotates a C-contiguous buffer parameter: dtype then one extent per axis.
+An extent is an int, the name of a static parameter or of an integer scalar parameter, or None
+(unknown: allowed for the first axis only; it is not bounds-checked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from .. import irutil as u
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar type: ``kind`` is ``b`` (bool), ``i`` (signed), ``u`` (unsigned), ``f`` (float)."""
+
+    name: str
+    kind: str
+    bits: int
+
+    @property
+    def ir(self) -> ir.Type:
+        if self.kind == "f":
+            return u.F32 if self.bits == 32 else u.F64
+        return ir.IntType(self.bits)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype({"b": "bool"}.get(self.kind, f"{self.kind}{self.bits // 8}"))
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in "iu"
+
+    @property
+    def compute(self) -> "Scalar":
+        """The arithmetic type a loaded value of this storage type has."""
+        if self.kind == "u" or (self.kind == "i" and self.bits < 32):
+            return I64 if self.bits >= 32 else I32
+        return self
+
+    def __call__(self, value):
+        """The cast, in plain Python (numpy scalars: same rounding as the compiled kernel)."""
+        if self.is_int and isinstance(value, (float, np.floating)):
+            value = np.nan_to_num(np.trunc(value), nan=0.0)
+            info = np.iinfo(self.dtype)
+            value = min(max(value, info.min), info.max)
+        return self.dtype.type(value)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+BOOL = Scalar("boolean", "b", 1)
+I8, U8 = Scalar("i8", "i", 8), Scalar("u8", "u", 8)
+I16, U16 = Scalar("i16", "i", 16), Scalar("u16", "u", 16)
+I32, U32 = Scalar("i32", "i", 32), Scalar("u32", "u", 32)
+I64, U64 = Scalar("i64", "i", 64), Scalar("u64", "u", 64)
+F32, F64 = Scalar("f32", "f", 32), Scalar("f64", "f", 64)
+
+#: Types a value may have in arithmetic (everything else is storage only).
+COMPUTE = (BOOL, I32, I64, F32, F64)
+#: Types a kernel parameter may have, by spec argument kind.
+PARAM_KINDS = {I32: "i32", I64: "i64", F32: "f32", F64: "f64"}
+BY_NAME = {t.name: t for t in (BOOL, I8, U8, I16, U16, I32, U32, I64, U64, F32, F64)}
+
+
+@dataclass(frozen=True)
+class BufType:
+    """A buffer: element type and one extent per axis (int, parameter name or None)."""
+
+    dtype: Scalar
+    dims: tuple
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def __repr__(self) -> str:
+        return f"Buf[{self.dtype}, {', '.join(map(repr, self.dims))}]"
+
+
+class Buf:
+    """Annotation of a buffer parameter: ``Buf[f32, "n", 4]`` (see the module docstring)."""
+
+    def __class_getitem__(cls, item) -> BufType:
+        item = item if isinstance(item, tuple) else (item,)
+        dtype, dims = item[0], item[1:]
+        if not isinstance(dtype, Scalar) or dtype is BOOL:
+            raise TypeError(f"Buf[...]: the first item must be a numeric scalar type such as "
+                            f"f32, got {dtype!r}")
+        if not dims:
+            dims = (None,)
+        for k, d in enumerate(dims):
+            if d is None and k > 0:
+                raise TypeError("Buf[...]: only the first extent may be None (unknown)")
+            if not (d is None or isinstance(d, (int, str))):
+                raise TypeError(f"Buf[...]: extent {d!r} must be an int, a parameter name or "
+                                f"None")
+        return BufType(dtype, tuple(dims))
+
+
+def local(dtype: Scalar, *dims: int) -> np.ndarray:
+    """A small zero-initialised array on the kernel's stack (extents are compile-time ints).
+
+    Uncompiled it is ``numpy.zeros(dims, dtype)``."""
+    return np.zeros(dims, dtype.dtype)
+
+
+def view(address: int, dtype: Scalar, *dims: int) -> np.ndarray:
+    """The buffer of ``dtype`` and extents ``dims`` at ``address`` (an int from a table of
+    addresses, e.g. one per pyramid level). Uncompiled it is a numpy view of that memory."""
+    import ctypes
+
+    count = int(np.prod(dims)) if dims else 1
+    raw = (ctypes.c_byte * (count * dtype.dtype.itemsize)).from_address(int(address))
+    return np.frombuffer(raw, dtype.dtype).reshape(dims)
+
+
+def unify(a: Scalar, b: Scalar) -> Scalar:
+    """The type two operands are brought to: float beats int, wider beats narrower, and bool
+    counts as the narrowest int."""
+    if a == b:
+        return a
+    if a.is_float or b.is_float:
+        if a.is_float and b.is_float:
+            return F64
+        return a if a.is_float else b
+    return I64 if I64 in (a, b) else I32

@@ -1,0 +1,65 @@
+"""What an expression lowers to: a compile-time constant, a typed IR value, or a buffer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llvmlite import ir
+
+from .types import BOOL, F64, I64, BufType, Scalar
+
+
+@dataclass(frozen=True)
+class Const:
+    """A compile-time Python value: a static parameter, a literal, or arithmetic on them
+    (folded with Python's semantics). ints, floats, bools, and tuples/lists of them."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Val:
+    """A run-time value of scalar type ``ty``. ``weak``: it came from a literal, so in a binary
+    operation it takes the other operand's type (``x * 2.0`` stays f32 when x is f32)."""
+
+    ir: ir.Value
+    ty: Scalar
+    weak: bool = False
+
+
+@dataclass(frozen=True)
+class BufRef:
+    """A buffer: a parameter, a local array or a view. ``extents`` are i64 IR values (None when
+    unknown), ``strides`` element strides (i64 values), ``name`` for messages."""
+
+    ptr: ir.Value
+    ty: BufType
+    extents: tuple
+    strides: tuple
+    name: str
+
+
+def const_type(value: Any) -> Scalar | None:
+    """The scalar type a Python constant materialises as (None for non-scalars)."""
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, int):
+        return I64
+    if isinstance(value, float):
+        return F64
+    return None
+
+
+def materialize(value: Any, ty: Scalar | None = None) -> Val:
+    """A weak `Val` for a scalar constant (of type ``ty`` if given, else its own type)."""
+    ty = ty or const_type(value)
+    if ty.is_float:
+        return Val(ir.Constant(ty.ir, float(value)), ty, weak=True)
+    if ty == BOOL:
+        return Val(ir.Constant(ty.ir, int(bool(value))), ty, weak=True)
+    bits = ty.bits
+    wrapped = int(value) & ((1 << bits) - 1)  # ints wrap: the documented overflow rule
+    if wrapped >= 1 << (bits - 1):
+        wrapped -= 1 << bits
+    return Val(ir.Constant(ty.ir, wrapped), ty, weak=True)

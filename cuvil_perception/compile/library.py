@@ -1,0 +1,198 @@
+"""A pipeline's kernels as one standalone native library per target (``compile --library``).
+
+``build_library(specs, triple, out_dir, prefix)`` writes into ``out_dir``::
+
+    lib<prefix>.so     shared library: every kernel, exported as <prefix>_<kernel name>
+    lib<prefix>.a      static archive of the same objects
+    <prefix>.h         prototypes, per-argument units / dtypes / shapes, static params and
+                       buffer sizes as #defines (`cheader`)
+    obj/*.o            the object files (one per kernel)
+    library.json       manifest: triple, cpu, features, kernels and their symbols
+    (example.c + Makefile when the pipeline has the LiDAR kernels: `example`)
+
+Each kernel is rendered exactly as for the host (same IR, same O3 pipeline), then its function
+is renamed to the library's symbol and every other definition in its module made internal, so
+two libraries (two pipelines, two prefixes) link into one program without clashes. Code is
+generated for ``cpu`` (default: the architecture's baseline, see `toolchain`), never for the
+host CPU unless asked, and linked with the triple's system toolchain. A directory that holds
+files but no ``library.json`` is never written into.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import llvmlite.binding as llvm
+
+from ..errors import UsageError
+from .cheader import macro_name, render_header
+from .codegen import compile_ir
+from .optimize import DEFAULT_OPTIONS
+from .prewarm import unique_specs
+from .render import render
+from .spec import KernelSpec
+from .target import Target, cross_target, ensure_llvm, host_target
+from .toolchain import Toolchain, arch_of, default_cpu, find_toolchain, host_arch
+
+MANIFEST = "library.json"
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass
+class Library:
+    """What `build_library` wrote (paths) and the exported symbol of every kernel."""
+
+    out_dir: Path
+    target: Target
+    prefix: str
+    shared: Path
+    static: Path
+    header: Path
+    symbols: list[tuple[KernelSpec, str]] = field(default_factory=list)
+    example: Path | None = None
+
+    def symbol(self, kernel_name: str) -> str:
+        """The exported symbol of the first kernel called ``kernel_name``."""
+        for spec, symbol in self.symbols:
+            if spec.name == kernel_name:
+                return symbol
+        raise KeyError(kernel_name)
+
+
+def library_target(triple: str, cpu: str | None = None, features: str = "") -> Target:
+    """The code-generation target of a library: ``cpu`` None -> the triple's baseline CPU,
+    ``"host"`` -> this machine's CPU name and features (same architecture only)."""
+    if cpu == "host":
+        if arch_of(triple) != host_arch():
+            raise UsageError(f"--cpu host: this machine is {host_arch()}, the target is "
+                             f"{arch_of(triple)}; name the target CPU instead")
+        host = host_target()
+        return cross_target(triple, host.cpu, features or host.features)
+    if cpu is not None and not cpu.strip():
+        raise UsageError("--cpu: empty; name a CPU (e.g. cortex-a78, x86-64-v3) or 'host'")
+    chosen = cpu or default_cpu(triple)
+    ensure_llvm()
+    target = Target(triple, chosen, features)
+    if not _cpu_known(target):  # also raises UsageError for a triple LLVM cannot target
+        raise UsageError(f"--cpu {chosen}: LLVM does not know this CPU for {triple}")
+    return target
+
+
+_PROBE = """
+import sys
+import llvmlite.binding as llvm
+from cuvil_perception.compile.target import Target
+probe = llvm.parse_assembly("define void @probe() {\\n  ret void\\n}\\n")
+probe.triple = sys.argv[1]
+Target(sys.argv[1], sys.argv[2], sys.argv[3]).machine().emit_assembly(probe)
+"""
+
+
+def _cpu_known(target: Target) -> bool:
+    """LLVM only prints "'x' is not a recognized processor" (and may then abort the process:
+    x86-64 code on an unknown x86 CPU is a fatal error), so ask a child process."""
+    Target(target.triple, default_cpu(target.triple)).machine()  # checks the triple
+    if target.cpu == default_cpu(target.triple):
+        return True
+    done = subprocess.run([sys.executable, "-c", _PROBE, target.triple, target.cpu,
+                           target.features], capture_output=True, text=True)
+    return done.returncode == 0 and "not a recognized processor" not in done.stderr
+
+
+def symbols_for(specs: list[KernelSpec], prefix: str) -> list[tuple[KernelSpec, str]]:
+    """``(spec, "<prefix>_<kernel>")``; a second spec of the same name (other static params)
+    gets ``_2``, ``_3``... in pipeline order."""
+    used: dict[str, int] = {}
+    out = []
+    for spec in specs:
+        base = f"{prefix}_{spec.fn_name.removeprefix('cuvil_')}"
+        used[base] = used.get(base, 0) + 1
+        out.append((spec, base if used[base] == 1 else f"{base}_{used[base]}"))
+    return out
+
+
+def library_object(spec: KernelSpec, symbol: str, target: Target) -> bytes:
+    """Object code of ``spec`` for ``target`` with the kernel exported as ``symbol`` only."""
+    ensure_llvm()
+    module = llvm.parse_assembly(render(spec))
+    for fn in module.functions:
+        if fn.is_declaration:
+            continue
+        if fn.name == spec.fn_name:
+            fn.name = symbol
+        else:
+            fn.linkage = "internal"
+    for var in module.global_variables:
+        if not var.is_declaration:
+            var.linkage = "internal"
+    return compile_ir(str(module), target, spec.name, DEFAULT_OPTIONS).obj
+
+
+def build_library(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path, prefix: str,
+                  cpu: str | None = None, features: str = "") -> Library:
+    """Compile, link and document ``specs`` as one library (see the module docstring)."""
+    if not _PREFIX.fullmatch(prefix):
+        raise UsageError(f"--prefix {prefix!r}: must be a C identifier (letters, digits, _)")
+    tools = find_toolchain(triple)
+    target = library_target(triple, cpu, features)
+    out = _prepare(Path(out_dir))
+    kernels = symbols_for(unique_specs(specs), prefix)
+    if not kernels:
+        raise UsageError("the pipeline has no native kernels: nothing to put in a library")
+    objects = []
+    for spec, symbol in kernels:
+        path = out / "obj" / f"{symbol}.o"
+        path.write_bytes(library_object(spec, symbol, target))
+        objects.append(path)
+    lib = Library(out, target, prefix, out / f"lib{prefix}.so", out / f"lib{prefix}.a",
+                  out / f"{prefix}.h", kernels)
+    _link(tools, objects, lib)
+    lib.header.write_text(render_header(f"{macro_name(prefix)}_H",
+                                        f"{prefix}: native kernels for {target.triple} "
+                                        f"(cpu {target.cpu})", kernels), encoding="utf-8")
+    _write_manifest(lib)
+    return lib
+
+
+def _prepare(out: Path) -> Path:
+    """Create ``out`` (and ``out/obj``); refuse a non-empty directory we did not make."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--library {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise UsageError(f"--library {out}: directory is not empty and holds no {MANIFEST}; "
+                         "choose a new or empty directory")
+    try:
+        (out / "obj").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--library {out}: cannot create directory: {exc}") from exc
+    for stale in (out / "obj").glob("*.o"):
+        stale.unlink()
+    return out
+
+
+def _link(tools: Toolchain, objects: list[Path], lib: Library) -> None:
+    """Shared library with the system compiler driver (-lm for any libm call LLVM emitted);
+    static archive with ``ar`` (replacing, not appending to, an older archive)."""
+    names = [str(p) for p in objects]
+    tools.run([tools.cc, "-shared", "-o", str(lib.shared), *names, "-lm"], "linking the .so")
+    lib.static.unlink(missing_ok=True)
+    tools.run([tools.ar, "rcs", str(lib.static), *names], "archiving the .a")
+
+
+def _write_manifest(lib: Library) -> None:
+    from .. import __version__
+
+    manifest = {"format": "cuvil-library/1", "cuvil_perception": __version__,
+                "prefix": lib.prefix, "triple": lib.target.triple, "cpu": lib.target.cpu,
+                "features": lib.target.features,
+                "llvm": ".".join(str(v) for v in llvm.llvm_version_info),
+                "kernels": [{"name": spec.name, "symbol": symbol, "static": dict(spec.static),
+                             "args": list(spec.args), "ret": spec.ret,
+                             "fastmath": list(spec.fastmath)} for spec, symbol in lib.symbols]}
+    (lib.out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")

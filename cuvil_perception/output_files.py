@@ -1,0 +1,154 @@
+"""Writing outputs so that a crash, a kill or a full disk never leaves garbage, and recognising
+what this tool wrote before.
+
+Three ways to write, each all-or-nothing at its own grain:
+
+* ``LineWriter`` appends whole lines (JSONL): each line goes out in one ``write()`` loop; when a
+  write fails (disk full, file-size limit, I/O error) the file is cut back to the end of the last
+  whole line and ``OutputWriteError`` names the file. Every line is flushed to the kernel before
+  the next frame, so kill -9 loses at most the line being written and never leaves half of one.
+* ``write_bytes_atomic`` / ``write_text_atomic`` write a whole file through a temporary file in
+  the same folder and a rename; on failure the temporary file is removed.
+* ``mark_folder`` drops a ``.cuvil-output`` marker into a folder this tool fills (PNG folders,
+  ``--viz``, ``--plot``, ``compile --out``).
+
+"A previous output of this tool" (what the output-path policy lets a run replace without
+``--overwrite``) is recognised by ``is_previous_output``:
+
+* a file that starts like one of our formats: a JSONL run output line (``{"frame":``), a JSON
+  document whose first key is a ``"format": "cuvil-...`` tag (run records, eval scores), a trace
+  whose first key is ``"otherData": {"producer": "cuvil-perception"``;
+* any file (e.g. an empty JSONL after a crash before frame 0) with a run record
+  ``<file>.record.json`` beside it that lists the file among its outputs;
+* a folder that is empty or holds the ``.cuvil-output`` marker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .errors import OutputWriteError
+
+FOLDER_MARKER = ".cuvil-output"
+TRACE_PRODUCER = "cuvil-perception"
+_SIGNATURES = (b'{"frame":', b'{\n "format": "cuvil-',
+               b'{"otherData": {"producer": "' + TRACE_PRODUCER.encode() + b'"')
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A short reason: 'no space left on device', 'file too large', 'read-only file system'."""
+    return (exc.strerror or str(exc)).lower()
+
+
+class LineWriter:
+    """Append whole lines to a file opened (created or truncated) by the constructor.
+
+    ``write_line(data)`` writes ``data`` (bytes ending in ``\\n``) completely or not at all: on a
+    failed write the file is truncated back to its previous end and ``OutputWriteError`` says
+    which file, why, and how many whole lines it keeps. ``fsync`` also syncs each line to disk.
+    """
+
+    def __init__(self, path: str | Path, fsync: bool = False):
+        self.path = Path(path)
+        self.fsync = fsync
+        self.lines = 0
+        self._end = 0  # byte offset after the last whole line
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def write_line(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:  # os.write may write less than asked; finish the line before returning
+                view = view[os.write(self._fd, view):]
+            if self.fsync:
+                os.fsync(self._fd)
+        except OSError as exc:
+            self._cut_back()
+            raise OutputWriteError(self.path, f"writing line {self.lines + 1} failed "
+                                   f"({describe_os_error(exc)}); the file keeps its "
+                                   f"{self.lines} whole line(s)") from None
+        self._end += len(data)
+        self.lines += 1
+
+    def _cut_back(self) -> None:
+        """Remove a partly written line (a regular file only; a device has nothing to cut)."""
+        try:
+            os.ftruncate(self._fd, self._end)
+            os.lseek(self._fd, self._end, os.SEEK_SET)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``path`` through a temporary file and a rename: readers see the old file or the new
+    one, never half of one; on failure the temporary file is removed and ``OutputWriteError``
+    names ``path``."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException as exc:  # a signal mid-write must not leave the temporary file either
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise OutputWriteError(path, f"cannot write it ({describe_os_error(exc)})") from None
+        raise
+    return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """``write_bytes_atomic`` of UTF-8 text."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def mark_folder(folder: str | Path, verb: str) -> None:
+    """Create ``folder`` and its ``.cuvil-output`` marker (which verb filled it)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / FOLDER_MARKER
+    if not marker.exists():
+        write_text_atomic(marker, json.dumps({"format": "cuvil-output/1", "by": verb}) + "\n")
+
+
+def is_previous_output(path: str | Path) -> bool:
+    """True when ``path`` (an existing file or folder) is something this tool wrote (see the
+    module docstring); a missing path is False."""
+    path = Path(path)
+    if path.is_dir():
+        try:
+            return (path / FOLDER_MARKER).is_file() or not any(path.iterdir())
+        except OSError:
+            return False
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(64)
+    except OSError:
+        return False
+    if any(head.startswith(signature) for signature in _SIGNATURES):
+        return True
+    return _listed_by_record_beside(path)
+
+
+def _listed_by_record_beside(path: Path) -> bool:
+    sidecar = path.with_name(path.name + ".record.json")
+    try:
+        record = json.loads(sidecar.read_text(encoding="utf-8"))
+        listed = {str(Path(o["path"]).resolve()) for o in record.get("outputs", [])}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return False
+    return str(path.resolve()) in listed

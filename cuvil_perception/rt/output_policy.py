@@ -1,0 +1,132 @@
+"""The output-path policy: where a command may write, checked before any work starts.
+
+Every verb that writes (``run``, ``bench``, ``render``, ``eval``, ``compile --out``) lists what it
+will write (``Claim(role, path, folder)``: sink files and folders, ``--out``, ``--record``,
+``--trace``, ``--viz``, ``--plot``) and what it reads (the pipeline YAML, drive folders, model
+files, ``--decisions``, budgets files), then calls ``check_outputs``. Rules, in order; the first
+that refuses raises ``OutputPathError`` (exit 2) naming the path, the claim and the rule:
+
+* ``same-output``  two outputs of one command on the same path (``--out X --record X``, two
+                   ``jsonl`` sinks on one file);
+* ``input``        an output on an input of the command, inside an input folder (a drive), or a
+                   folder output that contains an input file;
+* ``wrong-kind``   a file output where a folder is, or a folder output where a file is;
+* ``not-ours``     an existing file or non-empty folder that is not a previous output of this
+                   tool (``output_files.is_previous_output``), unless ``overwrite``;
+* ``not-writable`` the nearest existing folder on the way to the output cannot be written
+                   (read-only folder or file system), so the run would fail at its end.
+
+``--overwrite`` lifts ``not-ours`` only: inputs and the command's own outputs stay protected.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import OutputPathError
+from ..output_files import is_previous_output
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One path a command writes or reads. ``role`` says who asks for it (``--out``,
+    ``stage 'out' (jsonl.path)``, ``the pipeline file``, ...); ``folder`` marks folders."""
+
+    role: str
+    path: Path
+    folder: bool = False
+
+    @property
+    def resolved(self) -> Path:
+        return Path(os.path.abspath(Path(self.path).expanduser())).resolve()
+
+
+def check_outputs(outputs: list[Claim], inputs: list[Claim], overwrite: bool = False) -> None:
+    """Apply the rules above; raise ``OutputPathError`` on the first refusal."""
+    _check_same_output(outputs)
+    for out in outputs:
+        _check_inputs(out, inputs)
+    for out in outputs:
+        _check_existing(out, overwrite)
+        _check_writable(out)
+
+
+def _check_same_output(outputs: list[Claim]) -> None:
+    seen: dict[Path, Claim] = {}
+    for out in outputs:
+        first = seen.get(out.resolved)
+        if first is not None:
+            who = first.role if first.role != out.role else "another output of the same name"
+            raise OutputPathError(out.path, f"{out.role} would write where {who} also writes; "
+                                  "give each output its own path", "same-output")
+        seen[out.resolved] = out
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def _check_inputs(out: Claim, inputs: list[Claim]) -> None:
+    target = out.resolved
+    for source in inputs:
+        where = source.resolved
+        hit = _inside(target, where) if source.folder else target == where or \
+            _same_file(target, where)
+        if not hit and out.folder:
+            hit = _inside(where, target)
+        if hit:
+            raise OutputPathError(out.path, f"{out.role} would write onto {source.role} "
+                                  f"({source.path}), an input of this command", "input")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)  # hard links and bind mounts
+    except OSError:
+        return False
+
+
+def _check_existing(out: Claim, overwrite: bool) -> None:
+    path = out.resolved
+    if not os.path.lexists(path):
+        return
+    if out.folder and not path.is_dir():
+        raise OutputPathError(out.path, f"{out.role} needs a folder, but a file is there",
+                              "wrong-kind")
+    if not out.folder and path.is_dir():
+        raise OutputPathError(out.path, f"{out.role} needs a file, but a folder is there",
+                              "wrong-kind")
+    if overwrite or _previous(path):
+        return
+    what = "non-empty folder" if out.folder else "file"
+    raise OutputPathError(out.path, f"{out.role} would replace an existing {what} that "
+                          "cuvil-perception did not write; pass --overwrite to replace it",
+                          "not-ours")
+
+
+def _previous(path: Path) -> bool:
+    try:
+        return is_previous_output(path)
+    except OSError:
+        return False
+
+
+def _check_writable(out: Claim) -> None:
+    path = out.resolved
+    if os.path.lexists(path):
+        folder = path if out.folder else path.parent
+        if not out.folder and not os.access(path, os.W_OK):
+            raise OutputPathError(out.path, f"{out.role}: the file is read-only",
+                                  "not-writable")
+    else:
+        folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputPathError(out.path, f"{out.role}: {folder} is a file, not a folder",
+                              "wrong-kind")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputPathError(out.path, f"{out.role}: folder {folder} is not writable "
+                              "(read-only folder or file system)", "not-writable")

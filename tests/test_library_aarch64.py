@@ -1,0 +1,113 @@
+"""The PointPillars kernels built as an aarch64 library, run under qemu-user on the ten KITTI
+frames, against this machine's native kernels: bitwise for pillarize and scatter, within the
+documented tolerances for PFN and decode (library_support)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from library_support import (CONFIG, HEAD, assert_decode_close, assert_pfn_close, head_maps,
+                             model, pillars_specs, scan, weights_file)
+
+from cuvil_perception.compile.library import build_library
+from cuvil_perception.compile.toolchain import find_toolchain
+from cuvil_perception.errors import ToolchainError
+from cuvil_perception.ops.pillars.native import (DecodeKernel, PfnKernel, PillarizeKernel,
+                                                 ScatterKernel)
+
+HARNESS = Path(__file__).parent / "native" / "pillars_harness.c"
+TRIPLE = "aarch64-linux-gnu"
+DECODED_FRAMES = 4  # the head maps are 15 MB a frame: decode is checked on the first four
+
+
+def _toolchain():
+    try:
+        tools = find_toolchain(TRIPLE)
+    except ToolchainError as exc:
+        pytest.skip(f"{exc} (make setup installs it)")
+    if not tools.emulator:
+        pytest.skip("qemu-user or libc6-dev-arm64-cross is not installed (make setup does)")
+    return tools
+
+
+@pytest.fixture(scope="module")
+def aarch64_run(tmp_path_factory, kitti_frames):
+    """Build the library and the harness, run it on every frame; returns the output folder."""
+    tools = _toolchain()
+    work = tmp_path_factory.mktemp("aarch64")
+    lib = build_library(pillars_specs(), TRIPLE, work / "lib", "harness")
+    exe = work / "harness"
+    tools.run([tools.cc, "-O2", "-Wall", "-Werror", "-std=c11", "-o", str(exe), str(HARNESS),
+               f"-I{lib.out_dir}", str(lib.static), "-lm"], "building the harness")
+    pp = model()
+    np.ascontiguousarray(pp.anchors, np.float32).tofile(work / "anchors.f32")
+    for i, frame in enumerate(kitti_frames[:DECODED_FRAMES]):
+        np.concatenate([m.ravel() for m in head_maps(pp, scan(frame))]).tofile(
+            work / f"head_{i}.f32")
+    done = subprocess.run([*tools.emulator, str(exe), str(weights_file(pp, work / "w.f32")),
+                           str(work / "anchors.f32"), str(work), *map(str, kitti_frames)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return work, pp
+
+
+def _pillarize_out(path: Path):
+    raw = path.read_bytes()
+    counts = np.frombuffer(raw[:40], np.int64)
+    n, k = int(counts[0]), CONFIG.max_points_per_pillar
+    at = 40
+    coords = np.frombuffer(raw[at:at + n * 12], np.int32).reshape(n, 3)
+    at += n * 12
+    num_points = np.frombuffer(raw[at:at + n * 4], np.int32)
+    at += n * 4
+    voxels = np.frombuffer(raw[at:], np.float32).reshape(n, k, 4)
+    return counts, coords, num_points, voxels
+
+
+def _decode_out(path: Path) -> dict:
+    raw = path.read_bytes()
+    count, overflow = np.frombuffer(raw[:16], np.int64)
+    n = int(count)
+    fields, at = {}, 16
+    for name, dtype, width in (("boxes", np.float32, 7), ("scores", np.float32, 1),
+                               ("labels", np.int32, 1), ("anchor", np.int32, 1)):
+        fields[name] = np.frombuffer(raw[at:at + n * width * 4], dtype).reshape(n, width)
+        at += n * width * 4
+    return {"count": n, "overflow": int(overflow), "boxes": fields["boxes"],
+            "scores": fields["scores"][:, 0], "labels": fields["labels"][:, 0],
+            "anchor": fields["anchor"][:, 0]}
+
+
+def test_aarch64_library_matches_host_kernels(aarch64_run, kitti_frames):
+    work, pp = aarch64_run
+    pillarize, pfn = PillarizeKernel(CONFIG).open(), PfnKernel(CONFIG, pp.split.pfn).open()
+    scatter = ScatterKernel(CONFIG).open()
+    decode = DecodeKernel(CONFIG, HEAD, pp.anchors).open()
+    checked = 0
+    for i, frame in enumerate(kitti_frames):
+        host = pillarize(scan(frame))
+        n = host.count
+        counts, coords, num_points, voxels = _pillarize_out(work / f"pz_{i}.bin")
+        np.testing.assert_array_equal(counts, host.counts, err_msg=f"frame {i} counts")
+        np.testing.assert_array_equal(coords, host.coords[:n], err_msg=f"frame {i}")
+        np.testing.assert_array_equal(num_points, host.num_points[:n], err_msg=f"frame {i}")
+        assert voxels.tobytes() == host.voxels[:n].tobytes(), f"frame {i}: voxels differ"
+        features = np.fromfile(work / f"pfn_{i}.bin", np.float32).reshape(n, -1)
+        assert_pfn_close(features, pfn(host)[:n])
+        # the scatter on the aarch64 features, host side: bitwise the same map
+        rows = np.zeros((CONFIG.max_pillars, features.shape[1]), np.float32)
+        rows[:n] = features
+        bev = scatter(rows, host.coords, n)
+        raw = (work / f"sc_{i}.bin").read_bytes()
+        assert np.frombuffer(raw[:8], np.int64)[0] == np.count_nonzero(bev.view(np.uint32))
+        cells = bev[:, host.coords[:n, 1], host.coords[:n, 2]]
+        assert raw[8:] == np.ascontiguousarray(cells).tobytes(), f"frame {i}: map differs"
+        if (work / f"head_{i}.f32").exists():
+            cls_map, box_map, dir_map = head_maps(pp, scan(frame))
+            assert_decode_close(_decode_out(work / f"dec_{i}.bin"),
+                                decode(cls_map, box_map, dir_map))
+            checked += 1
+    assert checked == DECODED_FRAMES and len(kitti_frames) == 10
