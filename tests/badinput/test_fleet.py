@@ -7,41 +7,16 @@ runs a drive: each mistake is caught before the first one starts.
 
 from __future__ import annotations
 
-import hashlib
 import sys
-import traceback
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from fleet_support import FUSION, drives, fleet_dir  # noqa: F401  (fixtures)
 
+from ._runner import assert_one_line_error, assert_unchanged, cli, snapshot
+
 HUGE = str(10**12)
-
-
-def _cli(*args: str) -> tuple[int, str]:
-    from cuvil_perception.cli.app import cli as group
-
-    result = CliRunner().invoke(group, list(args), prog_name="cuvil-perception",
-                                env={"COLUMNS": "200"})
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        pytest.fail("".join(traceback.format_exception(result.exception)))
-    return result.exit_code, result.stderr
-
-
-def _one_line(code: int, stderr: str, *fragments: str) -> None:
-    assert code == 2, stderr
-    assert "Traceback" not in stderr
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, stderr
-    for fragment in fragments:
-        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
-
-
-def _digests(root: Path) -> dict[Path, str]:
-    return {p: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture
@@ -89,18 +64,17 @@ ROWS = {
 @pytest.mark.parametrize(("extra", "fragments"), list(ROWS.values()), ids=list(ROWS))
 def test_bad_fleet_input(place, drives, extra, fragments):
     args = [a.format(t=place, d=drives[0]) for a in extra]
-    before = _digests(place)
-    code, stderr = _cli("fleet", "eval", str(FUSION), *args)
-    _one_line(code, stderr, *fragments)
-    assert _digests(place) == before
+    before = snapshot(place)
+    assert_one_line_error(cli("fleet", "eval", str(FUSION), *args, cwd=place), *fragments)
+    assert_unchanged(before)
     assert not (place / "runs").exists()
 
 
 def test_ray_without_ray_names_the_extra(drives, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
-    code, stderr = _cli("fleet", "eval", str(FUSION), str(drives[0]), "--ray", "auto",
-                        "--out", str(tmp_path / "out"))
-    _one_line(code, stderr, "--ray needs Ray", "cuvil-perception[fleet]")
+    result = cli("fleet", "eval", str(FUSION), str(drives[0]), "--ray", "auto", "--out",
+                 str(tmp_path / "out"))
+    assert_one_line_error(result, "--ray needs Ray", "cuvil-perception[fleet]")
     assert not (tmp_path / "out").exists()
 
 
@@ -108,10 +82,10 @@ def test_existing_results_need_resume(drives, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.jsonl").write_text('{"format": "cuvil-fleet-results/1"}\n')
-    before = _digests(tmp_path)
-    code, stderr = _cli("fleet", "eval", str(FUSION), str(drives[0]), "--out", str(out))
-    _one_line(code, stderr, "results.jsonl", "--resume")
-    assert _digests(tmp_path) == before
+    before = snapshot(tmp_path)
+    result = cli("fleet", "eval", str(FUSION), str(drives[0]), "--out", str(out))
+    assert_one_line_error(result, "results.jsonl", "--resume")
+    assert_unchanged(before)
 
 
 @pytest.mark.parametrize("extra", [["--local=-1"], ["--workers", "0"], ["--workers", "nan"],
@@ -120,22 +94,23 @@ def test_existing_results_need_resume(drives, tmp_path):
                               "frames-inf"])
 def test_bad_fleet_option_values(drives, tmp_path, extra):
     """Values click itself rejects (its usage message): exit 2, the value named, no run."""
-    code, stderr = _cli("fleet", "eval", str(FUSION), str(drives[0]), "--out",
-                        str(tmp_path / "out"), *extra)
-    assert code == 2 and extra[-1].split("=")[-1] in stderr and "Traceback" not in stderr
+    result = cli("fleet", "eval", str(FUSION), str(drives[0]), "--out", str(tmp_path / "out"),
+                 *extra)
+    assert result.code == 2 and not result.crash and "Traceback" not in result.stderr
+    assert extra[-1].split("=")[-1] in result.stderr
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("count", ["0", "-1", "nan", "1.5", HUGE, ""])
 def test_make_drive_bad_count(tmp_path, count):
-    code, stderr = _cli("make-drive", str(tmp_path / "fleet"), "--count", count)
-    assert code == 2 and "--count" in stderr and "Traceback" not in stderr
+    result = cli("make-drive", str(tmp_path / "fleet"), "--count", count)
+    assert result.code == 2 and not result.crash and "--count" in result.stderr
     assert not (tmp_path / "fleet").exists()
 
 
 def test_make_drive_count_refuses_a_full_drive(tmp_path):
     (tmp_path / "fleet" / "drive_0001").mkdir(parents=True)
     (tmp_path / "fleet" / "drive_0001" / "mine.txt").write_text("keep\n")
-    code, stderr = _cli("make-drive", str(tmp_path / "fleet"), "--count", "2", "--frames", "1")
-    _one_line(code, stderr, "drive_0001", "not empty")
+    result = cli("make-drive", str(tmp_path / "fleet"), "--count", "2", "--frames", "1")
+    assert_one_line_error(result, "drive_0001", "not empty")
     assert not (tmp_path / "fleet" / "drive_0000").exists()  # nothing written before refusing
