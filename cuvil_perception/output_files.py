@@ -17,7 +17,8 @@ Three ways to write, each all-or-nothing at its own grain:
 
 * a file that starts like one of our formats: a JSONL run output line (``{"frame":``), a JSON
   document whose first key is a ``"format": "cuvil-...`` tag (run records, eval scores), a trace
-  whose first key is ``"otherData": {"producer": "cuvil-perception"``;
+  whose first key is ``"otherData": {"producer": "cuvil-perception"``, an MCAP file whose first
+  record after the header is a Metadata record named ``cuvil-perception`` (the ``mcap`` sink);
 * any file (e.g. an empty JSONL after a crash before frame 0) with a run record
   ``<file>.record.json`` beside it that lists the file among its outputs;
 * a folder that is empty or holds the ``.cuvil-output`` marker.
@@ -139,9 +140,31 @@ def is_previous_output(path: str | Path) -> bool:
             head = handle.read(64)
     except OSError:
         return False
-    if any(head.startswith(signature) for signature in _SIGNATURES):
+    if any(head.startswith(signature) for signature in _SIGNATURES) or _our_mcap(path):
         return True
     return _listed_by_record_beside(path)
+
+
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+MCAP_METADATA_NAME = b"cuvil-perception"
+
+
+def _our_mcap(path: Path) -> bool:
+    """MCAP magic, a Header record, then a Metadata record (opcode 0x0C) whose name is
+    ``cuvil-perception``: what the ``mcap`` sink writes first."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    if not head.startswith(MCAP_MAGIC) or len(head) < 17 or head[8] != 0x01:
+        return False
+    after_header = 17 + int.from_bytes(head[9:17], "little")
+    record = head[after_header:after_header + 13 + len(MCAP_METADATA_NAME)]
+    name = 4 + 9
+    return len(record) == 13 + len(MCAP_METADATA_NAME) and record[0] == 0x0C and \
+        int.from_bytes(record[9:13], "little") == len(MCAP_METADATA_NAME) and \
+        record[name:] == MCAP_METADATA_NAME
 
 
 def _listed_by_record_beside(path: Path) -> bool:

@@ -7,6 +7,7 @@ they are the reference for what a pipeline YAML may write.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -50,14 +51,28 @@ def _first_line(cls) -> str:
 
 def _params_table(cls) -> Table:
     table = Table(title="params")
-    for column in ("param", "type", "default", "meaning"):
+    for column in ("param", "type", "default", "allowed", "meaning"):
         table.add_column(column)
     for param in cls.params:
-        default = "required" if param.default is REQUIRED else repr(param.default)
-        meaning = param.doc + (f" (one of {', '.join(map(repr, param.choices))})"
-                               if param.choices else "")
-        table.add_row(param.name, param.type_name(), default, meaning)
+        table.add_row(param.name, param.type_name(), show_default(param), param.constraint(),
+                      param.doc)
     return table
+
+
+def show_default(param) -> str:
+    """A default as the YAML would write it (a path as its text, not ``PosixPath(...)``)."""
+    if param.default is REQUIRED:
+        return "required"
+    if param.default is None:
+        return "null"
+    if isinstance(param.default, bool):
+        return "true" if param.default else "false"
+    if isinstance(param.default, Path):
+        return str(param.default)
+    if isinstance(param.default, list):
+        return "[" + ", ".join(f"{v:g}" if isinstance(v, float) else repr(v)
+                               for v in param.default) + "]"
+    return repr(param.default)
 
 
 def _ports_table(title: str, ports, variadic: bool) -> Table:

@@ -18,11 +18,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..errors import DeadlineFailure, UsageError
 from ..graph import apply_cli_sources, load_pipeline
+from .live_view import apply_foxglove, foxglove_option
 
 
 @click.command("run")
 @click.argument("pipeline", type=click.Path(dir_okay=False))
-@click.option("--replay", metavar="DRIVE", help="Replay a recorded drive (KITTI raw layout).")
+@click.option("--replay", metavar="DRIVE",
+              help="Replay a recorded drive: KITTI raw folder, ROS bag or MCAP (by content).")
 @click.option("--camera", metavar="DEV", help="Live camera: /dev/videoN, an index or a video file.")
 @click.option("--out", metavar="FILE", help="Path of the jsonl output(s).")
 @click.option("--frames", type=click.IntRange(min=1), help="Stop after N frames.")
@@ -47,11 +49,13 @@ from ..graph import apply_cli_sources, load_pipeline
                    "per frame).")
 @click.option("--viz", metavar="DIR",
               help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
+@foxglove_option
 @click.option("--metrics", metavar="[HOST:]PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics during the run "
                    "(HOST defaults to 127.0.0.1).")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            enforce_deadlines, no_deadlines, overwrite, summary, viz, metrics) -> None:
+            enforce_deadlines, no_deadlines, overwrite, summary, viz, metrics,
+            foxglove) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
     Deadlines: a paced replay (--rate > 0) and a live camera act on misses (on_miss,
@@ -75,7 +79,7 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
 
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay, camera=camera, out=out)
-    p.validate()
+    apply_foxglove(p.validate(), foxglove)
     console, errors = wide_console(), Console(stderr=True)
 
     def warn(message: str) -> None:

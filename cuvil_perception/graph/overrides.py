@@ -2,7 +2,7 @@
 ``--out``).
 
 One YAML serves both a recorded drive and a live camera: ``--replay DRIVE`` sets the ``path`` of
-every ``replay`` stage; ``--camera DEV`` turns every ``replay`` stage into a ``camera`` stage with
+every ``replay`` or ``bag`` stage; ``--camera DEV`` turns them into ``camera`` stages with
 the same id (a camera only provides ``image``, so stages wired to other replay outputs are
 reported); ``--out FILE`` sets the ``path`` of every ``jsonl`` stage. Call before ``validate()``.
 """
@@ -22,7 +22,7 @@ def apply_cli_sources(pipeline: Pipeline, replay: str | Path | None = None,
     """Apply the CLI's source/output choices in place and return the pipeline (unvalidated)."""
     if replay is not None and camera is not None:
         raise UsageError("give either --replay DRIVE or --camera DEVICE, not both")
-    replays = [s for s in pipeline.stages if s.op == "replay"]
+    replays = [s for s in pipeline.stages if s.op in ("replay", "bag")]
     cameras = [s for s in pipeline.stages if s.op == "camera"]
     if replay is not None:
         if not replays:

@@ -16,10 +16,11 @@ import time
 from dataclasses import replace
 
 from ..errors import DeadlineFailure, OutputWriteError, UsageError
-from ..graph import RunContext
+from ..graph import RunContext, preflight
 from .clock import MonotonicClock
+from .feed import RunFeed
 from .knobs import apply_process_knobs, parse_knobs
-from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all, sink_outputs
+from .lifecycle import all_ops, build_instances, close_ops, open_all, sink_outputs
 from .options import RunOptions, RunResult
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
@@ -47,6 +48,7 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     warn = _warner(warnings, options.warn)
     _check_options(options, pipeline.ordered())
     knobs = parse_knobs(pipeline)
+    preflight(pipeline)  # the file checks inspect makes too (source, model files, drive index)
     recorded = load_decisions(options.decisions, pipeline, warn) if options.decisions else None
     record_path = plan(pipeline, options)
     record = RecordFile(record_path, pipeline, options) if record_path is not None else None
@@ -80,14 +82,15 @@ def _run(pipeline, options, knobs, recorded, record, warnings, warn) -> RunResul
     policy = DeadlinePolicy(stages, options.deadlines_enforced(), recorded,
                             pipeline.e2e_deadline_ms)
     instances = build_instances(pipeline)
+    recorder = LatencyRecorder()
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,
-                     extra={"clock": options.clock})
+                     extra={"clock": options.clock,
+                            "feed": RunFeed(recorder, policy, options.clock)})
     prewarm_rows = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
     counters = compile_counters()
     open_all(instances, ctx)
-    recorder = LatencyRecorder()
     if record is not None:
         options.progress = _with_record_progress(options.progress, record)
     scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn)
@@ -149,9 +152,6 @@ def _check_options(options: RunOptions, stages) -> None:
         raise UsageError(f"--rate must be >= 0 (0 = as fast as possible), got {options.rate}")
     if options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {options.workers}")
-    if not any(is_source(s) for s in stages):
-        raise UsageError("the pipeline has no source stage (replay, camera, ...): nothing "
-                         "produces frames")
     by_id = {s.id: s for s in stages}
     for stage_id in options.reference_stages:
         stage = by_id.get(stage_id)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from ..graph import FrameInfo
 from .knobs import apply_thread_knobs
 from .lifecycle import ancestors, is_source
+from .schedstat import run_delay_ns
 from .sources import END, SourceReader
 from .stage_results import check_outputs, wrap_error
 
@@ -329,7 +330,7 @@ class Scheduler:
     def _execute(self, stage_id, op, inputs, info, variant, reference) -> None:
         """Worker-thread side: time ``process()`` (and the reference twin) and report back."""
         name, tid = threading.current_thread().name, threading.get_native_id()
-        start, cpu0 = self.clock.now_ns(), time.thread_time_ns()
+        start, cpu0, wait0 = self.clock.now_ns(), time.thread_time_ns(), run_delay_ns()
         outputs, error = None, None
         try:
             outputs = op.process(inputs, info)
@@ -339,7 +340,7 @@ class Scheduler:
                 outputs = {port: value.copy() for port, value in outputs.items()}
         except BaseException as exc:  # reported by the scheduler thread
             error = exc
-        end, cpu = self.clock.now_ns(), time.thread_time_ns() - cpu0
+        end, cpu, wait = self.clock.now_ns(), time.thread_time_ns() - cpu0, run_delay_ns() - wait0
         if error is None and reference:
             rstart, rcpu0 = self.clock.now_ns(), time.thread_time_ns()
             try:
@@ -350,6 +351,7 @@ class Scheduler:
                                            self.clock.now_ns(), time.thread_time_ns() - rcpu0,
                                            name, tid))
         timing = self._timing(info.index, stage_id, variant, start, end, cpu, name, tid)
+        timing["wait_ns"] = wait  # runnable but without a core: not the stage's own waiting
         self.events.put(_Done(info.index, stage_id, variant, outputs, timing, error))
 
     @staticmethod

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..graph import Op, Param, PortSpec, Sample, Sink, Source, register
+from ..graph import Op, Param, PortSpec, Range, Sample, Sink, Source, register
 
 
 @register
@@ -47,11 +47,13 @@ class ScriptedSource(Source):
     """Deterministic frames without a drive: ``value`` float32[n], ``index`` int64[1]."""
 
     name = "test.scripted"
-    params = (Param("frames", int, 10, "number of frames"),
-              Param("n", int, 8, "length of value"),
-              Param("seed", int, 0, "frame i is drawn with seed + i"),
-              Param("dt_ms", float, 100.0, "sensor-time spacing between frames (ms)"),
-              Param("start_ns", int, 1_600_000_000_000_000_000, "sensor time of frame 0 (ns)"))
+    params = (Param("frames", int, 10, "number of frames", range=Range(0, 10**9)),
+              Param("n", int, 8, "length of value", range=Range(0, 10**7)),
+              Param("seed", int, 0, "frame i is drawn with seed + i", range=Range(0, 2**32 - 1)),
+              Param("dt_ms", float, 100.0, "sensor-time spacing between frames (ms)",
+                    range=Range(0.0, 3.6e6, low_open=True), unit="ms"),
+              Param("start_ns", int, 1_600_000_000_000_000_000, "sensor time of frame 0 (ns)",
+                    range=Range(0, 2**62), unit="ns"))
 
     def output_ports(self):
         return (PortSpec("value", "float32", (self.p["n"],)), PortSpec("index", "int64", (1,)))
@@ -90,8 +92,9 @@ class CostOp(_OneInput):
 
     name = "test.cost"
     params = (Param("cost_ms", list, [1.0], "per-frame cost (ms), indexed by frame % len",
-                    item_type=float),
-              Param("scale", float, 2.0, "output scale (give the degrade variant another one)"))
+                    item_type=float, range=Range(0.0, 60_000.0), unit="ms", min_items=1),
+              Param("scale", float, 2.0, "output scale (give the degrade variant another one)",
+                    range=Range(-1e6, 1e6)))
 
     def open(self, ctx) -> None:
         self.clock = ctx.extra.get("clock")
@@ -113,7 +116,8 @@ class WorkOp(_OneInput):
     """Real numpy work: ``y = sum over reps of tanh(x @ W)`` with a seeded W (n x n)."""
 
     name = "test.work"
-    params = (Param("reps", int, 4, "repetitions (cost grows linearly)"),)
+    params = (Param("reps", int, 4, "repetitions (cost grows linearly)",
+                    range=Range(0, 10**7)),)
 
     def open(self, ctx) -> None:
         n = self.connected["x"].shape[0]
@@ -141,7 +145,8 @@ class NativeSpinOp(_OneInput):
     """``y = x`` then ``reps`` times ``y += exp(x)`` in a native kernel that releases the GIL."""
 
     name = "test.native_spin"
-    params = (Param("reps", int, 200, "kernel repetitions (cost grows linearly)"),
+    params = (Param("reps", int, 200, "kernel repetitions (cost grows linearly)",
+                    range=Range(0, 10**9)),
               Param("hold_gil", bool, False, "bind the kernel with PYFUNCTYPE so it keeps the "
                     "GIL (the negative control of GIL-release tests)"))
 
@@ -190,7 +195,7 @@ class FailOp(_OneInput):
     """Passes ``x`` through; raises ``RuntimeError`` on frame ``fail_at`` (a crashing stage)."""
 
     name = "test.fail"
-    params = (Param("fail_at", int, 0, "frame index that raises"),)
+    params = (Param("fail_at", int, 0, "frame index that raises", range=Range(0, 10**9)),)
 
     def process(self, inputs, frame):
         if frame.index == self.p["fail_at"]:

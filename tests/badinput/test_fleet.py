@@ -114,3 +114,11 @@ def test_make_drive_count_refuses_a_full_drive(tmp_path):
     result = cli("make-drive", str(tmp_path / "fleet"), "--count", "2", "--frames", "1")
     assert_one_line_error(result, "drive_0001", "not empty")
     assert not (tmp_path / "fleet" / "drive_0000").exists()  # nothing written before refusing
+
+
+def test_make_drive_count_into_a_file(tmp_path):
+    (tmp_path / "a-file").write_text("x\n")
+    before = snapshot(tmp_path)
+    result = cli("make-drive", str(tmp_path / "a-file"), "--count", "2", "--frames", "1")
+    assert_one_line_error(result, "a-file", "not a folder")
+    assert_unchanged(before)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
+from ...graph import FrameInfo, Op, Param, PortSpec, Range, RunContext, register
 from ..onnx_runner import RUNTIMES
 from ..summary import count_by_class
 from .model import YoloV8
@@ -27,13 +27,18 @@ class YoloDetect(Op):
     doc = ("YOLOv8 detect (ultralytics ONNX export): letterbox, trunk in OpenCV DNN or ONNX "
            "Runtime, native DFL decode + class-aware NMS.")
     params = (
-        Param("model", Path, doc="ultralytics YOLOv8 detect ONNX export (yolo export format=onnx)"),
-        Param("conf", float, 0.25, doc="keep boxes whose best class score is > conf"),
-        Param("iou", float, 0.7, doc="suppress boxes overlapping a better one with IoU > iou"),
-        Param("max_det", int, 300, doc="at most this many detections per image"),
-        Param("max_nms", int, 30000, doc="at most this many boxes (best scores) enter NMS"),
+        Param("model", Path, doc="ultralytics YOLOv8 detect ONNX export (yolo export format=onnx)",
+              must_exist=True),
+        Param("conf", float, 0.25, doc="keep boxes whose best class score is > conf",
+              range=Range(0.0, 1.0)),
+        Param("iou", float, 0.7, doc="suppress boxes overlapping a better one with IoU > iou",
+              range=Range(0.0, 1.0)),
+        Param("max_det", int, 300, doc="at most this many detections per image",
+              range=Range(1, 100_000)),
+        Param("max_nms", int, 30000, doc="at most this many boxes (best scores) enter NMS",
+              range=Range(1, 1_000_000)),
         Param("classes", list, None, optional=True, item_type=int,
-              doc="only these class indices (null: all)"),
+              doc="only these class indices (null: all)", range=Range(0, 9999), min_items=1),
         Param("agnostic", bool, False, doc="class-agnostic NMS"),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the trunk runs"),
     )
@@ -50,14 +55,6 @@ class YoloDetect(Op):
         return (PortSpec("detections", "float32", (None, 6),
                          "x1, y1, x2, y2 (image pixels, x right, y down), score, class index; "
                          "by descending score"),)
-
-    def check(self) -> None:
-        for field in ("conf", "iou"):
-            if not 0.0 <= self.p[field] <= 1.0:
-                raise ParamProblem(field, f"must be within [0, 1], got {self.p[field]}")
-        for field in ("max_det", "max_nms"):
-            if self.p[field] < 1:
-                raise ParamProblem(field, f"must be >= 1, got {self.p[field]}")
 
     def _detector(self) -> YoloV8:
         if self._model is None:

@@ -1,0 +1,109 @@
+"""sensor_msgs/PointCloud2 <-> float32 [N, 4] (x, y, z, intensity), the replay source's points.
+
+Reading accepts what drivers publish: fields in any order and at any offset, ``point_step``
+larger than the fields (padding), ``row_step`` larger than ``width * point_step``, big-endian
+data (``is_bigendian``), organised clouds (``height > 1``: rows are concatenated in order), and
+x/y/z/intensity stored as float32, float64, int8/uint8, int16/uint16 or int32/uint32.
+Intensity is looked up as ``intensity``, then ``i``, then ``reflectance``; a cloud without one
+gets 0. Rows with a NaN or infinite value are dropped and counted, exactly as the KITTI reader
+drops them from a ``.bin`` (organised clouds mark missing returns with NaN).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import DriveError
+
+# sensor_msgs/PointField datatype constants -> numpy base type
+DATATYPES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
+INTENSITY_NAMES = ("intensity", "i", "reflectance")
+
+
+def _field_dtype(msg, where: str) -> tuple[np.dtype, str | None]:
+    """Structured dtype of one point (x, y, z and the intensity field), honouring offsets,
+    point_step padding and byte order; and the name of the intensity field (or None)."""
+    order = ">" if msg.is_bigendian else "<"
+    fields = {f.name: f for f in msg.fields}
+    missing = [n for n in "xyz" if n not in fields]
+    if missing:
+        raise DriveError(f"{where}: PointCloud2 has no field {', '.join(missing)} (fields: "
+                         f"{', '.join(fields) or 'none'})")
+    intensity = next((n for n in INTENSITY_NAMES if n in fields), None)
+    names, formats, offsets = [], [], []
+    for name in ("x", "y", "z") + ((intensity,) if intensity else ()):
+        field = fields[name]
+        if field.datatype not in DATATYPES:
+            raise DriveError(f"{where}: PointCloud2 field {name} has datatype "
+                             f"{field.datatype}, not one of 1..8 (sensor_msgs/PointField)")
+        base = np.dtype(order + DATATYPES[field.datatype])
+        if field.offset + base.itemsize > msg.point_step:
+            raise DriveError(f"{where}: PointCloud2 field {name} (offset {field.offset}, "
+                             f"{base.itemsize} bytes) does not fit point_step {msg.point_step}")
+        names.append(name)
+        formats.append(base)
+        offsets.append(field.offset)
+    dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                      "itemsize": msg.point_step})
+    return dtype, intensity
+
+
+def pointcloud2_to_points(msg, where: str = "PointCloud2",
+                          intensity_scale: float = 1.0) -> tuple[np.ndarray, int]:
+    """(points float32 [N, 4] C-contiguous: x, y, z in metres in the cloud's frame, intensity
+    times ``intensity_scale``; number of rows dropped for NaN/inf). ``where`` names the
+    message in errors (file, topic, index)."""
+    width, height = int(msg.width), int(msg.height)
+    step, row_step = int(msg.point_step), int(msg.row_step)
+    if step <= 0 or row_step < width * step:
+        raise DriveError(f"{where}: PointCloud2 point_step {step} / row_step {row_step} do not "
+                         f"hold {width} points per row")
+    data = np.asarray(msg.data, dtype=np.uint8)
+    if data.size < row_step * (height - 1) + width * step:
+        raise DriveError(f"{where}: PointCloud2 data has {data.size} bytes, {height} rows of "
+                         f"{width} points need {row_step * height}")
+    dtype, intensity = _field_dtype(msg, where)
+    if height * width == 0:
+        return np.zeros((0, 4), dtype=np.float32), 0
+    if row_step == width * step:
+        cloud = np.frombuffer(data, dtype=dtype, count=height * width)
+    else:  # row padding: take each row's points, skip the padding
+        rows = np.lib.stride_tricks.as_strided(data, (height, width * step), (row_step, 1))
+        cloud = np.frombuffer(np.ascontiguousarray(rows).tobytes(), dtype=dtype)
+    points = np.zeros((cloud.size, 4), dtype=np.float32)
+    for column, name in enumerate("xyz"):
+        points[:, column] = cloud[name]
+    if intensity is not None:
+        points[:, 3] = cloud[intensity]
+        if intensity_scale != 1.0:
+            points[:, 3] *= np.float32(intensity_scale)
+    finite = np.isfinite(points).all(axis=1)
+    dropped = int(points.shape[0] - np.count_nonzero(finite))
+    if dropped:
+        points = np.ascontiguousarray(points[finite])
+    return points, dropped
+
+
+def points_to_pointcloud2(types, points: np.ndarray, header, fields=("x", "y", "z", "intensity"),
+                          dtype: str = "<f4", point_step: int | None = None,
+                          height: int = 1):
+    """A PointCloud2 message (class from the typestore ``types``) holding ``points`` [N, k]:
+    the named fields in that order, each as ``dtype`` (little- or big-endian), padded to
+    ``point_step`` bytes; ``height > 1`` makes an organised cloud of ``N / height`` columns."""
+    base = np.dtype(dtype)
+    code = {v: k for k, v in DATATYPES.items()}[base.newbyteorder("<").str[1:]]
+    step = point_step or base.itemsize * len(fields)
+    count = points.shape[0]
+    packed = np.zeros((count, step), dtype=np.uint8)
+    for column, _name in enumerate(fields):
+        values = np.ascontiguousarray(points[:, column]).astype(base)
+        start = column * base.itemsize
+        packed[:, start:start + base.itemsize] = values.view(np.uint8).reshape(count, -1)
+    point_field = types["sensor_msgs/msg/PointField"]
+    msg_fields = [point_field(name=n, offset=i * base.itemsize, datatype=code, count=1)
+                  for i, n in enumerate(fields)]
+    width = count // height
+    return types["sensor_msgs/msg/PointCloud2"](
+        header=header, height=height, width=width, fields=msg_fields,
+        is_bigendian=base.byteorder == ">", point_step=step, row_step=step * width,
+        data=packed.reshape(-1), is_dense=bool(np.isfinite(points).all()))

@@ -1,0 +1,225 @@
+"""Write a KITTI-raw drive as a ROS bag with standard message types (through ``rosbags``).
+
+Formats: ``mcap`` (one ROS 2 MCAP file, what Foxglove opens), ``sqlite3`` (one ROS 2 ``.db3``),
+``ros1`` (a ROS 1 ``.bag``), ``rosbag2-mcap`` / ``rosbag2-sqlite3`` (a rosbag2 folder with
+``metadata.yaml``). Every scan and every image is written at its own time (header stamp = log
+time = the drive's timestamps.txt), each image with a CameraInfo:
+
+==========================  ==================================  ===========================
+topic                       type                                holds
+==========================  ==================================  ===========================
+``/velodyne_points``        sensor_msgs/PointCloud2             x y z intensity (float32),
+                                                                frame ``velo_link``
+``/camera/image_raw``       sensor_msgs/Image (bgr8 or rgb8)    image_02, frame ``camera_00``
+(``.../compressed``)        sensor_msgs/CompressedImage         (png or jpeg encodings)
+``/camera/camera_info``     sensor_msgs/CameraInfo              P = P_rect_02, R = R_rect_00
+``/tf_static``              tf2_msgs/TFMessage                  camera_00 <- velo_link
+==========================  ==================================  ===========================
+
+``camera_00`` is camera 0's frame, the one KITTI's P2 and R0_rect refer to. The TF carries the
+extrinsic's rotation as a quaternion (see ``tf.rigid_extrinsic``). Point rows are written as
+they are in the ``.bin`` (NaN rows included), so the bag reader drops the same rows.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import DriveError, UsageError
+from ..reader import Drive
+from .image import bgr_to_compressed, bgr_to_image
+from .pointcloud import points_to_pointcloud2
+from .tf import matrix_to_quaternion
+
+FORMATS = ("mcap", "sqlite3", "ros1", "rosbag2-mcap", "rosbag2-sqlite3")
+IMAGE_ENCODINGS = ("bgr8", "rgb8", "png", "jpeg")
+LIDAR_FRAME = "velo_link"
+CAMERA_FRAME = "camera_00"
+TOPICS = {"points": "/velodyne_points", "image": "/camera/image_raw",
+          "camera_info": "/camera/camera_info", "tf_static": "/tf_static"}
+
+
+@dataclass
+class BagSummary:
+    """What a conversion wrote: path, messages, bytes on disk, wall seconds."""
+
+    path: Path
+    messages: int
+    bytes: int
+    seconds: float
+
+
+def format_for(path: Path) -> str | None:
+    """The format a file name asks for (``.mcap``, ``.db3``, ``.bag``), else None."""
+    return {".mcap": "mcap", ".db3": "sqlite3", ".bag": "ros1"}.get(Path(path).suffix.lower())
+
+
+class _Msgs:
+    """Builds the messages of one typestore (ROS 1 and ROS 2 differ in Header and CameraInfo)."""
+
+    def __init__(self, ros1: bool):
+        from rosbags.typesys import Stores, get_typestore
+
+        self.store = get_typestore(Stores.ROS1_NOETIC if ros1 else Stores.ROS2_HUMBLE)
+        if "tf2_msgs/msg/TFMessage" not in self.store.fielddefs:  # ROS 1's store lacks it
+            from rosbags.typesys import get_types_from_msg
+
+            self.store.register(get_types_from_msg(
+                "geometry_msgs/TransformStamped[] transforms", "tf2_msgs/msg/TFMessage"))
+        self.types = self.store.types
+        self.ros1 = ros1
+
+    def header(self, stamp_ns: int, frame: str, seq: int = 0):
+        sec, nsec = divmod(int(stamp_ns), 1_000_000_000)
+        stamp = self.types["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec)
+        header = self.types["std_msgs/msg/Header"]
+        if self.ros1:
+            return header(seq=seq, stamp=stamp, frame_id=frame)
+        return header(stamp=stamp, frame_id=frame)
+
+    def camera_info(self, header, calib, size: tuple[int, int]):
+        names = ("D", "K", "R", "P") if self.ros1 else ("d", "k", "r", "p")
+        values = (np.zeros(5), calib.P2[:, :3].reshape(-1).copy(),
+                  calib.R0_rect.reshape(-1).copy(), calib.P2.reshape(-1).copy())
+        roi = self.types["sensor_msgs/msg/RegionOfInterest"](
+            x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)
+        return self.types["sensor_msgs/msg/CameraInfo"](
+            header=header, height=size[1], width=size[0], distortion_model="plumb_bob",
+            binning_x=0, binning_y=0, roi=roi, **dict(zip(names, values)))
+
+    def tf_static(self, header, tr: np.ndarray):
+        t = self.types
+        x, y, z, w = matrix_to_quaternion(tr[:, :3])
+        transform = t["geometry_msgs/msg/Transform"](
+            translation=t["geometry_msgs/msg/Vector3"](x=float(tr[0, 3]), y=float(tr[1, 3]),
+                                                       z=float(tr[2, 3])),
+            rotation=t["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w))
+        stamped = t["geometry_msgs/msg/TransformStamped"](
+            header=header, child_frame_id=LIDAR_FRAME, transform=transform)
+        return t["tf2_msgs/msg/TFMessage"](transforms=[stamped])
+
+    def serialize(self, msg, msgtype: str) -> bytes:
+        if self.ros1:
+            return bytes(self.store.serialize_ros1(msg, msgtype))
+        return bytes(self.store.serialize_cdr(msg, msgtype))
+
+
+def _raw_points(path: Path) -> np.ndarray:
+    """A .bin's rows as they are (NaN rows kept), float32 [N, 4]."""
+    raw = Path(path).read_bytes()
+    if len(raw) % 16:
+        raise DriveError(f"{path}: size {len(raw)} bytes is not a multiple of 16 "
+                         "(N x 4 float32 expected)")
+    return np.frombuffer(raw, dtype="<f4").reshape(-1, 4)
+
+
+def _events(drive: Drive) -> list[tuple[int, int, str, int]]:
+    """(time ns, order, stream, index) of every scan and image, in time order."""
+    events = [(int(t), 1, "points", i) for i, t in enumerate(drive.lidar.stamps)]
+    events += [(int(t), 2, "image", i) for i, t in enumerate(drive.camera.stamps)]
+    return sorted(events)
+
+
+class _Out:
+    """Where the rosbags writer writes, and how the result is moved into place."""
+
+    def __init__(self, out: Path, fmt: str):
+        self.out, self.fmt = out, fmt
+        self.bare = fmt in ("mcap", "sqlite3")
+        self.target = out.with_name(f".{out.name}.{os.getpid()}.tmp") if self.bare else out
+
+    def writer(self):
+        if self.fmt == "ros1":
+            from rosbags.rosbag1 import Writer
+            return Writer(self.target)
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        plugin = StoragePlugin.MCAP if self.fmt.endswith("mcap") else StoragePlugin.SQLITE3
+        return Writer(self.target, version=9, storage_plugin=plugin)
+
+    def finish(self) -> None:
+        if self.bare:  # the rosbag2 folder holds one storage file: that file is the output
+            (inner,) = [p for p in self.target.iterdir() if p.name != "metadata.yaml"]
+            os.replace(inner, self.out)
+            shutil.rmtree(self.target)
+
+    def abandon(self) -> None:
+        if self.target.is_dir():
+            shutil.rmtree(self.target, ignore_errors=True)
+        elif self.target.exists():
+            self.target.unlink()
+
+
+def write_bag(drive_path: Path, out: Path, fmt: str | None = None,
+              image_encoding: str = "bgr8") -> BagSummary:
+    """Convert the KITTI-raw drive at ``drive_path`` into a bag at ``out`` (must not exist)."""
+    out = Path(out)
+    fmt = fmt or format_for(out) or "rosbag2-mcap"
+    if fmt not in FORMATS:
+        raise UsageError(f"{out}: format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if image_encoding not in IMAGE_ENCODINGS:
+        raise UsageError(f"image encoding must be one of {', '.join(IMAGE_ENCODINGS)}, "
+                         f"got {image_encoding!r}")
+    if out.exists():
+        raise UsageError(f"{out}: exists (convert never writes over a file it did not make)")
+    drive = Drive(Path(drive_path))
+    start = time.perf_counter()
+    target = _Out(out, fmt)
+    try:
+        count = _write_all(drive, target, image_encoding)
+        target.finish()
+    except BaseException:
+        target.abandon()
+        raise
+    size = sum(p.stat().st_size for p in out.rglob("*")) if out.is_dir() else out.stat().st_size
+    return BagSummary(out, count, size, time.perf_counter() - start)
+
+
+def _write_all(drive: Drive, target: _Out, image_encoding: str) -> int:
+    from ..images import read_image
+
+    msgs = _Msgs(ros1=target.fmt == "ros1")
+    compressed = image_encoding in ("png", "jpeg")
+    image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
+    image_topic = TOPICS["image"] + ("/compressed" if compressed else "")
+    size = drive.image_size or (0, 0)
+    first = min(int(drive.lidar.stamps[0]), int(drive.camera.stamps[0]))
+    with target.writer() as writer:
+        def connection(topic, msgtype, **extra):
+            return writer.add_connection(topic, msgtype, typestore=msgs.store, **extra)
+
+        conns = {"points": connection(TOPICS["points"], "sensor_msgs/msg/PointCloud2"),
+                 "image": connection(image_topic, image_type),
+                 "info": connection(TOPICS["camera_info"], "sensor_msgs/msg/CameraInfo"),
+                 "tf": connection(TOPICS["tf_static"], "tf2_msgs/msg/TFMessage",
+                                  **({"latching": 1} if msgs.ros1 else {}))}
+
+        def put(key, msgtype, stamp, msg):
+            writer.write(conns[key], stamp, msgs.serialize(msg, msgtype))
+
+        put("tf", "tf2_msgs/msg/TFMessage", first,
+            msgs.tf_static(msgs.header(first, CAMERA_FRAME), drive.calib.Tr_velo_to_cam))
+        count = 1
+        for stamp, _, stream, index in _events(drive):
+            if stream == "points":
+                header = msgs.header(stamp, LIDAR_FRAME, index)
+                cloud = points_to_pointcloud2(msgs.types, _raw_points(drive.lidar.files[index]),
+                                              header)
+                put("points", "sensor_msgs/msg/PointCloud2", stamp, cloud)
+                count += 1
+                continue
+            header = msgs.header(stamp, CAMERA_FRAME, index)
+            image = read_image(drive.camera.files[index])
+            size = size if size != (0, 0) else (image.shape[1], image.shape[0])
+            message = (bgr_to_compressed(msgs.types, image, header, image_encoding)
+                       if compressed else bgr_to_image(msgs.types, image, header, image_encoding))
+            put("image", image_type, stamp, message)
+            put("info", "sensor_msgs/msg/CameraInfo", stamp,
+                msgs.camera_info(header, drive.calib, size))
+            count += 2
+    return count

@@ -1,0 +1,80 @@
+"""The ``bag`` source: a ROS bag or MCAP file replayed as a drive, and the dispatch the ``replay``
+source uses to tell a bag from a KITTI-raw folder by content (``--replay FILE`` works for both).
+
+``bag`` has the ports of ``replay`` (image, points, P2, R0_rect, Tr_velo_to_cam, labels,
+dropped_points; labels are empty: bags carry no ground truth) plus the parameters that only
+make sense for a bag: which topic feeds which stream, which clock stamps them, and the
+intensity scale. See ``drives/bag`` for the message types and how topics are chosen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..drives import Drive, drive_image_size
+from ..drives.bag.detect import is_bag
+from ..errors import DriveError
+from ..graph import Param, ParamProblem, Range, register
+from .sources import Replay
+
+MAX_INTENSITY_SCALE = 1e6
+
+
+def _bag_options(params: dict) -> dict:
+    return {"topics": dict(params.get("topics") or {}), "stamp": params.get("stamp", "header"),
+            "intensity_scale": params.get("intensity_scale", 1.0)}
+
+
+def open_recording(path: Path, params: dict):
+    """``BagDrive`` when ``path`` holds a bag (by its bytes), else the KITTI-raw ``Drive``."""
+    if is_bag(path):
+        from ..drives.bag import BagDrive
+
+        return BagDrive(path, params["sync_tolerance_ms"], **_bag_options(params))
+    if Path(path).is_file():
+        raise DriveError(f"{path}: neither a drive folder (KITTI raw layout) nor a ROS bag or "
+                         "MCAP file (judged by its first bytes)")
+    return Drive(path, params["sync_tolerance_ms"])
+
+
+def recording_image_size(path: Path, params: dict) -> tuple[int, int] | None:
+    """(width, height) of a recording's camera before it is opened, or None."""
+    if is_bag(path):
+        from ..drives.bag import bag_image_size
+
+        return bag_image_size(path, _bag_options(params)["topics"])
+    return drive_image_size(path)
+
+
+@register
+class Bag(Replay):
+    """Frames of a ROS 2 (MCAP, sqlite3) or ROS 1 bag: one per point cloud that has a camera
+    image within ``sync_tolerance_ms`` (the KITTI replay's rule), calibration from CameraInfo
+    and tf. Deterministic like ``replay``; ``loop`` repeats the bag."""
+
+    name = "bag"
+    doc = ("Replay a ROS 2 bag (MCAP or sqlite3) or a ROS 1 bag: PointCloud2, Image or "
+           "CompressedImage, CameraInfo and tf, synchronised.")
+    params = (
+        Param("path", Path, None, "bag file (.mcap, .db3, .bag) or rosbag2 folder, recognised "
+              "by content; --replay sets it", optional=True),
+        Param("topics", dict, {}, "topic per stream: {points: T, image: T, camera_info: T}; a "
+              "stream left out takes the only topic of its type"),
+        Param("stamp", str, "header", "message time: header (header.stamp) or log (the bag's "
+              "record time)", choices=("header", "log")),
+        Param("intensity_scale", float, 1.0, "factor on the intensity field (1/255 for "
+              "drivers that publish 0..255)",
+              range=Range(0.0, MAX_INTENSITY_SCALE, low_open=True)),
+    ) + tuple(p for p in Replay.params if p.name != "path")  # sync_tolerance_ms, loop
+
+    def check(self) -> None:
+        super().check()
+        from ..drives.bag import ROLES
+
+        for role, topic in (self.p.get("topics") or {}).items():
+            if role not in ROLES:
+                raise ParamProblem("topics", f"unknown stream '{role}' (streams: "
+                                   f"{', '.join(ROLES)})")
+            if not isinstance(topic, str) or not topic.strip():
+                raise ParamProblem("topics", f"topics.{role} must be a topic name, got "
+                                   f"{topic!r}")

@@ -1,0 +1,42 @@
+"""What a run has measured and decided so far, for io-side observers (the ``mcap`` sink, the live
+Foxglove view): stage timings and deadline decisions, read incrementally.
+
+The executor puts a ``RunFeed`` in ``RunContext.extra["feed"]`` (ops reach it without importing
+rt/). Both lists only grow; a reader keeps its own cursor, and slicing a list another thread
+appends to is safe under the GIL, so reading takes no lock the scheduler waits on.
+"""
+
+from __future__ import annotations
+
+
+class RunFeed:
+    """Timings (``stats`` timing dicts) and decisions (``policy`` entries) of the current run."""
+
+    def __init__(self, recorder, policy, clock=None):
+        self._recorder = recorder
+        self._policy = policy
+        self.clock = clock
+
+    def reader(self) -> "FeedReader":
+        return FeedReader(self)
+
+
+class FeedReader:
+    """One observer's position in the feed: ``take()`` returns what arrived since the last call."""
+
+    def __init__(self, feed: RunFeed):
+        self._feed = feed
+        self._timings = 0
+        self._e2e = 0
+        self._decisions = 0
+
+    def take(self) -> tuple[list[dict], list[dict], list[dict]]:
+        """(new stage timings, new e2e entries, new decisions), each in arrival order."""
+        recorder, policy = self._feed._recorder, self._feed._policy
+        timings = recorder.timings[self._timings:]
+        e2e = recorder.e2e[self._e2e:]
+        decisions = policy.decisions[self._decisions:]
+        self._timings += len(timings)
+        self._e2e += len(e2e)
+        self._decisions += len(decisions)
+        return timings, e2e, decisions

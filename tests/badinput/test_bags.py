@@ -1,0 +1,141 @@
+"""Bad input to the bag source, the bag / convert verbs and make-drive --format: every new
+parameter with NaN, inf, huge, empty and wrong-type values -> one clear error, exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuvil_perception.errors import DriveError, PipelineError
+from cuvil_perception.graph import Pipeline
+from cuvil_perception.ops.bag_source import open_recording
+
+REPO = Path(__file__).resolve().parents[2]
+NAN, INF = float("nan"), float("inf")
+
+ROWS = [
+    ("intensity_scale", NAN, "must be a finite number"),
+    ("intensity_scale", INF, "must be a finite number"),
+    ("intensity_scale", -1.0, "must be in (0, 1e+06]"),
+    ("intensity_scale", 0.0, "must be in (0, 1e+06]"),
+    ("intensity_scale", 1e300, "must be in (0, 1e+06]"),
+    ("intensity_scale", "x", "must be a number"),
+    ("intensity_scale", None, "must be a number"),
+    ("stamp", "wall", "must be one of 'header', 'log'"),
+    ("stamp", "", "must be one of 'header', 'log'"),
+    ("stamp", 1, "must be a string"),
+    ("topics", ["/velodyne_points"], "must be a mapping"),
+    ("topics", "points", "must be a mapping"),
+    ("topics", {"lidar": "/velodyne_points"}, "unknown stream 'lidar'"),
+    ("topics", {"points": ""}, "topics.points must be a topic name"),
+    ("topics", {"points": 5}, "topics.points must be a topic name"),
+    ("topics", {"image": None}, "topics.image must be a topic name"),
+    ("sync_tolerance_ms", NAN, "must be a finite number (ms)"),
+    ("sync_tolerance_ms", INF, "must be a finite number (ms)"),
+    ("sync_tolerance_ms", -5.0, "must be in [0, 10000] ms"),
+    ("loop", "yes", "must be a boolean"),
+]
+
+
+@pytest.mark.parametrize("param,value,message", ROWS)
+def test_bag_params_are_checked_when_the_pipeline_is_built(param, value, message):
+    p = Pipeline("bad")
+    p.add("drive", "bag", **{param: value})
+    with pytest.raises(PipelineError) as info:
+        p.validate()
+    assert f"stage 'drive': field 'params.{param}'" in str(info.value)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00" * 100, b"#ROSBAG V1.2\n", b"SQLite"])
+def test_files_that_are_not_bags_or_drives(tmp_path, content):
+    path = tmp_path / "drive.mcap"
+    path.write_bytes(content)
+    with pytest.raises(DriveError, match=rf"{path}: neither a drive folder .* nor a ROS bag"):
+        open_recording(path, {"sync_tolerance_ms": 50.0})
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cuvil_perception", *args], cwd=REPO,
+                          env={**os.environ, "COLUMNS": "200"}, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (("convert", "datasets/sample_drive", "{tmp}/o.mcap", "--format", "hdf5"), "--format"),
+    (("convert", "datasets/sample_drive", "{tmp}/o.mcap", "--image", "tiff"), "--image"),
+    (("convert", "{tmp}", "{tmp}/o.mcap"), "missing stream folder"),
+    (("convert", "datasets/sample_drive", "README.md"), "README.md: exists"),
+    (("bag", "info", "{tmp}/none.mcap"), "does not exist"),
+    (("bag", "info", "README.md", "--topic", "points"), "expected STREAM=TOPIC"),
+    (("make-drive", "{tmp}/d.mcap", "--format", "zip"), "--format"),
+    (("make-drive", "{tmp}/d.mcap", "--format", "mcap", "--frames", "0"), "--frames"),
+])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, fragment):
+    result = _cli(*(a.format(tmp=tmp_path) for a in args))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and fragment in result.stderr, result.stderr
+
+
+MCAP_ROWS = [
+    ("path", None, "give a path, a live HOST:PORT, or both"),
+    ("path", 5, "must be a path"),
+    ("live", "", "expected HOST:PORT"),
+    ("live", "localhost:99999", "port must be 0..65535"),
+    ("live", "localhost:http", "port must be 0..65535"),
+    ("live", 8765, "must be a string"),
+    ("image_format", "gif", "must be one of 'jpeg', 'png', 'raw'"),
+    ("jpeg_quality", 0, "must be in [1, 100]"),
+    ("jpeg_quality", 101, "must be in [1, 100]"),
+    ("jpeg_quality", 10**12, "must be in [1, 100]"),
+    ("jpeg_quality", 50.5, "must be an integer"),
+    ("jpeg_quality", NAN, "must be an integer"),
+    ("compression", "gzip", "must be one of 'lz4', 'zstd', 'none'"),
+    ("topic_prefix", "cuvil", "must start with '/'"),
+    ("topic_prefix", "", "must start with '/'"),
+    ("topic_prefix", "/a b ", "must start with '/'"),
+    ("lidar_frame", "", "must be a frame id"),
+    ("camera_frame", "velo_link", "must differ from lidar_frame"),
+    ("class_names", [], "non-empty list"),
+    ("class_names", ["car", ""], "non-empty list"),
+    ("class_names", "car", "must be a list"),
+    ("class_names", [1, 2], "must be a list of string"),
+]
+
+
+@pytest.mark.parametrize("param,value,message", MCAP_ROWS)
+def test_mcap_sink_params_are_checked_when_the_pipeline_is_built(tmp_path, param, value,
+                                                                 message):
+    p = Pipeline("bad")
+    drive = p.add("drive", "replay")
+    params = {"path": str(tmp_path / "o.mcap"), param: value}
+    p.add("fx", "mcap", inputs={"P2": drive.out("P2")}, **params)
+    with pytest.raises(PipelineError) as info:
+        p.validate()
+    assert f"stage 'fx': field 'params.{param}'" in str(info.value)
+    assert message in str(info.value)
+
+
+def test_mcap_sink_rejects_inputs_it_cannot_draw(tmp_path):
+    p = Pipeline("bad")
+    drive = p.add("drive", "replay")
+    p.add("fx", "mcap", inputs={"labels": drive.out("labels")}, path=str(tmp_path / "o.mcap"))
+    with pytest.raises(PipelineError, match="cannot feed input 'labels'"):
+        p.validate()
+    p = Pipeline("bad")
+    drive = p.add("drive", "replay")
+    p.add("fx", "mcap", inputs={"stuff": drive.out("P2")}, path=str(tmp_path / "o.mcap"))
+    with pytest.raises(PipelineError, match="op 'mcap' has no input 'stuff'"):
+        p.validate()
+
+
+@pytest.mark.parametrize("address", ["localhost:99999", "host:port", ":-1"])
+def test_run_foxglove_bad_address_is_one_line_exit_2(address):
+    result = _cli("run", "configs/fusion.yaml", "--foxglove", address, "--frames", "1")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "params.live" in lines[0] and "port must be" in lines[0], lines
