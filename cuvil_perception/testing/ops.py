@@ -208,10 +208,11 @@ class ExitOp(Op):
     """Passes ``points`` float32 [N, 4] through; ends the process on frame ``at_frame``."""
 
     name = "test.exit"
-    params = (Param("at_frame", int, 0, "frame index that ends the process"),
+    params = (Param("at_frame", int, 0, "frame index that ends the process",
+                    range=Range(0, 10**9)),
               Param("how", str, "exit", "exit = os._exit(code); kill = SIGKILL to itself",
                     choices=("exit", "kill")),
-              Param("code", int, 17, "exit code for how: exit"),
+              Param("code", int, 17, "exit code for how: exit", range=Range(1, 255)),
               # str, not Path: a file that appears is not an input of the pipeline's results
               Param("marker", str, None, "absolute path of a file: die only while it is "
                     "missing (then create it)", optional=True))
