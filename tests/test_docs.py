@@ -299,3 +299,12 @@ def test_env_switches_in_the_docs_exist():
             assert f'"{name}"' in source, \
                 f"{doc.relative_to(REPO)}: {name} is not read in config.py"
 
+
+
+def test_docs_ops_md_is_what_the_ops_declare():
+    from cuvil_perception.cli.ops_markdown import ops_markdown
+
+    page = REPO / "docs" / "ops.md"
+    assert page.read_text(encoding="utf-8") == ops_markdown(), (
+        "docs/ops.md is out of date with the ops' declarations: run "
+        "`cuvil-perception ops --markdown > docs/ops.md`")

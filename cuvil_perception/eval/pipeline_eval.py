@@ -42,6 +42,7 @@ class EvalReport:
     method: str
     min_height: float
     scores: list[StageScore] = field(default_factory=list)
+    stage_ms: dict = field(default_factory=dict)  # detector stage -> p50 wall time of the run (ms)
     run: object = field(default=None, repr=False)  # the rt.RunResult (latencies, warnings)
 
     def score(self, stage: str, metric: str) -> StageScore:
@@ -55,7 +56,8 @@ class EvalReport:
                 "frames": self.frames, "iou_threshold": self.iou_threshold,
                 "interpolation": self.method, "interpolation_name": METHOD_NAMES[self.method],
                 "min_height_px": self.min_height,
-                "results": [s.as_dict() for s in self.scores]}
+                "results": [s.as_dict() for s in self.scores],
+                "stage_p50_ms": {k: round(v, 4) for k, v in self.stage_ms.items()}}
 
 
 def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
@@ -84,6 +86,7 @@ def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
         captured = read_run(capture)
     report = EvalReport(pipeline.name, str(drive), len(captured), iou_threshold, method,
                         min_height, run=result)
+    report.stage_ms = {s.id: result.report.row(s.id).p50 for s in detectors}
     for stage in detectors:
         report.scores.extend(_score_stage(pipeline, stage, wiring, captured, report))
     return report
