@@ -32,7 +32,7 @@ stages:
   - id: die
     op: test.exit
     inputs: {{points: drive/points}}
-    params: {{at_frame: 1, how: {how}, marker: {marker}}}
+    params: {{at_frame: 1, how: {how}, marker: {marker}, sleep_ms: {sleep_ms}}}
   - {{id: out, op: jsonl, inputs: {{points: die/y, labels: drive/labels}},
      params: {{path: points.jsonl}}}}
 """
@@ -115,14 +115,15 @@ def union_drive(drives, tmp_path_factory) -> Path:
     return target
 
 
-def exit_pipeline(folder: Path, how: str = "exit", marker: Path | None = None) -> Path:
+def exit_pipeline(folder: Path, how: str = "exit", marker: Path | None = None,
+                  sleep_ms: float = 0.0) -> Path:
     """The test.exit pipeline in ``folder``; ``marker`` None: a marker that already exists
     (the stage then never kills anything)."""
     if marker is None:
         marker = folder / "never-die"
         marker.touch()
     path = folder / "exit.yaml"
-    path.write_text(EXIT_PIPELINE.format(how=how, marker=marker))
+    path.write_text(EXIT_PIPELINE.format(how=how, marker=marker, sleep_ms=sleep_ms))
     return path
 
 

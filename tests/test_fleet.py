@@ -106,7 +106,10 @@ def test_run_outputs_faults_and_resume(drives, corrupt_drive, tmp_path):
 
 def test_ctrl_c_leaves_a_valid_results_file_and_resume_finishes(drives, tmp_path):
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "cuvil_perception", "fleet", "eval", str(FUSION),
+    slow = exit_pipeline(tmp_path, sleep_ms=300)  # >= 0.6 s a drive: time to interrupt
+    main = ("import sys, cuvil_perception.testing.ops; from cuvil_perception.cli import main; "
+            "main(sys.argv[1:])")  # the CLI with the test ops registered (test.exit)
+    args = [sys.executable, "-c", main, "fleet", "run", str(slow),
             *map(str, drives), "--out", str(out), "--local", "1"]
     process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
@@ -119,11 +122,11 @@ def test_ctrl_c_leaves_a_valid_results_file_and_resume_finishes(drives, tmp_path
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
-    assert "Traceback" not in stderr and "--resume" in stderr
+    assert "Traceback" not in stderr and "--resume" in stderr, stderr
     done = read_jsonl(results)[1:]
     assert 1 <= len(done) < 3 and all(r["status"] == "ok" for r in done)
 
-    code, _, stderr = cli("fleet", "eval", str(FUSION), *map(str, drives), "--out", str(out),
+    code, _, stderr = cli("fleet", "run", str(slow), *map(str, drives), "--out", str(out),
                           "--local", "1", "--resume")
     assert code == 0, stderr
     assert f"{len(done)} already done" in stderr

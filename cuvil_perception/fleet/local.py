@@ -35,11 +35,11 @@ def _worker_main(conn, job: FleetJob) -> None:
     while True:
         try:
             task = conn.recv()
-        except EOFError:  # the driver went away
+            if task is None:
+                return
+            conn.send((task, execute(job, task)))
+        except (EOFError, OSError):  # the driver went away (stopped, or Ctrl-C): so do we
             return
-        if task is None:
-            return
-        conn.send((task, execute(job, task)))
 
 
 @dataclass
