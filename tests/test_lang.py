@@ -359,3 +359,16 @@ def test_float_to_int_casts_truncate_and_saturate():
     casts.py_func(x, ref_out, ref_wide, n=9)
     np.testing.assert_array_equal(out, ref_out)
     np.testing.assert_array_equal(wide, ref_wide)
+
+
+def test_kernel_language_specs_emit_cross_objects():
+    from cuvil_perception.compile import emit_object
+
+    obj = emit_object(early.spec(bound=0.5), "aarch64-linux-gnu")
+    assert obj[:4] == b"\x7fELF" and obj[18] == 183  # e_machine = EM_AARCH64
+
+
+def test_source_digest_is_part_of_the_identity():
+    spec = early.spec(bound=0.5)
+    assert spec.source == early.source_digest() and len(spec.source) == 24
+    assert spec.identity()[-1] == spec.source

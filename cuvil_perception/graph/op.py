@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from . import plugins
 from .params import Param
 from .ports import PortSpec
 
@@ -170,8 +171,12 @@ def register(cls: type[Op]) -> type[Op]:
     return cls
 
 
-def lookup(name: str) -> type[Op] | None:
+def lookup(name: str, base_dir: Path | None = None) -> type[Op] | None:
+    """The op registered as ``name``, or the class at import path ``package.module:Class``
+    (raises `plugins.OpImportError` saying why it cannot be imported); None if unknown."""
     _load_builtin_ops()
+    if ":" in name:
+        return plugins.resolve_path(name, register, base_dir)
     return _REGISTRY.get(name)
 
 
@@ -190,7 +195,8 @@ _loaded = False
 
 
 def _load_builtin_ops() -> None:
+    """Load the op entry points once (built-in ops are entry points too: see `plugins`)."""
     global _loaded
     if not _loaded:
         _loaded = True
-        from .. import ops  # noqa: F401  (registers the built-in ops)
+        plugins.load_entry_points(register)

@@ -16,7 +16,7 @@ import cuvil_perception.testing.ops  # noqa: F401  (registers the public test op
 from cuvil_perception.graph import Range, registered
 from cuvil_perception.graph.params import REQUIRED
 
-from ._runner import assert_one_line_error, assert_unchanged, cli, snapshot
+from ._runner import REPO, assert_one_line_error, assert_unchanged, cli, snapshot
 
 HUGE_INT = 10**24
 HUGE_FLOAT = "1.0e+300"  # with a dot: YAML 1.1 reads 1e300 as a string
@@ -143,3 +143,26 @@ def test_static_buffer_cap_states_the_memory(tmp_path):
     line = assert_one_line_error(cli("inspect", str(path)), f"{path}:6:20",
                                  "field 'params.max_pillars'")
     assert "TiB" in line and "limit is 2 GiB" in line
+
+
+@pytest.mark.parametrize("verb", ["inspect", "run"])
+def test_missing_model_file_is_refused_before_anything_opens(tmp_path, verb):
+    path = tmp_path / "p.yaml"
+    drive = REPO / "datasets" / "sample_drive"
+    path.write_text(f"stages:\n  - {{id: drive, op: replay, params: {{path: {drive}}}}}\n"
+                    "  - id: pp\n    op: pillars.detect\n    inputs: {points: drive/points}\n"
+                    "    params:\n      model: nowhere.onnx\n")
+    before = snapshot(tmp_path)
+    result = cli(verb, str(path))
+    assert_one_line_error(result, f"{path}:7:14", "stage 'pp'", "field 'params.model'",
+                          f"{tmp_path / 'nowhere.onnx'}: no such file")
+    assert_unchanged(before)
+
+
+def test_ops_shows_allowed_values_and_plain_defaults():
+    result = cli("ops", "jsonl")
+    assert result.code == 0 and not result.crash, result
+    assert "PosixPath" not in result.stdout and "run.jsonl" in result.stdout
+    assert "allowed" in result.stdout and "[0, 4611686018427387904]" in result.stdout
+    pillars = cli("ops", "pillars.detect").stdout
+    assert "at most 2,618,882" in pillars and "[0, 1]" in pillars

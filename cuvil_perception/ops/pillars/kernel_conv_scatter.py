@@ -40,6 +40,7 @@ from llvmlite import ir
 from ...compile import KernelSpec, irutil as u
 from .config import PillarConfig
 from .types import ConvLayer
+from .signatures import conv_scatter_args
 
 FLAGS = ("contract",)
 LANES = 16
@@ -189,4 +190,4 @@ def conv_scatter_spec(config: PillarConfig, conv: ConvLayer) -> KernelSpec:
         static={"cin": cin, "cout": cout, "kh": kh, "kw": kw, "sy": conv.stride[0],
                 "sx": conv.stride[1], "top": conv.pads[0], "left": conv.pads[1], "ho": ho,
                 "wo": wo},
-        args=("ptr", "ptr", "i64") + ("ptr",) * 7, ret="i64", fastmath=FLAGS, version=2)
+        args=conv_scatter_args(), ret="i64", fastmath=FLAGS, version=2)

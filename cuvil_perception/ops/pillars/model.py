@@ -31,15 +31,17 @@ class BevRunner:
     """Runs the network after the scatter, ``plan.rest`` in the ONNX runtime: its input (the
     [C, ny, nx] map, or the fused first layer's NHWC [H_out, W_out, C_out] map) -> (cls, box,
     dir) NHWC maps. With the heads peeled (``heads`` given) the runtime gives the class map and
-    the feature map F, and ``heads`` the box and direction values at candidate cells (elsewhere
-    the returned box / dir maps hold stale values that decode never reads)."""
+    the feature map F (in channel parts), and ``heads`` the box and direction values at candidate
+    cells (elsewhere the returned box / dir maps hold stale values that decode never reads)."""
 
     def __init__(self, plan: SparsePlan, heads: HeadCellsKernel | None, runtime: str = "auto",
-                 source: str = "<model>"):
-        roles = ("cls", "feat") if heads is not None else ("cls", "box", "dir")
-        # One intra-op thread: the other stages of a pipeline run on the other cores.
-        self.net = OnnxRunner(plan.rest, [plan.outputs[r] for r in roles], runtime,
-                              f"{source} (BEV part)", threads=1)
+                 source: str = "<model>", threads: int = 1, provider: str = "cpu"):
+        names = [plan.outputs["cls"]] + (plan.feat if heads is not None else
+                                         [plan.outputs["box"], plan.outputs["dir"]])
+        # One intra-op thread by default: the other stages of a pipeline run on the other cores
+        # (a run passes its placement, rt.placement).
+        self.net = OnnxRunner(plan.rest, names, runtime, f"{source} (BEV part)", threads,
+                              provider)
         self.runtime = self.net.runtime
         self.heads = heads
         self.cells = 0  # candidate cells of the last call (sparse heads)
@@ -52,10 +54,9 @@ class BevRunner:
         outputs = self.network(x)
         if self.heads is None:
             return tuple(outputs)
-        cls_map, feat = outputs
-        cells = self.heads(cls_map, feat)
+        cells = self.heads(outputs[0], outputs[1:])
         self.cells = cells.count
-        return cls_map, cells.box, cells.dir
+        return outputs[0], cells.box, cells.dir
 
 
 class PointPillars:
@@ -65,13 +66,15 @@ class PointPillars:
     they fit (onnx_sparse; ``notes`` says what was done), False runs the network as exported.
     ``bev(points)`` -> the network's input map: float32 [C, ny, nx] (dense scatter) or the fused
     first layer's [H_out, W_out, C_out] (a persistent buffer, overwritten by the next call);
-    ``runner(map)`` -> the (cls, box, dir) NHWC head maps; ``detect(points)`` -> (boxes float32 [N, 7], scores float32 [N], labels int32 [N]) by
-    descending score; ``stats`` holds the last frame's counters (pillarize counts, candidates,
-    candidate overflow, non-finite boxes dropped). Boxes and scores are always finite.
+    ``runner(map)`` -> the (cls, box, dir) NHWC head maps; ``detect(points)`` -> (boxes
+    float32 [N, 7], scores float32 [N], labels int32 [N]) by descending score; ``stats`` holds
+    the last frame's counters (pillarize counts, candidates, candidate overflow, non-finite boxes
+    dropped, candidate cells of the sparse heads). Boxes and scores are always finite.
     """
 
     def __init__(self, split: SplitModel, config: PillarConfig, head: HeadConfig,
-                 runtime: str = "auto", source: str = "<model>", sparse: bool = True):
+                 runtime: str = "auto", source: str = "<model>", sparse: bool = True,
+                 threads: int = 1, provider: str = "cpu"):
         if split.dense_shape != (config.ny, config.nx):
             raise ModelError(f"{source}: PPScatterPlugin dense_shape {list(split.dense_shape)} "
                              f"does not match the config grid [ny, nx] = "
@@ -92,23 +95,27 @@ class PointPillars:
         self.decode = DecodeKernel(config, head, self.anchors)
         self.nms = NmsKernel(head)
         heads = self.plan.heads
-        self.heads = HeadCellsKernel(head.map_size(config), head, heads) if heads else None
-        self.runner = BevRunner(self.plan, self.heads, runtime, source)
+        self.heads = HeadCellsKernel(head.map_size(config), head, heads,
+                                     self.plan.feat_channels) if heads else None
+        self.runner = BevRunner(self.plan, self.heads, runtime, source, threads, provider)
         self.stats: dict = {}
 
     @classmethod
     def from_onnx(cls, path: str | Path, config: PillarConfig | None = None,
                   head: HeadConfig | None = None, runtime: str = "auto",
-                  sparse: bool = True) -> "PointPillars":
+                  sparse: bool = True, threads: int = 1,
+                  provider: str = "cpu") -> "PointPillars":
         """Load a CUDA-PointPillars-layout ONNX file (see onnx_split). ``config`` defaults to the
         KITTI grid with ``max_pillars`` = the model's P; ``head`` to the KITTI anchors;
-        ``sparse`` as in the class docstring."""
+        ``sparse`` as in the class docstring; ``threads`` and ``provider`` place the BEV part's
+        session (``OnnxRunner``)."""
         path = Path(path)
         split = load_split(path)
         if config is None:
             config = PillarConfig(max_pillars=split.max_voxels or 12000,
                                   num_features=split.pfn.channels)
-        return cls(split, config, head or HeadConfig(), runtime, str(path), sparse)
+        return cls(split, config, head or HeadConfig(), runtime, str(path), sparse, threads,
+                   provider)
 
     def _kernels(self) -> list:
         steps = [self.pillarize, self.pfn, self.scatter, self.decode, self.nms]
@@ -130,6 +137,11 @@ class PointPillars:
         self.stats = pillars.stats()
         features = self.pfn(pillars)
         return self.scatter(features, pillars.coords, pillars.count)
+
+    def ort_inputs(self, points: np.ndarray) -> dict[str, np.ndarray]:
+        """What the runtime is fed for one scan: ``{input name: float32 [1, ...]}``, a copy of
+        the network's input map (``bev``). INT8 calibration (``quantize``) uses it."""
+        return {self.runner.net.input_name: np.array(self.bev(points)[None], np.float32)}
 
     def postprocess(self, cls_map, box_map, dir_map):
         """Head maps -> (boxes [N, 7], scores [N], labels [N]) (copies)."""
@@ -162,7 +174,7 @@ class PointPillars:
             bev = reference.scatter(features, pillars.coords, pillars.count, self.config)
         outputs = self.runner.network(bev)
         if self.plan.heads is not None:
-            cells = reference.head_cells(*outputs, self.plan.heads, self.head)
+            cells = reference.head_cells(outputs[0], outputs[1:], self.plan.heads, self.head)
             outputs = [outputs[0], cells.box, cells.dir]
         cls_map, box_map, dir_map = outputs
         cap = self.head.candidate_capacity(self.config)

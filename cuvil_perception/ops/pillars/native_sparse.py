@@ -59,11 +59,17 @@ class ConvScatterKernel(_Bound):
 
 class HeadCellsKernel(_Bound):
     """Box and direction heads at candidate cells into persistent NHWC maps (see
-    kernel_head_cells): (class map, F) -> CellHeads."""
+    kernel_head_cells): (class map, F in channel parts) -> CellHeads. ``parts``: the channel
+    count of each part (default: F in one piece)."""
 
-    def __init__(self, map_size: tuple, head: HeadConfig, weights: CellHeadWeights):
+    def __init__(self, map_size: tuple, head: HeadConfig, weights: CellHeadWeights,
+                 parts: tuple | None = None):
         super().__init__()
-        self.spec = head_cells_spec(map_size, head, weights.features)
+        self.parts = tuple(parts) if parts else (weights.features,)
+        if sum(self.parts) != weights.features:
+            raise ValueError(f"feature parts {self.parts} do not add up to the heads' "
+                             f"{weights.features} channels")
+        self.spec = head_cells_spec(map_size, head, self.parts)
         cells = map_size[0] * map_size[1]
         jb, jd = len(weights.box_bias), len(weights.dir_bias)
         width = padded(jb + jd)
@@ -72,24 +78,31 @@ class HeadCellsKernel(_Bound):
         self.weights[:, jb:jb + jd] = weights.dir_weight.T
         self.bias = np.zeros(width, np.float32)
         self.bias[:jb], self.bias[jb:jb + jd] = weights.box_bias, weights.dir_bias
-        self.sizes = (cells, weights.features, self.spec.static["groups"])
+        self.sizes = (cells, self.spec.static["groups"])
         self.out = CellHeads(np.zeros((cells, jb), np.float32), np.zeros((cells, jd), np.float32),
                              np.zeros(cells, np.int32), 0)
         self._addr = tuple(a.ctypes.data for a in (self.weights, self.bias, self.out.box,
                                                    self.out.dir, self.out.cells))
 
-    def __call__(self, cls_map: np.ndarray, feat: np.ndarray) -> CellHeads:
-        """cls_map float32 (NHWC, G logits per cell), feat float32 [1, C_f, H, W]."""
-        cells, features, groups = self.sizes
+    def __call__(self, cls_map: np.ndarray, feats) -> CellHeads:
+        """cls_map float32 (NHWC, G logits per cell); feats: F float32 [1, C_f, H, W], or its
+        channel parts [1, C_k, H, W] in order."""
+        cells, groups = self.sizes
         cls_map = np.ascontiguousarray(cls_map, np.float32)
-        feat = np.ascontiguousarray(feat, np.float32)
-        if cls_map.size != cells * groups or feat.size != cells * features:
-            raise ValueError(f"head maps have {cls_map.size} logits and {feat.size} features, "
-                             f"expected {cells} cells x {groups} and x {features}")
+        feats = [np.ascontiguousarray(f, np.float32) for f in _as_parts(feats)]
+        sizes = tuple(f.size for f in feats)
+        if cls_map.size != cells * groups or sizes != tuple(c * cells for c in self.parts):
+            raise ValueError(f"head maps have {cls_map.size} logits and {sizes} features, "
+                             f"expected {cells} cells x {groups} and x {self.parts}")
+        table = np.array([f.ctypes.data for f in feats], np.uint64)
         if self.kernel is None:
             self.open()
-        self.out.count = int(self.kernel(cls_map.ctypes.data, feat.ctypes.data, *self._addr))
+        self.out.count = int(self.kernel(cls_map.ctypes.data, table.ctypes.data, *self._addr))
         return self.out
+
+
+def _as_parts(feats) -> list:
+    return list(feats) if isinstance(feats, (list, tuple)) else [feats]
 
 
 def conv_scatter(features: np.ndarray, coords: np.ndarray, count: int, conv: ConvLayer,
@@ -98,8 +111,10 @@ def conv_scatter(features: np.ndarray, coords: np.ndarray, count: int, conv: Con
     return ConvScatterKernel(config, conv).open()(features, coords, count)
 
 
-def head_cells(cls_map: np.ndarray, feat: np.ndarray, weights: CellHeadWeights,
+def head_cells(cls_map: np.ndarray, feat, weights: CellHeadWeights,
                head: HeadConfig) -> CellHeads:
     """Native ``reference.head_cells`` (rows of non-candidate cells are zero: fresh buffers)."""
-    height, width = feat.shape[-2:]
-    return HeadCellsKernel((height, width), head, weights).open()(cls_map, feat)
+    parts = _as_parts(feat)
+    height, width = parts[0].shape[-2:]
+    kernel = HeadCellsKernel((height, width), head, weights, tuple(p.shape[1] for p in parts))
+    return kernel.open()(cls_map, parts)

@@ -27,7 +27,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ...errors import ConfigError
-from .onnx_rewrite import rewrite_deblocks
+from .onnx_rewrite import rewrite_deblocks, split_concat
 from .onnx_split import SplitModel
 from .types import CellHeadWeights, ConvLayer
 
@@ -44,8 +44,11 @@ class SparsePlan:
 
     input_name: the rest's single input, [1, C, ny, nx] (dense: the scatter output) or
     [1, H_out, W_out, C_out] (``conv`` peeled: the fused kernel's NHWC output);
-    outputs: role -> tensor name, roles "cls" and either "box" + "dir" (dense heads) or "feat"
-    (``heads`` peeled: F [1, C_f, H, W]); notes: what was peeled or why not.
+    outputs: role -> tensor name, roles "cls" and, with dense heads, "box" + "dir";
+    feat: with ``heads`` peeled, the outputs whose channels, concatenated, are the heads' input
+    map F [1, C_f, H, W] (one name, or its parts after onnx_rewrite.split_concat), and
+    feat_channels their channel counts;
+    notes: what was peeled or why not.
     """
 
     rest: onnx.ModelProto
@@ -54,6 +57,8 @@ class SparsePlan:
     conv: ConvLayer | None = None
     heads: CellHeadWeights | None = None
     notes: list = field(default_factory=list)
+    feat: list = field(default_factory=list)
+    feat_channels: list = field(default_factory=list)
 
 
 def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
@@ -65,12 +70,12 @@ def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
     it off to show what the peeling alone gives)."""
     if not isinstance(sparse, bool):
         raise ConfigError(f"sparse must be True or False, got {sparse!r}")
-    graph = split.bev.graph
-    inits = {t.name: t for t in graph.initializer}
-    nodes = list(graph.node)
     if not sparse:
         return SparsePlan(split.bev, split.bev_input, dict(split.outputs),
                           notes=["dense: sparse is off (the network runs as exported)"])
+    graph = split.bev.graph
+    inits = {t.name: t for t in graph.initializer}
+    nodes = list(graph.node)
     notes = []
     try:
         conv, conv_nodes, conv_out = _peel_conv(nodes, inits, split.bev_input, graph)
@@ -87,27 +92,36 @@ def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
         notes.append(f"dense heads: {why}")
     peeled = {id(n) for n in conv_nodes + head_nodes}
     kept = [n for n in nodes if id(n) not in peeled]
-    if conv is not None:
-        height, width = conv.out_size(*split.dense_shape)
-        kept.insert(0, helper.make_node("Transpose", [FUSED_INPUT], [conv_out], perm=[0, 3, 1, 2],
-                                        name="cuvil_fused_conv_to_nchw"))
-        inp = helper.make_tensor_value_info(FUSED_INPUT, TensorProto.FLOAT,
-                                            [1, height, width, conv.channels[1]])
-    else:
-        inp = next(i for i in graph.input if i.name == split.bev_input)
+    inp = _rest_input(split, kept, conv, conv_out)
     outputs = {"cls": split.outputs["cls"]}
     values = [o for o in graph.output if o.name == outputs["cls"]]
     if heads is None:
         outputs.update(box=split.outputs["box"], dir=split.outputs["dir"])
         values = list(graph.output)
     else:
-        outputs["feat"] = feat
         values.append(helper.make_tensor_value_info(feat, TensorProto.FLOAT,
                                                     [1, heads.features, *map_size]))
     rest = _model(split.bev, kept, inp, values, inits)
-    rest, rewrites = rewrite_deblocks(rest) if rewrite else (rest, [])
-    notes += [f"rewritten: {line}" for line in rewrites]
-    return SparsePlan(rest, inp.name, outputs, conv, heads, notes)
+    parts, counts = ([feat], [heads.features]) if heads is not None else ([], [])
+    if rewrite:
+        rest, rewrites = rewrite_deblocks(rest)
+        if heads is not None:
+            rest, parts, counts, split_note = split_concat(rest, feat, heads.features)
+            rewrites += [split_note] if split_note else []
+        notes += [f"rewritten: {line}" for line in rewrites]
+    return SparsePlan(rest, inp.name, outputs, conv, heads, notes, parts, counts)
+
+
+def _rest_input(split: SplitModel, kept: list, conv: ConvLayer | None, conv_out: str | None):
+    """The rest's input: the scatter output, or (first layer peeled) the fused kernel's NHWC
+    map, turned NCHW by a Transpose put in front of ``kept``."""
+    if conv is None:
+        return next(i for i in split.bev.graph.input if i.name == split.bev_input)
+    height, width = conv.out_size(*split.dense_shape)
+    kept.insert(0, helper.make_node("Transpose", [FUSED_INPUT], [conv_out], perm=[0, 3, 1, 2],
+                                    name="cuvil_fused_conv_to_nchw"))
+    return helper.make_tensor_value_info(FUSED_INPUT, TensorProto.FLOAT,
+                                         [1, height, width, conv.channels[1]])
 
 
 def _model(source: onnx.ModelProto, nodes: list, inp, outputs: list,
