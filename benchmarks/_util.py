@@ -1,4 +1,5 @@
-"""Tiny shared helpers for the benchmark scripts: repeat-and-time, and a table printer."""
+"""Tiny shared helpers for the benchmark scripts: repeat-and-time, a table printer, and the
+multiply-accumulates of an ONNX network's convolutions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+import numpy as np
+import onnx
+from onnx import numpy_helper, shape_inference
 
 
 @dataclass(frozen=True)
@@ -63,3 +68,46 @@ def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
     return str(value)
+
+
+def _shapes(model: onnx.ModelProto) -> dict:
+    inferred = shape_inference.infer_shapes(model)
+    values = list(inferred.graph.value_info) + list(inferred.graph.output) + \
+        list(inferred.graph.input)
+    return {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in values}
+
+
+def network_macs(model: onnx.ModelProto) -> int:
+    """Multiply-accumulates of the Conv and ConvTranspose nodes of ``model`` (static shapes)."""
+    shapes = _shapes(model)
+    inits = {t.name: t for t in model.graph.initializer}
+    total = 0
+    for node in model.graph.node:
+        if node.op_type not in ("Conv", "ConvTranspose"):
+            continue
+        weight = numpy_helper.to_array(inits[node.input[1]])
+        per_position = int(np.prod(weight.shape[1:]))
+        if node.op_type == "Conv":  # each output value: C_in/g x kh x kw MACs
+            total += int(np.prod(shapes[node.output[0]])) * per_position
+        else:  # each input value feeds C_out/g x kh x kw outputs
+            total += int(np.prod(shapes[node.input[0]])) * per_position
+    return total
+
+
+def interleaved(variants: dict, frames: list, reps: int) -> tuple[dict, dict]:
+    """({name: wall ms}, {name: CPU ms of this thread}): mean over frames of the median over
+    ``reps`` of fn(frame); variants alternate frame by frame inside each repetition. Everything
+    timed runs on the calling thread (one ORT intra-op thread), so the CPU time is the work
+    done, without the time spent waiting for a core of the shared machine."""
+    wall = {name: [[] for _ in frames] for name in variants}
+    cpu = {name: [[] for _ in frames] for name in variants}
+    for _ in range(reps):
+        for k, frame in enumerate(frames):
+            for name, fn in variants.items():
+                t0, c0 = time.perf_counter(), time.thread_time()
+                fn(frame)
+                cpu[name][k].append((time.thread_time() - c0) * 1e3)
+                wall[name][k].append((time.perf_counter() - t0) * 1e3)
+    summary = lambda d: {n: statistics.mean(statistics.median(s) for s in per)  # noqa: E731
+                         for n, per in d.items()}
+    return summary(wall), summary(cpu)

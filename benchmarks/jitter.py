@@ -1,9 +1,12 @@
 """Jitter of the native kernels: call-latency distributions, cold vs prewarmed, and the first-frame
 spike of the whole PointPillars path with and without prewarm.
 
-Run: ``python benchmarks/jitter.py [--calls 10000]``. One thread, KITTI frame 000000 from
-``../shared/data/kitti_velodyne``, the KITTI grid with the lidar pipeline's 16000 pillars and the
-demo model's head maps for decode + NMS.
+Run: ``python benchmarks/jitter.py [--calls 10000] [--fifo PRIORITY]``. One thread (with
+``--fifo``, under SCHED_FIFO at that priority, as ``rt: sched: {policy: fifo}`` gives a run),
+KITTI frame 000000 from ``../shared/data/kitti_velodyne``, the KITTI grid with the lidar
+pipeline's 16000 pillars and the demo model's head maps for decode + NMS. Under ``--fifo`` a max
+near 50 ms is the kernel's RT throttling (``sched_rt_runtime_us`` 950000 of every second) hitting
+a thread that computes without a pause; a pipeline idles between frames and never meets it.
 
 1. Per kernel, ``--calls`` calls on the same frame, each timed alone (perf_counter_ns around the
    bound call: ~0.3-0.5 us of Python and ctypes are included). *cold*: an empty kernel cache and
@@ -43,6 +46,7 @@ from cuvil_perception.ops.pillars import PillarConfig, PointPillars  # noqa: E40
 from cuvil_perception.ops.pillars.config import HeadConfig  # noqa: E402
 from cuvil_perception.ops.pillars.native import (DecodeKernel, NmsKernel, PfnKernel,  # noqa: E402
                                                  PillarizeKernel, ScatterKernel)
+from cuvil_perception.rt.knobs import RtKnobs, apply_thread_knobs  # noqa: E402
 
 MODEL = builtin_models_dir() / "pointpillars_cuvil_demo.onnx"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "kitti_velodyne"
@@ -134,9 +138,16 @@ def first_frame(frames: list[np.ndarray]) -> list[list]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=10_000, help="calls per distribution")
-    calls = parser.parse_args().calls
+    parser.add_argument("--fifo", type=int, metavar="PRIORITY",
+                        help="measure under SCHED_FIFO at this priority (1..99)")
+    args = parser.parse_args()
+    calls = args.calls
     if not DATA.is_dir():
         sys.exit(f"KITTI frames not found at {DATA}")
+    if args.fifo is not None:
+        refused = []
+        apply_thread_knobs(RtKnobs(fifo_priority=args.fifo), "compute", refused.append)
+        print(refused[0] if refused else f"measuring under SCHED_FIFO priority {args.fifo}")
     frames = [scan(i) for i in range(10)]
     print_table(f"call latency per kernel, {calls} calls on KITTI frame 0 (us; jitter = max - "
                 "p50)", ["kernel", "mode", "first call", "p50", "p99", "p99.9", "max",

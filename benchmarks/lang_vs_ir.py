@@ -21,12 +21,68 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _util import print_table  # noqa: E402
-from ir_baseline import yolo_nms, yolo_scan  # noqa: E402
+from ir_baseline import (pillars_decode, pillars_nms, pillars_pfn,  # noqa: E402
+                         pillars_pillarize, yolo_decode, yolo_nms, yolo_scan)
 
 from cuvil_perception.compile import cache_clear, get_kernel, registry  # noqa: E402
-from cuvil_perception.ops.yolo import kernel_nms, kernel_scan  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_decode as p_decode  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_nms as p_nms  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_pfn as p_pfn  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_pillarize as p_pillarize  # noqa: E402
+from cuvil_perception.ops.pillars import native as p_native  # noqa: E402
+from cuvil_perception.ops.pillars.config import HeadConfig, PillarConfig  # noqa: E402
+from cuvil_perception.ops.yolo import kernel_decode, kernel_nms, kernel_scan  # noqa: E402
 
 GRIDS, NC = [(80, 80), (40, 40), (20, 20)], 80
+PC, HC = PillarConfig(), HeadConfig()
+KITTI = HERE.parents[1] / "shared" / "data" / "kitti_velodyne"
+
+
+def kitti_points(rng, index: int = 0) -> np.ndarray:
+    """A real KITTI scan (../shared/data) if present, else 20k random points in the range."""
+    frames = sorted(KITTI.glob("*.bin"))
+    if frames:
+        return np.fromfile(frames[index % len(frames)], np.float32).reshape(-1, 4)
+    lo, hi = np.array(PC.point_cloud_range[:3]), np.array(PC.point_cloud_range[3:])
+    xyz = rng.uniform(lo, hi, (20000, 3))
+    return np.concatenate([xyz, rng.uniform(0, 1, (20000, 1))], axis=1).astype(np.float32)
+
+
+def _pillarize_case(rng):
+    scans = [kitti_points(rng, 0), kitti_points(rng, 1)]
+    states = {}
+
+    def run(fn, collect=True):  # two frames in turn: persistent buffers are cleared incrementally
+        if fn.address not in states:
+            kernel = p_native.PillarizeKernel(PC)
+            states[fn.address] = kernel
+        k = states[fn.address]
+        out = []
+        for pts in scans:
+            fn(pts.ctypes.data, len(pts), *k._addr)
+            if collect:
+                out += [k.out.voxels.copy(), k.out.coords.copy(), k.out.num_points.copy(),
+                        k.out.counts.copy(), k.grid.copy()]
+        return out
+    return run, scans
+
+
+def _pfn_case(rng):
+    pillars = p_native.PillarizeKernel(PC).open()(kitti_points(rng))
+    c = PC.num_features
+    weights = rng.normal(0, 0.3, (14, c)).astype(np.float32)
+    bias = rng.normal(0, 0.3, c).astype(np.float32)
+    out = np.zeros((PC.max_pillars, c), np.float32)
+    count = int(pillars.count)
+
+    def run(fn, collect=True):
+        fn(pillars.voxels.ctypes.data, pillars.coords.ctypes.data,
+           pillars.num_points.ctypes.data, count, weights.ctypes.data, bias.ctypes.data,
+           out.ctypes.data)
+        if not collect:
+            return None
+        return [out[:count].copy()]
+    return run, pillars
 
 
 def _scan_case(rng):
@@ -35,10 +91,70 @@ def _scan_case(rng):
     anchors = sum(h * w for h, w in GRIDS)
     outs = [np.zeros(anchors, np.float32), np.zeros(anchors, np.int64)]
 
-    def run(fn):
+    def run(fn, collect=True):
         n = fn(table.ctypes.data, outs[0].ctypes.data, outs[1].ctypes.data, np.float32(-1.5))
+        if not collect:
+            return None
         return [n, outs[0].copy(), outs[1][:n].copy()]
     return run, levels
+
+
+def _decode_case(rng):
+    box = [rng.normal(0.0, 2.0, (64, h, w)).astype(np.float32) for h, w in GRIDS]
+    cls = [rng.normal(-6.0, 2.0, (NC, h, w)).astype(np.float32) for h, w in GRIDS]
+    tables = [np.array([a.ctypes.data for a in arrays], np.uint64) for arrays in (box, cls)]
+    anchors = sum(h * w for h, w in GRIDS)
+    cand = np.sort(rng.choice(anchors, 300, replace=False)).astype(np.int64)
+    outs = [np.zeros((anchors, 4), np.float32), np.zeros(anchors, np.float32),
+            np.zeros(anchors, np.float32)]
+
+    def run(fn, collect=True):
+        m = fn(tables[0].ctypes.data, tables[1].ctypes.data, cand.ctypes.data, len(cand),
+               np.float32(0.01), *(o.ctypes.data for o in outs))
+        if not collect:
+            return None
+        return [m] + [o[:m].copy() for o in outs]
+    return run, (box, cls)
+
+
+def _pillars_decode_case(rng):
+    spec = p_decode.decode_spec(PC, HC)
+    n, k, cap = spec.static["anchors"], spec.static["classes"], spec.static["cap"]
+    maps = [rng.normal(-5.0, 1.5, (n, k)).astype(np.float32),
+            rng.normal(0.0, 0.5, (n, 7)).astype(np.float32),
+            rng.normal(0.0, 1.0, (n, 2)).astype(np.float32),
+            rng.uniform(0.5, 4.0, (n, 7)).astype(np.float32)]
+    outs = [np.zeros((cap, 7), np.float32), np.zeros(cap, np.float32), np.zeros(cap, np.int32),
+            np.zeros(cap, np.int32), np.zeros(2, np.int64)]
+
+    def run(fn, collect=True):
+        fn(*(m.ctypes.data for m in maps), *(o.ctypes.data for o in outs))
+        m = int(outs[4][0])
+        if not collect:
+            return None
+        return [outs[4].copy()] + [o[:m].copy() for o in outs[:4]]
+    return run, maps
+
+
+def _pillars_nms_case(rng):
+    m, pre, post = 1500, HC.nms_pre, HC.nms_post
+    boxes = np.zeros((m, 7), np.float32)
+    boxes[:, 0] = rng.uniform(0, 40, m)
+    boxes[:, 1] = rng.uniform(-20, 20, m)
+    boxes[:, 3:6] = rng.uniform([3.0, 1.4, 1.4], [4.5, 1.9, 1.7], (m, 3))
+    boxes[:, 6] = rng.uniform(-np.pi, np.pi, m)
+    heading = boxes[:, 6].astype(np.float64)
+    cos, sin = np.cos(heading), np.sin(heading)
+    bufs = [np.zeros(post, np.int32), np.zeros(pre, np.uint8), np.zeros((pre, 12)),
+            np.zeros((4, pre)), np.zeros(pre, np.uint8)]
+
+    def run(fn, collect=True):
+        kept = fn(boxes.ctypes.data, cos.ctypes.data, sin.ctypes.data, m,
+                  *(b.ctypes.data for b in bufs))
+        if not collect:
+            return None
+        return [kept, bufs[0][:kept].copy()]
+    return run, boxes
 
 
 def _nms_case(rng):
@@ -49,27 +165,40 @@ def _nms_case(rng):
     classes = rng.integers(0, 3, n).astype(np.float32)
     work, sup, keep = np.zeros(5 * n, np.float32), np.zeros(n, np.uint8), np.zeros(300, np.int64)
 
-    def run(fn):
+    def run(fn, collect=True):
         kept = fn(boxes.ctypes.data, classes.ctypes.data, n, 7680.0, 0.45, 300,
                   work.ctypes.data, sup.ctypes.data, keep.ctypes.data)
+        if not collect:
+            return None
         return [kept, keep[:kept].copy()]
     return run, boxes
 
 
 def cases():
-    """(name, old spec, new spec, case factory, old generator, new kernel) per ported kernel."""
+    """(name, old spec, new spec, case factory, old module, new module) per ported kernel."""
     return [
         ("yolo.scan", yolo_scan.scan_spec(GRIDS, NC), kernel_scan.scan_spec(GRIDS, NC),
-         _scan_case, yolo_scan, kernel_scan.scan),
+         _scan_case, yolo_scan, kernel_scan),
+        ("yolo.decode", yolo_decode.decode_spec(GRIDS, (8, 16, 32), NC),
+         kernel_decode.decode_spec(GRIDS, (8, 16, 32), NC), _decode_case, yolo_decode,
+         kernel_decode),
+        ("pillars.pillarize", pillars_pillarize.pillarize_spec(PC), p_pillarize.pillarize_spec(PC),
+         _pillarize_case, pillars_pillarize, p_pillarize),
+        ("pillars.pfn", pillars_pfn.pfn_spec(PC), p_pfn.pfn_spec(PC), _pfn_case, pillars_pfn,
+         p_pfn),
+        ("pillars.decode", pillars_decode.decode_spec(PC, HC), p_decode.decode_spec(PC, HC),
+         _pillars_decode_case, pillars_decode, p_decode),
+        ("pillars.nms", pillars_nms.nms_spec(HC), p_nms.nms_spec(HC), _pillars_nms_case,
+         pillars_nms, p_nms),
         ("yolo.nms", yolo_nms.nms_spec(), kernel_nms.nms_spec(), _nms_case, yolo_nms,
-         kernel_nms.nms),
+         kernel_nms),
     ]
 
 
-def code_lines(obj) -> int:
-    """Lines of code of a module or kernel: no docstrings, comments, blank lines or imports."""
-    target = obj.py_func if hasattr(obj, "py_func") else obj
-    text = inspect.getsource(target)
+def code_lines(module) -> int:
+    """Lines of code of a kernel module (helpers and spec function included): no docstrings,
+    comments, blank lines or imports."""
+    text = inspect.getsource(module)
     tree = ast.parse(text)
     skip = set()
     for node in ast.walk(tree):
@@ -114,15 +243,15 @@ def compare(rounds: int = 15, runs: int = 40) -> list:
         same = all(np.array_equal(a, b) for a, b in zip(run(old), run(new)))
         t_old, t_new = [], []
         for _ in range(rounds):  # interleaved: both see the same machine load
-            t_old.append(_time(lambda: run(old), runs))
-            t_new.append(_time(lambda: run(new), runs))
+            t_old.append(_time(lambda: run(old, False), runs))
+            t_new.append(_time(lambda: run(new, False), runs))
         cold_old, warm_old = _compile_times(old_spec)
         cold_new, warm_new = _compile_times(new_spec)
         lo, ln = code_lines(old_src), code_lines(new_src)
         mo, mn = min(t_old), min(t_new)
         rows.append((name, "yes" if same else "NO", mo, mn, mn / mo, cold_old, cold_new,
                      warm_old, warm_new, lo, ln))
-    print_table("kernel language vs hand-built IR (run ms: best round, per call incl. output copies; "
+    print_table("kernel language vs hand-built IR (run ms: best round, per call; "
                 "compile ms: median of 3)",
                 ["kernel", "bitwise", "IR ms", "lang ms", "lang/IR", "IR cold", "lang cold",
                  "IR warm", "lang warm", "IR lines", "lang lines"], rows)

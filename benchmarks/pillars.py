@@ -1,9 +1,11 @@
 """Benchmark the PointPillars pre/post-processing kernels: native vs the numpy reference.
 
-Run: ``python benchmarks/pillars.py``. One thread, the ten real KITTI frames in
-``../shared/data/kitti_velodyne``, the KITTI grid (432 x 496, 12000 pillars) and the bundled
-random-weight model's head maps for decode + NMS. Each frame is processed in turn (as in a drive
-of unrelated scans: the worst case for the incremental scatter clear); every figure is the mean
+Run: ``python benchmarks/pillars.py [--sparse-only]``. First table: the dense path (``sparse:
+false``) against the sparse one (``true``) stage by stage (see ``_pillars_sparse``). Then: one
+thread, the ten real KITTI frames in ``../shared/data/kitti_velodyne``, the KITTI grid
+(432 x 496, 12000 pillars) and the bundled random-weight model's head maps for decode + NMS.
+Each frame is processed in turn (as in a drive of unrelated scans: the worst case for the
+incremental scatter clear); every figure is the mean
 over the frames of the median over passes. "bytes" is what a kernel must read + write at element
 granularity (for scatter: the features read plus whole 64-byte lines of the [C, ny, nx] map,
 written once by the streaming kernel, read for ownership and written back by the cell-granular
@@ -28,6 +30,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _pillars_sparse import stage_rows  # noqa: E402
 from _util import print_table  # noqa: E402
 
 from cuvil_perception.drives import Drive  # noqa: E402
@@ -226,8 +229,22 @@ class Bench:
                               range(len(clouds)), 1), path_bytes)
         backbone = per_frame_ms(lambda i: model.runner(model.bev(clouds[i])),
                                 range(len(clouds)), 1)
-        self.rows.append(("(backbone + head, OpenCV DNN, random 16-ch model)", backbone,
+        self.rows.append((f"(network after the scatter, {model.runner.runtime}, "
+                          f"random 16-ch model)", backbone,
                           "-", "-", "-", "-"))
+
+
+def sparse_tables(clouds: list) -> None:
+    """Dense vs sparse path per stage (see _pillars_sparse): the demo model on the sample drive,
+    the random-weight KITTI-grid model on the real KITTI frames."""
+    drive = Drive(DRIVE.parents[1])
+    scans = [drive.read(k).points for k in range(len(drive))]
+    rows = stage_rows(DEMO_MODEL, PillarConfig(max_pillars=16000), scans, "demo, drive")
+    rows += stage_rows(RANDOM_MODEL, PillarConfig(), clouds, "random, KITTI")
+    print_table("PointPillars dense (sparse: false) vs sparse (true), one thread, ONNX Runtime; "
+                "ms per frame, wall and CPU (shared machine: compare the ratios)",
+                ["stage (dense | sparse)", "dense ms", "sparse ms", "ratio", "dense CPU ms",
+                 "sparse CPU ms", "CPU ratio", "MACs sparse / dense"], rows)
 
 
 def main() -> None:
@@ -236,6 +253,9 @@ def main() -> None:
     import cv2
     cv2.setNumThreads(1)
     clouds = [np.fromfile(f, np.float32).reshape(-1, 4) for f in sorted(DATA.glob("*.bin"))]
+    sparse_tables(clouds)
+    if "--sparse-only" in sys.argv[1:]:
+        return
     bench = Bench(clouds, PointPillars.from_onnx(RANDOM_MODEL).open(), bandwidth_gbs(),
                   stream_bandwidth_gbs())
     bench.preprocess()

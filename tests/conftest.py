@@ -43,3 +43,15 @@ def _session_cache_dir(tmp_path_factory):
         os.environ.pop("CUVIL_CACHE_DIR", None)
     else:
         os.environ["CUVIL_CACHE_DIR"] = previous
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """An empty kernel-cache directory for this test, and no memoised kernels."""
+    from cuvil_perception.compile import registry
+
+    monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUVIL_NO_DISK_CACHE", raising=False)
+    registry.clear_memory()
+    yield tmp_path / "cache"
+    registry.clear_memory()

@@ -47,7 +47,7 @@ def test_inspect_prints_stages_with_shapes(tmp_path):
         "pipeline: crop\nstages:\n"
         "  - {id: drive, op: replay}\n"
         "  - {id: crop, op: lidar.crop, inputs: {points: drive/points}, deadline_ms: 4}\n")
-    result = cli("inspect", str(tmp_path / "p.yaml"))
+    result = cli("inspect", str(tmp_path / "p.yaml"), "--replay", "datasets/sample_drive")
     assert result.returncode == 0, result.stderr
     for text in ("drive", "crop", "lidar.crop", "float32[N, 4]", "4 ms"):
         assert text in result.stdout

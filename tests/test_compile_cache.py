@@ -22,16 +22,6 @@ from cuvil_perception.compile.optimize import DEFAULT_OPTIONS
 from cuvil_perception.compile.render import render
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch) -> Path:
-    """An empty cache directory for this test, and no memoised kernels."""
-    monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("CUVIL_NO_DISK_CACHE", raising=False)
-    registry.clear_memory()
-    yield tmp_path / "cache"
-    registry.clear_memory()
-
-
 def _key(spec=ex.AXPY, target=None, opts=DEFAULT_OPTIONS, ir_text=None):
     return cache_key(ir_text or render(spec), spec, target or host_target(), opts)
 

@@ -110,10 +110,17 @@ def test_timestamps_file_round_trip(tmp_path):
     assert read_timestamps(tmp_path / "timestamps.txt") == stamps
 
 
+def _rotation(rng) -> np.ndarray:
+    """A random proper rotation (the loader refuses R_rect_00 / R that are not rotations)."""
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    return q if np.linalg.det(q) > 0 else -q
+
+
 def test_calibration_round_trip(tmp_path):
     rng = np.random.default_rng(1)
-    calib = Calibration(P2=rng.normal(size=(3, 4)) * 700, R0_rect=rng.normal(size=(3, 3)),
-                        Tr_velo_to_cam=rng.normal(size=(3, 4)), image_size=(1226, 370))
+    velo = np.concatenate([_rotation(rng), rng.normal(size=(3, 1))], axis=1)
+    calib = Calibration(P2=rng.normal(size=(3, 4)) * 700, R0_rect=_rotation(rng),
+                        Tr_velo_to_cam=velo, image_size=(1226, 370))
     write_calibration(tmp_path, calib)
     loaded = load_calibration(tmp_path)
     assert np.array_equal(loaded.P2, calib.P2)

@@ -339,3 +339,36 @@ def test_wrong_buffer_argument_is_a_clear_type_error():
         early(np.zeros(3, np.float64), 3, bound=0.5)
     with pytest.raises(TypeError, match="'x' has shape \\(3,\\), the kernel expects \\(4,\\)"):
         early(np.zeros(3, np.float32), 4, bound=0.5)
+
+
+@kernel
+def casts(x: Buf[f32, "n"], out: Buf[i32, "n"], wide: Buf[i64, "n"], *, n: int):
+    for i in range(n):
+        out[i] = i32(x[i])
+        wide[i] = i64(x[i])
+
+
+def test_float_to_int_casts_truncate_and_saturate():
+    x = np.array([1.9, -1.9, np.nan, 3e9, -3e9, np.inf, -np.inf, 2.0**31, -(2.0**31)], np.float32)
+    out, wide = np.zeros(9, np.int32), np.zeros(9, np.int64)
+    casts(x, out, wide, n=9)
+    imax, imin = 2**31 - 1, -2**31
+    assert list(out) == [1, -1, 0, imax, imin, imax, imin, imax, imin]
+    assert list(wide[:5]) == [1, -1, 0, int(np.float32(3e9)), -int(np.float32(3e9))]
+    ref_out, ref_wide = np.zeros_like(out), np.zeros_like(wide)
+    casts.py_func(x, ref_out, ref_wide, n=9)
+    np.testing.assert_array_equal(out, ref_out)
+    np.testing.assert_array_equal(wide, ref_wide)
+
+
+def test_kernel_language_specs_emit_cross_objects():
+    from cuvil_perception.compile import emit_object
+
+    obj = emit_object(early.spec(bound=0.5), "aarch64-linux-gnu")
+    assert obj[:4] == b"\x7fELF" and obj[18] == 183  # e_machine = EM_AARCH64
+
+
+def test_source_digest_is_part_of_the_identity():
+    spec = early.spec(bound=0.5)
+    assert spec.source == early.source_digest() and len(spec.source) == 24
+    assert spec.identity()[-1] == spec.source

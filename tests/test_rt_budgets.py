@@ -147,3 +147,23 @@ def test_pytest_plugin_option_and_fixture(pytester, tmp_path, tiny):
     failed.stdout.fnmatch_lines(["*latency budget breached*", "*e2e*BREACH*"])
     skipped = pytester.runpytest_inprocess()
     skipped.assert_outcomes(skipped=1)
+
+
+def test_pytest_budgets_fail_the_session_without_any_fixture_call(pytester, tmp_path, tiny):
+    breaching = tmp_path / "breach.yaml"
+    breaching.write_text(f"pipeline: {tiny}\nframes: 2\nbudgets:\n"
+                         "  - {stage: e2e, p99_ms: 0.000001}\n")
+    holding = tmp_path / "hold.yaml"
+    holding.write_text(f"pipeline: {tiny}\nframes: 2\nbudgets:\n  - {{stage: e2e, p99_ms: 1000000}}\n")
+    nameless = tmp_path / "nameless.yaml"
+    nameless.write_text("budgets:\n  - {stage: e2e, p99_ms: 1000000}\n")
+    pytester.makepyfile(test_other="import cuvil_perception.testing.ops\n\n"
+                                   "def test_unrelated():\n    assert True\n")
+    failed = pytester.runpytest_inprocess("--cuvil-budgets", str(breaching))
+    assert failed.ret == 1
+    failed.assert_outcomes(passed=1, failed=1)
+    failed.stdout.fnmatch_lines(["*latency budget breached*", "*e2e*BREACH*"])
+    assert pytester.runpytest_inprocess("--cuvil-budgets", str(holding)).ret == 0
+    unchecked = pytester.runpytest_inprocess("--cuvil-budgets", str(nameless))
+    assert unchecked.ret == 1
+    unchecked.stdout.fnmatch_lines(["*names no 'pipeline:'*nothing checked these budgets*"])

@@ -31,7 +31,7 @@ def test_rt_check_cli_prints_the_table(capsys):
     out = capsys.readouterr().out
     for knob in rtcheck.TRIALS:
         assert knob in out
-    assert "wake p99" in out and "jitter" in out
+    assert "wake p99" in out and "jitter" in out and "cgroup v2 placement" in out
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "1e9", "abc", ""])

@@ -45,9 +45,16 @@ def test_deadline_applies_or_gives_the_real_reason(tmp_path):
     """On a machine that allows it the thread becomes SCHED_DEADLINE (policy 6); else the
     reason is the kernel's."""
     def attempt():
-        return set_deadline(PARAMS), os.sched_getscheduler(0)
+        refused = set_deadline(PARAMS)
+        policy = os.sched_getscheduler(0) & ~sched_deadline.SCHED_RESET_ON_FORK
+        child = {}  # a deadline thread can still start threads; they get the default policy
+        spawned = threading.Thread(target=lambda: child.update(policy=os.sched_getscheduler(0)))
+        spawned.start()
+        spawned.join()
+        return refused, policy, child["policy"]
 
-    refused, policy = in_thread(attempt)
+    refused, policy, child_policy = in_thread(attempt)
+    assert child_policy == os.SCHED_OTHER
     if refused is None:
         assert policy == sched_deadline.SCHED_DEADLINE
     else:
@@ -84,6 +91,13 @@ def test_cgroup_placement_writes_quota_cpuset_and_pid(tmp_path):
     assert (child / "cpu.max").read_text() == "50000 100000\n"
     assert (child / "cpuset.cpus").read_text() == "0,1\n"
     assert (child / "cgroup.procs").read_text() == f"{os.getpid()}\n"
+
+
+def test_placement_status_says_why(tmp_path):
+    assert cgroup_module.placement_status(fake_hierarchy(tmp_path, "cpu cpuset"),
+                                          "/app").startswith("possible under")
+    assert "no cpuset controller" in cgroup_module.placement_status(
+        fake_hierarchy(tmp_path / "b", "cpu"), "/app")
 
 
 def test_cgroup_without_controller_warns(tmp_path):

@@ -143,5 +143,36 @@ def test_real_export_constant_folded_still_cuts(tmp_path):
     want = expected["bus_nms"]
     assert got.shape == want.shape
     np.testing.assert_array_equal(got[:, 5], want[:, 5])
-    np.testing.assert_allclose(got[:, :4], want[:, :4], atol=1e-3)
-    np.testing.assert_allclose(got[:, 4], want[:, 4], atol=1e-5)
+    box_tol, score_tol = _trunk_noise(expected["bus_letterboxed"], expected["bus_output0"])
+    np.testing.assert_allclose(got[:, :4], want[:, :4], rtol=0, atol=box_tol)
+    np.testing.assert_allclose(got[:, 4], want[:, 4], rtol=0, atol=score_tol)
+
+
+# float32 rounding of the head itself: a few ulps of the largest coordinate (640 px) or score.
+HEAD_ULPS = 8
+# More trunk noise than this is not CPU rounding: the runtime computes something else.
+MAX_TRUNK_NOISE_PX = 0.05
+
+
+def _trunk_noise(image: np.ndarray, recorded: np.ndarray, conf: float = 0.25):
+    """(box, score) tolerances for comparing with outputs recorded on another machine.
+
+    The recorded NMS rows came from ONNX Runtime on the machine that made the data; here the
+    trunk's float32 convolutions accumulate in another order (SIMD width, FMA, thread split),
+    which moves its outputs by an amount that depends on the CPU (up to ~0.009 px seen). That
+    amount is measured, not guessed: the uncut model runs here on the same input and is compared
+    with the recorded ``output0`` over the anchors that pass ``conf``. A box corner is x +- w/2,
+    so its noise is |dx| + |dw| / 2. The native head may add its own float32 rounding
+    (HEAD_ULPS ulps of 640 px, of a score near 1) but nothing more; the trunk noise itself must
+    stay below MAX_TRUNK_NOISE_PX, so a wrong runtime cannot widen the tolerance.
+    """
+    here = OnnxRunner(onnx.load(str(DATA / "yolov8n_random.onnx")), ["output0"],
+                      "onnxruntime").run(image)[0][0]
+    there = recorded[0]
+    candidates = there[4:].max(axis=0) > conf
+    delta = np.abs(here[:, candidates] - there[:, candidates]).astype(np.float64)
+    corner = max((delta[0] + delta[2] / 2).max(), (delta[1] + delta[3] / 2).max())
+    score = (np.abs(here[4:, candidates].max(axis=0) - there[4:, candidates].max(axis=0))).max()
+    assert corner < MAX_TRUNK_NOISE_PX, f"trunk differs by {corner} px from the recorded output"
+    return (corner + HEAD_ULPS * np.spacing(np.float32(640.0)),
+            score + HEAD_ULPS * np.spacing(np.float32(1.0)))

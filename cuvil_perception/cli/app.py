@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 import click
 
 from .. import __version__
 from ..errors import CuvilError
+from .finite import require_finite
 
 # (module, attribute) of every verb; a module that is missing is skipped so partial installs work.
 _COMMANDS = (
@@ -25,11 +27,19 @@ _COMMANDS = (
     ("cache_cmd", "cache_group"),
     ("bench_cmd", "bench_cmd"),
     ("eval_cmd", "eval_cmd"),
+    ("quantize_cmd", "quantize_cmd"),
     ("render_cmd", "render_cmd"),
     ("bag_cmd", "bag_group"),
     ("convert_cmd", "convert_cmd"),
     ("rt_cmd", "rt_group"),
+    ("fleet_cmd", "fleet_group"),
 )
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Python warnings (a rebuilt cache entry, ...) as one ``warning:`` line, without the
+    source line Python's default format adds."""
+    click.echo(f"warning: {message}", err=True)
 
 
 class _Group(click.Group):
@@ -37,7 +47,9 @@ class _Group(click.Group):
         from ..rt.signals import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE, RunTerminated
 
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _one_line_warning
+                return super().invoke(ctx)
         except CuvilError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
@@ -66,6 +78,7 @@ def _register() -> None:
 
 
 _register()
+require_finite(cli)  # no float option accepts nan or inf
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,4 +1,10 @@
-"""``cuvil-perception inspect PIPELINE``: one row per stage with its static shapes and deadlines."""
+"""``cuvil-perception inspect PIPELINE``: one row per stage with its static shapes and deadlines.
+
+Before printing, it makes every check ``run`` makes before opening a stage (the YAML and its
+params, the ``rt:`` knobs, a source stage, model files, the drive's index: `graph.preflight`;
+the output-path policy with ``run``'s default options), so a pipeline ``run`` would refuse gets
+the same one-line error and exit 2 here.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..graph import Pipeline, apply_cli_sources, load_pipeline
+from ..graph import Pipeline, apply_cli_sources, load_pipeline, preflight
+from ..rt import RunOptions
+from ..rt.knobs import parse_knobs
+from ..rt.run_files import plan
 
 
 @click.command("inspect")
@@ -28,8 +37,13 @@ def inspect_cmd(pipeline: str, replay: str | None, camera: str | None, profile: 
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay, camera=camera)
     p.validate()
+    parse_knobs(p)
+    preflight(p)
+    plan(p, RunOptions())  # the output-path policy run applies (checks only, writes nothing)
     console = Console() if sys.stdout.isatty() else Console(width=140)
     console.print(stage_table(p))
+    for stage, line in stage_notes(p):
+        console.print(f"{stage}: {line}", highlight=False, soft_wrap=True)
     if profile:
         _profile(console, p, frames, live=camera is not None)
 
@@ -65,6 +79,16 @@ def _redirect_sinks(p: Pipeline, scratch: Path) -> None:
         for name, value in stage.resolved_params.items():
             if isinstance(value, Path):
                 stage.resolved_params[name] = scratch / stage.id / value.name
+
+
+def stage_notes(p: Pipeline) -> list[tuple[str, str]]:
+    """(stage id, line) for every stage whose op has a ``describe()`` hook, in order."""
+    notes = []
+    for stage in p.ordered():
+        describe = getattr(stage.op_cls, "describe", None)
+        if callable(describe):
+            notes += [(stage.id, line) for line in stage.make_op().describe()]
+    return notes
 
 
 def stage_table(p: Pipeline) -> Table:

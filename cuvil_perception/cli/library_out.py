@@ -18,7 +18,8 @@ from ..errors import UsageError
 
 
 def default_prefix(pipeline_name: str) -> str:
-    """``cuvil_<pipeline name>`` as a C identifier (``lidar-pillars`` -> ``cuvil_lidar_pillars``)."""
+    """``cuvil_<pipeline name>`` as a C identifier (``lidar-pillars`` ->
+    ``cuvil_lidar_pillars``)."""
     return "cuvil_" + re.sub(r"[^A-Za-z0-9_]", "_", pipeline_name)
 
 

@@ -26,6 +26,7 @@ def check_cmd(seconds: float) -> None:
     Trials: no knob, cpu_affinity, SCHED_FIFO, SCHED_DEADLINE, mlockall; each shows whether
     the OS applied it (or why it refused). Times in microseconds.
     """
+    from ..rt.cgroup import placement_status
     from ..rt.rtcheck import CALLS_PER_TICK, PERIOD_NS, rt_check
 
     if not math.isfinite(seconds) or not 0.1 <= seconds <= 3600:
@@ -43,8 +44,8 @@ def check_cmd(seconds: float) -> None:
             "wake_p50", "wake_p99", "wake_max", "call_p50", "call_p99", "call_p999",
             "call_max", "jitter")))
     console.print(table)
-    console.print("cgroup placement is not tried here (it would move this process); a run "
-                  "warns when it is refused.", highlight=False)
+    console.print(f"cgroup v2 placement (not tried: it would move this process): "
+                  f"{placement_status()}", highlight=False, soft_wrap=True)
 
 
 rt_group.add_command(check_cmd)

@@ -4,7 +4,7 @@ Declare a kernel with `KernelSpec`, get a GIL-releasing ctypes callable with `ge
 helpers (loops, vectorisable exp/sigmoid, min/max, reductions) are in `irutil`. Object code is
 cached on disk (`cache_info`, `cache_clear`) and memoised per process (`compile_stats`,
 `forbid_compiles`); `prewarm` builds a list of specs before the first frame; `emit_object` writes
-code for another architecture.
+code for another architecture, `build_library` a standalone .so + .a + C header for one.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from . import irutil
 from .cache import CacheCorruptionWarning, cache_clear, cache_info
 from .emit import emit_object, write_objects
+from .library import Library, build_library
 from .prewarm import PrewarmRow, prewarm, summarize
 from .registry import CompileStats, compile_stats, forbid_compiles, get_kernel
 from .spec import Arg, KernelSpec
@@ -22,8 +23,10 @@ __all__ = [
     "CacheCorruptionWarning",
     "CompileStats",
     "KernelSpec",
+    "Library",
     "PrewarmRow",
     "cache_clear",
+    "build_library",
     "cache_info",
     "compile_stats",
     "emit_object",

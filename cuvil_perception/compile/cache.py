@@ -1,10 +1,20 @@
 """On-disk store of object code: ``get(key) -> bytes | None`` and ``put(key, bytes)``.
 
-Layout: ``<cache_dir>/objects-v1/<key>.obj``, where ``cache_dir`` is read from
+Layout: ``<cache_dir>/objects-v2/<key>.obj``, where ``cache_dir`` is read from
 `cuvil_perception.config` at every call (so tests can point it elsewhere). Entry format::
 
     b"CUVILOBJ" | u32 format | u64 payload length | 32-byte sha256(payload) | u32 meta length
-    | meta (JSON: kernel name, static params) | payload (ELF object)
+    | meta (JSON: its own key, kernel name, static params) | payload (ELF object)
+
+An entry names its key, and `get` checks that name (and, when the caller passes them, the kernel
+name and static params it expects): an entry copied or moved onto another key's file is a miss
+with a `CacheCorruptionWarning` and is recompiled, never loaded as the wrong kernel. Something
+that is not a regular file at an entry's path (a directory, a socket) is removed, so the
+rewrite after the recompilation succeeds instead of failing on every run.
+
+The folders are created with mode 0700 whatever the umask (they hold code that gets loaded
+into the process), and a folder this user owns that is group- or world-writable is tightened
+to 0700; entries are written 0600 (``mkstemp``).
 
 Writes go to a temp file in the same directory and are published with ``os.replace`` (atomic on
 POSIX), so readers never see a half-written entry and several processes compiling the same kernel
@@ -13,9 +23,10 @@ length and checksum are verified; a corrupt or truncated entry gives a `CacheCor
 is removed and reported as a miss (the caller recompiles and rewrites it). Hits and misses are
 appended (one byte each, ``O_APPEND``) to ``<cache_dir>/objects-v1/journal`` for ``cache info``.
 
-Aliases ``<fast key>.alias`` (64 hex characters: an object key) let a warm start find an object
-without rendering its IR (see `keys.fast_key`); they are written the same atomic way and a bad
-or dangling alias is simply a miss.
+Aliases ``<fast key>.alias`` (``<fast key> <object key>``, 64 hex characters each) let a warm
+start find an object without rendering its IR (see `keys.fast_key`); they are written the same
+atomic way; an alias that does not name its own fast key (copied or swapped), is malformed or
+dangles is a miss.
 """
 
 from __future__ import annotations
@@ -24,6 +35,8 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import stat
 import struct
 import tempfile
 import warnings
@@ -32,12 +45,13 @@ from pathlib import Path
 from .. import config
 
 MAGIC = b"CUVILOBJ"
-FORMAT = 1
+FORMAT = 2  # 2: the meta names the entry's key; aliases name their own key
 _HEAD = struct.Struct("<8sIQ32sI")
 _SUBDIR = f"objects-v{FORMAT}"
 _SUFFIX = ".obj"
 _ALIAS = ".alias"
-_HEX64 = re.compile(rb"[0-9a-f]{64}")
+_ALIAS_LINE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{64})")
+_DIR_MODE = 0o700
 
 
 class CacheCorruptionWarning(UserWarning):
@@ -53,51 +67,79 @@ def entry_path(key: str) -> Path:
     return store_dir() / f"{key}{_SUFFIX}"
 
 
-def get(key: str) -> bytes | None:
-    """The object bytes stored under ``key``, or None (absent, unreadable or corrupt)."""
+def get(key: str, expect: dict | None = None) -> bytes | None:
+    """The object bytes stored under ``key``, or None (absent, unreadable, corrupt or foreign).
+
+    ``expect``: meta fields the entry must carry (e.g. ``{"name": ..., "static": ...}``); the
+    entry's own ``key`` field is always checked.
+    """
     path = entry_path(key)
     try:
         blob = path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):
         return None  # absent (a bad cache dir is reported by `put`)
     except OSError as exc:
-        warnings.warn(f"kernel cache: cannot read {path}: {exc}; recompiling",
-                      CacheCorruptionWarning, stacklevel=2)
+        _reject(path, f"cannot be read ({exc.strerror or exc})")
         return None
     payload, problem = decode(blob)
+    meta = _meta_of(blob)
+    if problem is None and meta.get("key") != key:
+        problem = (f"it holds the object of key {str(meta.get('key'))[:12]}..., not of its "
+                   f"file name's key {key[:12]}... (copied or swapped)")
     if problem is not None:
-        warnings.warn(f"kernel cache entry {path} is corrupt ({problem}); recompiling",
-                      CacheCorruptionWarning, stacklevel=2)
-        _unlink_quietly(path)
+        _reject(path, problem)
         return None
+    for field, want in (expect or {}).items():
+        if meta.get(field) != want:  # a valid entry, reached through a wrong alias: keep it
+            warnings.warn(f"kernel cache entry {path} is for {field} {meta.get(field)!r}, not "
+                          f"{want!r} (a wrong alias); recompiling", CacheCorruptionWarning,
+                          stacklevel=2)
+            return None
     _journal(b"h")
     return payload
 
 
+def _reject(path: Path, problem: str) -> None:
+    """Warn, remove whatever is at ``path`` (file or folder) so the rewrite can succeed."""
+    warnings.warn(f"kernel cache entry {path} is corrupt: {problem}; recompiling",
+                  CacheCorruptionWarning, stacklevel=3)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        _unlink_quietly(path)
+
+
 def put(key: str, payload: bytes, meta: dict | None = None) -> Path:
     """Store ``payload`` under ``key`` atomically; returns the entry path."""
-    path = _write_atomic(f"{key}{_SUFFIX}", encode(payload, meta or {}))
+    path = _write_atomic(f"{key}{_SUFFIX}", encode(payload, {**(meta or {}), "key": key}))
     _journal(b"m")
     return path
 
 
 def get_alias(fast: str) -> str | None:
-    """The object key an alias points to, or None (absent or malformed)."""
+    """The object key an alias points to, or None (absent, malformed, or another key's alias)."""
+    path = store_dir() / f"{fast}{_ALIAS}"
     try:
-        text = (store_dir() / f"{fast}{_ALIAS}").read_bytes().strip()
-    except OSError:
+        text = path.read_bytes().strip()
+    except FileNotFoundError:
         return None
-    return text.decode("ascii") if _HEX64.fullmatch(text) else None
+    except OSError:  # a folder or unreadable file in the alias's place: clear it for the rewrite
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        return None
+    match = _ALIAS_LINE.fullmatch(text)
+    if match is None or match.group(1).decode("ascii") != fast:
+        return None
+    return match.group(2).decode("ascii")
 
 
 def put_alias(fast: str, key: str) -> None:
     """Point alias ``fast`` at object key ``key`` (atomically)."""
-    _write_atomic(f"{fast}{_ALIAS}", key.encode("ascii") + b"\n")
+    _write_atomic(f"{fast}{_ALIAS}", f"{fast} {key}\n".encode("ascii"))
 
 
 def _write_atomic(name: str, blob: bytes) -> Path:
-    directory = store_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = ensure_private_dir()
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -107,6 +149,28 @@ def _write_atomic(name: str, blob: bytes) -> Path:
         _unlink_quietly(Path(tmp))
         raise
     return directory / name
+
+
+def ensure_private_dir() -> Path:
+    """Create the store folder (and the cache folder above it) mode 0700; tighten them when
+    they are ours and group- or world-writable. Returns the store folder."""
+    directory = store_dir()
+    for folder in (directory.parent, directory):
+        folder.parent.mkdir(parents=True, exist_ok=True)  # e.g. ~/.cache: the usual mode
+        try:
+            folder.mkdir(mode=_DIR_MODE)  # the umask can only remove bits from 0700
+        except FileExistsError:
+            _tighten(folder)
+    return directory
+
+
+def _tighten(folder: Path) -> None:
+    try:
+        info = folder.stat()
+        if info.st_uid == os.getuid() and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            os.chmod(folder, _DIR_MODE)
+    except OSError:
+        pass  # not ours to change; the write that follows reports a real problem
 
 
 def encode(payload: bytes, meta: dict) -> bytes:
@@ -138,9 +202,18 @@ def read_meta(path: Path) -> dict:
         with open(path, "rb") as fh:
             head = fh.read(_HEAD.size)
             meta_len = _HEAD.unpack(head)[4]
-            return json.loads(fh.read(meta_len))
-    except (OSError, struct.error, ValueError):
+            return _meta_of(head + fh.read(meta_len))
+    except (OSError, struct.error):
         return {}
+
+
+def _meta_of(blob: bytes) -> dict:
+    try:
+        meta_len = _HEAD.unpack_from(blob)[4]
+        meta = json.loads(blob[_HEAD.size:_HEAD.size + meta_len])
+    except (struct.error, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def cache_info() -> dict:
@@ -173,7 +246,7 @@ def cache_clear() -> int:
 def _journal(mark: bytes) -> None:
     # One byte per event with O_APPEND: concurrent processes never interleave partial records.
     try:
-        fd = os.open(store_dir() / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(store_dir() / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError:
         return
     try:

@@ -114,7 +114,7 @@ def acquire(spec: KernelSpec) -> Outcome:
         target = host_target()
         use_disk = not config.disk_cache_disabled() and config.dump_ir_dir() is None
         fast = fast_key(spec, target, DEFAULT_OPTIONS) if use_disk else None
-        found = _via_alias(fast) if fast else None
+        found = _via_alias(fast, spec) if fast else None
         if found is not None:
             key, obj, status, compile_ms = *found, "hit", 0.0
         else:
@@ -131,10 +131,10 @@ def acquire(spec: KernelSpec) -> Outcome:
         return Outcome(kernel, status, compile_ms, load_ms)
 
 
-def _via_alias(fast: str) -> tuple[str, bytes] | None:
-    """(object key, object bytes) if the alias ``fast`` leads to a valid entry."""
+def _via_alias(fast: str, spec: KernelSpec) -> tuple[str, bytes] | None:
+    """(object key, object bytes) if the alias ``fast`` leads to a valid entry of ``spec``."""
     key = disk.get_alias(fast)
-    obj = disk.get(key) if key else None
+    obj = disk.get(key, _entry_meta(spec)) if key else None
     if obj is None:
         return None
     _count(disk_hits=1)
@@ -157,7 +157,7 @@ def _object_for(spec: KernelSpec, ir_text: str, key: str, target) -> tuple[bytes
     use_disk = not config.disk_cache_disabled()
     dump = config.dump_ir_dir()
     if use_disk and dump is None:
-        obj = disk.get(key)
+        obj = disk.get(key, _entry_meta(spec))
         if obj is not None:
             _count(disk_hits=1)
             return obj, "hit", 0.0
@@ -171,10 +171,15 @@ def _object_for(spec: KernelSpec, ir_text: str, key: str, target) -> tuple[bytes
         _dump(dump, spec, key, compiled)
     if use_disk:
         try:
-            disk.put(key, compiled.obj, meta={"name": spec.name, "static": spec.static_json()})
+            disk.put(key, compiled.obj, meta=_entry_meta(spec))
         except OSError as exc:  # an unwritable cache costs start-up time, not correctness
             warnings.warn(f"kernel cache: cannot write {disk.store_dir()}: {exc}", stacklevel=4)
     return compiled.obj, "miss", compile_ms
+
+
+def _entry_meta(spec: KernelSpec) -> dict:
+    """What a cache entry records of its kernel, and `disk.get` checks on load."""
+    return {"name": spec.name, "static": spec.static_json()}
 
 
 def _dump(directory, spec: KernelSpec, key: str, compiled) -> None:

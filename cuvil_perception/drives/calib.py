@@ -23,6 +23,9 @@ import numpy as np
 
 from ..errors import DriveError
 
+ROTATIONS = ("R_rect_00", "R")  # entries that must be rotations
+ROTATION_TOLERANCE = 1e-3  # KITTI's are orthonormal to ~1e-6; 1e-3 leaves room for rounding
+MAX_IMAGE_SIDE = 65535  # pixels; S_rect_02 beyond it is not a camera
 CAM_TO_CAM = "calib_cam_to_cam.txt"
 VELO_TO_CAM = "calib_velo_to_cam.txt"
 
@@ -91,7 +94,18 @@ def _matrix(entries: dict, path: Path, key: str, shape: tuple[int, ...]) -> np.n
     if values is None or len(values) != size:
         got = "non-numeric values" if values is None else f"{len(values)} numbers"
         raise DriveError(f"{path}:{number}: '{key}' needs {size} numbers, got {got}")
-    return np.array(values, dtype=np.float64).reshape(shape)
+    matrix = np.array(values, dtype=np.float64).reshape(shape)
+    if not np.isfinite(matrix).all():
+        raise DriveError(f"{path}:{number}: '{key}' has a NaN or infinite value")
+    if key in ROTATIONS and not _is_rotation(matrix):
+        raise DriveError(f"{path}:{number}: '{key}' is not a rotation matrix (R R^T != I or "
+                         f"det != 1, tolerance {ROTATION_TOLERANCE:g})")
+    return matrix
+
+
+def _is_rotation(matrix: np.ndarray) -> bool:
+    return bool(np.allclose(matrix @ matrix.T, np.eye(3), atol=ROTATION_TOLERANCE)
+                and abs(np.linalg.det(matrix) - 1.0) <= ROTATION_TOLERANCE)
 
 
 def load_calibration(drive: Path) -> Calibration:
@@ -106,6 +120,9 @@ def load_calibration(drive: Path) -> Calibration:
     if "S_rect_02" in cam:
         w, h = _matrix(cam, cam_path, "S_rect_02", (2,))
         size = (int(round(w)), int(round(h)))
+        if not all(1 <= side <= MAX_IMAGE_SIDE for side in size):
+            raise DriveError(f"{cam_path}:{cam['S_rect_02'][0]}: 'S_rect_02' image size "
+                             f"{w:g} x {h:g} must be 1..{MAX_IMAGE_SIDE} pixels per side")
     rot = _matrix(velo, velo_path, "R", (3, 3))
     trans = _matrix(velo, velo_path, "T", (3,))
     tr = np.concatenate([rot, trans[:, None]], axis=1)
@@ -122,6 +139,8 @@ def image_size_hint(drive: Path) -> tuple[int, int] | None:
     if number_values is None or number_values[1] is None or len(number_values[1]) != 2:
         return None
     w, h = number_values[1]
+    if not all(np.isfinite(side) and 1 <= side <= MAX_IMAGE_SIDE for side in (w, h)):
+        return None
     return int(round(w)), int(round(h))
 
 

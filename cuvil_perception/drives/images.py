@@ -1,4 +1,9 @@
-"""Camera images of a drive: 8-bit PNGs read as BGR uint8 [H, W, 3] (OpenCV's channel order)."""
+"""Camera images of a drive: 8-bit PNGs read as BGR uint8 [H, W, 3] (OpenCV's channel order).
+
+A PNG's header is checked before it is decoded: one that claims more than `MAX_PIXELS` (a
+corrupt or hostile file saying 100000 x 100000) is refused with the memory it would take,
+instead of the decoder trying to allocate it.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,12 @@ import numpy as np
 from ..errors import DriveError
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+MAX_PIXELS = 1 << 27  # 134 Mpixel (402 MB as BGR); automotive cameras are 1-8 Mpixel
 
 
 def read_image(path: Path) -> np.ndarray:
     """The image at ``path`` as uint8 [H, W, 3] BGR; DriveError when it cannot be decoded."""
+    check_size(path, png_size(path))
     try:
         data = np.fromfile(path, dtype=np.uint8)
     except OSError as exc:
@@ -23,6 +30,17 @@ def read_image(path: Path) -> np.ndarray:
     if image is None:
         raise DriveError(f"{path}: not a readable image (corrupt or not a PNG)")
     return image
+
+
+def check_size(path: Path, size: tuple[int, int] | None) -> None:
+    """DriveError when a (width, height) header is empty or larger than ``MAX_PIXELS``."""
+    if size is None:
+        return
+    width, height = size
+    if width < 1 or height < 1 or width * height > MAX_PIXELS:
+        gib = width * height * 3 / 2**30
+        raise DriveError(f"{path}: PNG header says {width} x {height} pixels ({gib:.3g} GiB "
+                         f"decoded); at most {MAX_PIXELS:,} pixels are read")
 
 
 def png_size(path: Path) -> tuple[int, int] | None:

@@ -23,9 +23,9 @@ import numpy as np
 
 from ..errors import DriveError
 from .calib import Calibration, image_size_hint, load_calibration
-from .images import png_size, read_image
+from .images import check_size, png_size, read_image
 from .labels import LABEL_COLUMNS, LABELS_DIR, label_path, read_labels
-from .points import read_points
+from .points import clamp_reflectance, read_points
 from .timestamps import read_timestamps
 
 IMAGE_STREAM = "image_02"
@@ -46,7 +46,8 @@ class Stream:
 class DriveFrame:
     """One synchronised frame.
 
-    ``points`` float32 [N, 4] (velodyne frame, NaN/inf rows removed, ``dropped_points`` of them);
+    ``points`` float32 [N, 4] (velodyne frame; NaN/inf and out-of-reach rows removed,
+    ``dropped_points`` of them; reflectance clamped into [0, 1], ``clamped_points`` of them);
     ``image`` uint8 [H, W, 3] BGR; ``labels`` float32 [M, 12] (``LABEL_COLUMNS``, empty if the
     drive has no labels); times are ns since the epoch.
     """
@@ -60,6 +61,7 @@ class DriveFrame:
     dropped_points: int
     image: np.ndarray
     labels: np.ndarray
+    clamped_points: int = 0
 
 
 def open_stream(drive: Path, name: str, suffix: str) -> Stream:
@@ -137,14 +139,36 @@ class Drive:
                              f"{sync_tolerance_ms:g} ms (sync_tolerance_ms)")
         self.has_labels = (self.path / LABELS_DIR).is_dir()
         self.image_size = drive_image_size(self.path)
+        check_size(self.camera.files[0] if self.camera.files else self.path, self.image_size)
 
     def __len__(self) -> int:
         return len(self.pairs)
+
+    def longest_gap(self, factor: float = 10.0, floor_s: float = 1.0) -> str | None:
+        """The longest pause between consecutive frames, described with its place, when it is
+        longer than ``floor_s`` and ``factor`` times the median frame period; else None.
+
+        A paced replay (``--rate 1``) waits through such a gap as the recording did: the
+        replay source warns with this text before frame 0 so a wait is never silent.
+        """
+        scans = np.array([self.lidar.stamps[scan] for scan, _ in self.pairs], dtype=np.int64)
+        if scans.size < 2:
+            return None
+        steps = np.diff(scans)
+        worst = int(np.argmax(steps))
+        gap_s, median_s = steps[worst] / 1e9, float(np.median(steps)) / 1e9
+        if gap_s <= max(floor_s, factor * median_s):
+            return None
+        first, second = self.pairs[worst][0], self.pairs[worst + 1][0]
+        return (f"a {gap_s:.1f} s gap between frames {worst} and {worst + 1} "
+                f"({self.lidar.folder / 'timestamps.txt'} lines {first + 1} and {second + 1}; "
+                f"median frame period {median_s * 1e3:.0f} ms)")
 
     def read(self, index: int) -> DriveFrame:
         """Load synchronised frame ``index`` (0 <= index < len(self))."""
         scan, image_index = self.pairs[index]
         points, dropped = read_points(self.lidar.files[scan])
+        clamped = clamp_reflectance(points)
         image_file = self.camera.files[image_index]
         image = read_image(image_file)
         if self.image_size is not None and (image.shape[1], image.shape[0]) != self.image_size:
@@ -157,4 +181,5 @@ class Drive:
         return DriveFrame(index=index, scan_index=scan, image_index=image_index,
                           scan_ns=int(self.lidar.stamps[scan]),
                           image_ns=int(self.camera.stamps[image_index]), points=points,
-                          dropped_points=dropped, image=image, labels=labels)
+                          dropped_points=dropped, image=image, labels=labels,
+                          clamped_points=clamped)

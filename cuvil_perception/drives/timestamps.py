@@ -1,7 +1,11 @@
 """KITTI ``timestamps.txt``: one ``YYYY-MM-DD HH:MM:SS.nnnnnnnnn`` line per frame, UTC.
 
 Timestamps become integer nanoseconds since the Unix epoch, parsed from the text exactly (the
-fraction is read as an integer, never through a float, so no rounding happens).
+fraction is read as an integer, never through a float, so no rounding happens). They must fit
+int64 nanoseconds (years 1970 to 2262) and strictly increase down the file: a line equal to or
+earlier than the one before it is an error naming the file and both lines (a reversed,
+shuffled or duplicated stream would otherwise replay in the wrong order or pair the wrong
+camera image with a scan).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from ..errors import DriveError
 
 _LINE = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
 _NS_PER_S = 1_000_000_000
+_MAX_NS = 2**63 - 1  # int64: 2262-04-11
 
 
 def parse_timestamp(text: str) -> int:
@@ -33,7 +38,11 @@ def parse_timestamp(text: str) -> int:
     fraction = match.group(7) or ""
     nanos = int(fraction.ljust(9, "0")) if fraction else 0
     seconds = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
-    return seconds * _NS_PER_S + nanos
+    ns = seconds * _NS_PER_S + nanos
+    if not 0 <= ns <= _MAX_NS:
+        raise ValueError(f"{text.strip()!r} is outside 1970-01-01 .. 2262-04-11 (int64 "
+                         f"nanoseconds since the epoch)")
+    return ns
 
 
 def format_timestamp(ns: int) -> str:
@@ -65,6 +74,11 @@ def read_timestamps(path: Path) -> list[int]:
             stamps.append(parse_timestamp(line))
         except ValueError as exc:
             raise DriveError(f"{path}:{number}: bad timestamp: {exc}") from None
+        if len(stamps) > 1 and stamps[-1] <= stamps[-2]:
+            how = "repeats" if stamps[-1] == stamps[-2] else "is earlier than"
+            raise DriveError(f"{path}:{number}: timestamp {line.strip()} {how} line "
+                             f"{number - 1} ({lines[number - 2].strip()}); timestamps must "
+                             f"strictly increase")
     return stamps
 
 

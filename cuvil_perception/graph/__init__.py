@@ -2,15 +2,17 @@
 
 from .op import (FrameInfo, Op, ParamProblem, RunContext, Sample, Sink, Source, lookup, register,
                  registered)
-from .params import BUILTIN_PREFIX, Param, builtin_models_dir
+from .params import BUILTIN_PREFIX, MAX_STATIC_BYTES, Param, Range, builtin_models_dir
 from .pipeline import MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
 from .ports import PortSpec
 from .overrides import apply_cli_sources
+from .preflight import preflight
 from .yaml_loader import load_pipeline, parse_pipeline
 
 __all__ = [
-    "BUILTIN_PREFIX", "apply_cli_sources", "builtin_models_dir", "Degrade", "FrameInfo",
+    "BUILTIN_PREFIX", "MAX_STATIC_BYTES", "apply_cli_sources", "builtin_models_dir", "Degrade",
+    "FrameInfo", "Range",
     "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
     "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",
-    "parse_pipeline", "register", "registered",
+    "parse_pipeline", "preflight", "register", "registered",
 ]

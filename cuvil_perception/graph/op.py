@@ -16,6 +16,10 @@ Optional hooks the executor looks for:
   ``bench`` times it on the same inputs in the same run for relative budgets.
 * ``reuses_output_buffers = True`` (class attribute): ``process()`` returns persistent buffers
   that the next call overwrites; the executor copies them before handing them downstream.
+* ``describe() -> list[str]``: lines ``inspect`` prints under the stage table (e.g. which
+  execution path a model takes and why); may load the stage's model, never runs a frame.
+* ``preflight()``: checks that read files but touch no sensor (the replay source reads its
+  drive's index); ``run`` and ``inspect`` call it before anything is opened (`preflight`).
 * ``summary_port = "name"`` with ``summarize(port, value) -> str``: the output that stands for the
   stage in ``run --summary`` and a short human line for one value of it (e.g. detections by
   class); without them the summary shows row counts.
@@ -30,6 +34,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from . import plugins
 from .params import Param
 from .ports import PortSpec
 
@@ -166,8 +171,12 @@ def register(cls: type[Op]) -> type[Op]:
     return cls
 
 
-def lookup(name: str) -> type[Op] | None:
+def lookup(name: str, base_dir: Path | None = None) -> type[Op] | None:
+    """The op registered as ``name``, or the class at import path ``package.module:Class``
+    (raises `plugins.OpImportError` saying why it cannot be imported); None if unknown."""
     _load_builtin_ops()
+    if ":" in name:
+        return plugins.resolve_path(name, register, base_dir)
     return _REGISTRY.get(name)
 
 
@@ -186,7 +195,8 @@ _loaded = False
 
 
 def _load_builtin_ops() -> None:
+    """Load the op entry points once (built-in ops are entry points too: see `plugins`)."""
     global _loaded
     if not _loaded:
         _loaded = True
-        from .. import ops  # noqa: F401  (registers the built-in ops)
+        plugins.load_entry_points(register)

@@ -9,6 +9,7 @@ import math
 
 from ..errors import PipelineError
 from .op import TAGS, ParamProblem, lookup, registered, suggest
+from .plugins import OpImportError
 from .pipeline import MISS_POLICIES, Pipeline, Stage
 
 
@@ -24,7 +25,7 @@ def validate(p: Pipeline) -> None:
         _check_deadline(p.e2e_deadline_ms, p.locs.get("e2e_deadline_ms"), None,
                         "e2e_deadline_ms")
     for stage in p.stages:
-        _check_fields(stage)
+        _check_fields(stage, p.base_dir)
         _resolve_params(stage, p)
     order = _topological_order(p, ids)
     for stage_id in order:
@@ -39,11 +40,14 @@ def _check_deadline(value, loc, stage_id, field) -> None:
                             stage_id, field)
 
 
-def _check_fields(stage: Stage) -> None:
+def _check_fields(stage: Stage, base_dir=None) -> None:
     if not isinstance(stage.id, str) or not stage.id or "/" in stage.id:
         raise PipelineError(f"stage id must be a non-empty string without '/', got {stage.id!r}",
                             stage.loc("id"), None, "id")
-    cls = lookup(stage.op) if isinstance(stage.op, str) else None
+    try:
+        cls = lookup(stage.op, base_dir) if isinstance(stage.op, str) else None
+    except OpImportError as exc:
+        raise PipelineError(f"op '{stage.op}': {exc}", stage.loc("op"), stage.id, "op") from None
     if cls is None:
         raise PipelineError(f"unknown op '{stage.op}'{suggest(str(stage.op), registered())}",
                             stage.loc("op"), stage.id, "op")

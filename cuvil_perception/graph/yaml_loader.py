@@ -2,10 +2,16 @@
 
 Top-level fields and stage fields are listed in ``PIPELINE_FIELDS`` / ``STAGE_FIELDS`` (also the
 table in docs/pipeline-yaml.md); unknown keys are rejected with a "did you mean".
+
+Only plain YAML data is accepted (`compose_strict`): explicit tags other than the core schema's
+(``!!python/object``, ``!custom``, ...), merge keys (``<<``), nesting deeper than `MAX_DEPTH`
+and integers longer than `MAX_INT_DIGITS` digits are refused with file:line:column before any
+value is constructed, so no user code runs and no deep recursion happens.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +24,21 @@ from .pipeline import Degrade, Pipeline, PortRef, Stage
 PIPELINE_FIELDS = ("pipeline", "description", "e2e_deadline_ms", "rt", "stages")
 STAGE_FIELDS = ("id", "op", "params", "inputs", "tag", "deadline_ms", "on_miss", "degrade")
 DEGRADE_FIELDS = ("params", "frames")
+MAX_DEPTH = 64  # mappings/lists inside each other; a pipeline needs about 5
+MAX_INT_DIGITS = 30  # no param needs more; Python would spend time (or refuse) beyond 4300
+_CORE = "tag:yaml.org,2002:"
+ALLOWED_TAGS = tuple(_CORE + name for name in ("str", "int", "float", "bool", "null", "seq",
+                                               "map", "timestamp"))
+
+
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, plus YAML 1.2's exponent floats without a dot (``1e-3``), which
+    YAML 1.1 reads as the string "1e-3" (a float param would then say "got string")."""
+
+
+StrictLoader.add_implicit_resolver(
+    _CORE + "float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def load_pipeline(path: str | Path, validate: bool = True) -> Pipeline:
@@ -38,14 +59,7 @@ def load_pipeline(path: str | Path, validate: bool = True) -> Pipeline:
 
 def parse_pipeline(text: str, filename: str = "<string>", base_dir: Path | None = None) -> Pipeline:
     """Build an unvalidated Pipeline from YAML text."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        loc = Location(filename, mark.line + 1, mark.column + 1) if mark else Location(filename)
-        raise PipelineError(f"YAML syntax error: {exc.problem or exc}", loc) from None
-    except yaml.YAMLError as exc:
-        raise PipelineError(f"YAML syntax error: {exc}", Location(filename)) from None
+    root = compose_strict(text, filename)
     reader = _Reader(filename)
     if root is None:
         raise PipelineError("the file is empty; expected a mapping with 'stages'",
@@ -74,8 +88,77 @@ def parse_pipeline(text: str, filename: str = "<string>", base_dir: Path | None 
     return pipeline
 
 
+def compose_strict(text: str, filename: str, error=None) -> yaml.Node | None:
+    """The YAML node tree of ``text`` if it is plain data; else raise ``error(message, loc,
+    field)`` (default: `PipelineError`), ``field`` being the dotted path of the bad value.
+
+    Checks nesting depth on the parser's event stream (the composer recurses, so a 3000-deep
+    file must be refused before it), then tags, merge keys and integer sizes on the nodes.
+    """
+    error = error or (lambda message, loc, field: PipelineError(message, loc, None, field))
+    try:
+        _check_depth(text, filename, error)
+        root = yaml.compose(text, Loader=StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = _mark_loc(filename, mark) if mark else Location(filename)
+        raise error(f"YAML syntax error: {exc.problem or exc}", loc, None) from None
+    except yaml.YAMLError as exc:
+        raise error(f"YAML syntax error: {exc}", Location(filename), None) from None
+    _check_nodes(root, filename, error)
+    return root
+
+
+def _check_depth(text: str, filename: str, error) -> None:
+    path: list[str] = []  # keys / indices of the open collections, for the message
+    for event in yaml.parse(text, Loader=StrictLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            if len(path) >= MAX_DEPTH:
+                raise error(f"nesting deeper than {MAX_DEPTH} levels",
+                            _mark_loc(filename, event.start_mark), path[0] or None)
+            path.append("")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            path.pop()
+        elif isinstance(event, yaml.ScalarEvent) and path and not path[-1]:
+            path[-1] = event.value  # roughly the first key: enough to find the place
+
+
+def _check_nodes(root: yaml.Node | None, filename: str, error) -> None:
+    stack, seen = ([(root, "")] if root is not None else []), set()
+    while stack:  # iterative: aliases may share nodes, `seen` visits each once
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        loc, field = _mark_loc(filename, node.start_mark), path or None
+        if node.tag == _CORE + "merge":
+            raise error("YAML merge keys ('<<') are not supported: write the fields out", loc,
+                        field)
+        if node.tag not in ALLOWED_TAGS:
+            raise error(f"YAML tag '{node.tag.replace(_CORE, '!!')}' is not allowed (plain "
+                        f"strings, numbers, booleans, null, lists and mappings only)", loc, field)
+        if node.tag == _CORE + "int":
+            digits = sum(ch.isdigit() for ch in node.value)
+            if digits > MAX_INT_DIGITS:
+                raise error(f"integer of {digits} digits (at most {MAX_INT_DIGITS})", loc, field)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                stack += [(key, _join(path, name)), (value, _join(path, name))]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else str(name)
+
+
+def _mark_loc(filename: str, mark) -> Location:
+    return Location(filename, mark.line + 1, mark.column + 1)
+
+
 def _stage(reader: "_Reader", node: yaml.Node) -> Stage:
-    fields = reader.mapping(node, "a stage", STAGE_FIELDS)
+    fields = reader.mapping(node, "a stage", STAGE_FIELDS, _peek_id(node))
     locs = {"": reader.loc(node)}
     for key, (key_node, value_node) in fields.items():
         locs[key] = reader.loc(value_node)
@@ -95,15 +178,7 @@ def _stage(reader: "_Reader", node: yaml.Node) -> Stage:
             locs[f"key:params.{name}"] = reader.loc(key_node)
         stage.params = {name: reader.plain(v) for name, (_, v) in params.items()}
     if "inputs" in fields:
-        inputs = reader.submapping(fields["inputs"][1], stage_id, "inputs")
-        for port, (_, value_node) in inputs.items():
-            loc = reader.loc(value_node)
-            locs[f"inputs.{port}"] = loc
-            value = reader.plain(value_node)
-            try:
-                stage.inputs[port] = PortRef.parse(value if isinstance(value, str) else repr(value))
-            except ValueError as exc:
-                raise PipelineError(str(exc), loc, stage_id, f"inputs.{port}") from None
+        stage.inputs = _inputs(reader, fields["inputs"][1], stage_id, locs)
     if "tag" in fields:
         stage.tag = reader.plain(fields["tag"][1])
     if "deadline_ms" in fields:
@@ -115,6 +190,30 @@ def _stage(reader: "_Reader", node: yaml.Node) -> Stage:
     if "degrade" in fields:
         stage.degrade = _degrade(reader, fields["degrade"][1], stage_id, locs)
     return stage
+
+
+def _inputs(reader: "_Reader", node: yaml.Node, stage_id: str, locs: dict) -> dict:
+    """port -> PortRef of a stage's ``inputs:`` mapping (locations recorded in ``locs``)."""
+    wired = {}
+    for port, (_, value_node) in reader.submapping(node, stage_id, "inputs").items():
+        loc = reader.loc(value_node)
+        locs[f"inputs.{port}"] = loc
+        value = reader.plain(value_node)
+        try:
+            wired[port] = PortRef.parse(value if isinstance(value, str) else repr(value))
+        except ValueError as exc:
+            raise PipelineError(str(exc), loc, stage_id, f"inputs.{port}") from None
+    return wired
+
+
+def _peek_id(node: yaml.Node) -> str | None:
+    """The stage's id before its fields are checked, so an unknown field can name its stage."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == "id" \
+                    and isinstance(value, yaml.ScalarNode):
+                return value.value
+    return None
 
 
 def _degrade(reader: "_Reader", node: yaml.Node, stage_id: str, locs: dict) -> Degrade:
@@ -171,8 +270,11 @@ class _Reader:
         return out
 
     def plain(self, node: yaml.Node) -> Any:
-        return yaml.SafeLoader(  # construct one node's Python value with the safe rules
-            "").construct_object(node, deep=True)
+        try:  # construct one node's Python value with the safe rules
+            return StrictLoader("").construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError) as exc:  # e.g. a 13th month
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise PipelineError(f"cannot read this value: {problem}", self.loc(node)) from None
 
     def scalar(self, node: yaml.Node, kind: type, field: str) -> Any:
         value = self.plain(node)

@@ -9,12 +9,11 @@ intensity scale. See ``drives/bag`` for the message types and how topics are cho
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from ..drives.recording import open_recording as drives_open_recording
 from ..drives.recording import recording_image_size as drives_image_size
-from ..graph import Param, ParamProblem, register
+from ..graph import Param, ParamProblem, Range, register
 from .sources import Replay
 
 MAX_INTENSITY_SCALE = 1e6
@@ -52,7 +51,8 @@ class Bag(Replay):
         Param("stamp", str, "header", "message time: header (header.stamp) or log (the bag's "
               "record time)", choices=("header", "log")),
         Param("intensity_scale", float, 1.0, "factor on the intensity field (1/255 for "
-              "drivers that publish 0..255)"),
+              "drivers that publish 0..255)",
+              range=Range(0.0, MAX_INTENSITY_SCALE, low_open=True)),
     ) + tuple(p for p in Replay.params if p.name != "path")  # sync_tolerance_ms, loop
 
     def check(self) -> None:
@@ -66,7 +66,3 @@ class Bag(Replay):
             if not isinstance(topic, str) or not topic.strip():
                 raise ParamProblem("topics", f"topics.{role} must be a topic name, got "
                                    f"{topic!r}")
-        scale = self.p["intensity_scale"]
-        if not math.isfinite(scale) or not 0 < scale <= MAX_INTENSITY_SCALE:
-            raise ParamProblem("intensity_scale", f"must be a number in (0, "
-                               f"{MAX_INTENSITY_SCALE:g}], got {scale!r}")

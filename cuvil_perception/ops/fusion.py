@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import FrameInfo, Op, Param, ParamProblem, PortSpec, register
+from ..graph import FrameInfo, Op, Param, PortSpec, Range, register
 from .summary import count_by_class
 
 COLUMNS = ("class", "x", "y", "z", "dx", "dy", "dz", "heading", "x1", "y1", "x2", "y2",
@@ -198,20 +198,14 @@ class FusionAssociate(Op):
            "greedy max-IoU association with 2D detections; fused objects [N, 15].")
     params = (
         Param("iou_threshold", float, 0.3,
-              doc="a projected 3D box and a 2D detection pair up when IoU >= this"),
+              doc="a projected 3D box and a 2D detection pair up when IoU >= this",
+              range=Range(0.0, 1.0, low_open=True)),
         Param("same_class", bool, True, doc="only pair boxes of the same class"),
         Param("camera_classes", list, None, optional=True, item_type=int,
               doc="camera class index -> fused class (-1 drops it); null: identity. COCO "
-                  "models: car 2 -> 0, person 0 -> 1, bicycle 1 -> 2"),
+                  "models: car 2 -> 0, person 0 -> 1, bicycle 1 -> 2",
+              range=Range(-1, 9999), min_items=1),
     )
-
-    def check(self) -> None:
-        if not 0.0 < self.p["iou_threshold"] <= 1.0:
-            raise ParamProblem("iou_threshold",
-                               f"must be within (0, 1], got {self.p['iou_threshold']}")
-        for value in self.p.get("camera_classes") or []:
-            if value < -1:
-                raise ParamProblem("camera_classes", f"entries must be >= -1, got {value}")
 
     def input_ports(self) -> tuple[PortSpec, ...]:
         return (

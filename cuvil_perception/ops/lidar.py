@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import FrameInfo, Op, Param, ParamProblem, PortSpec, register
+from ..graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range, register
 
 KITTI_X = [0.0, 69.12]
 KITTI_Y = [-39.68, 39.68]
@@ -17,19 +17,20 @@ MAX_BEV_SIDE = 4096
 DENSITY_SATURATION = 64  # points per cell that map to full density
 
 
+LIDAR_REACH = Range(-1000.0, 1000.0)  # m: far beyond any LiDAR; larger is a typo
+
+
 def _range_params() -> tuple[Param, ...]:
-    return (Param("x_range", list, list(KITTI_X), "[low, high) forward, m", item_type=float,
-                  length=2),
-            Param("y_range", list, list(KITTI_Y), "[low, high) left, m", item_type=float,
-                  length=2),
-            Param("z_range", list, list(KITTI_Z), "[low, high) up, m", item_type=float,
-                  length=2))
+    return tuple(Param(f"{axis}_range", list, list(default), f"[low, high) {meaning}, m",
+                       item_type=float, length=2, range=LIDAR_REACH, unit="m")
+                 for axis, default, meaning in (("x", KITTI_X, "forward"), ("y", KITTI_Y, "left"),
+                                                ("z", KITTI_Z, "up")))
 
 
 def _check_ranges(p: dict) -> None:
     for name in ("x_range", "y_range", "z_range"):
         low, high = p[name]
-        if not (np.isfinite(low) and np.isfinite(high) and low < high):
+        if not low < high:
             raise ParamProblem(name, f"must be [low, high] with low < high, got {p[name]}")
 
 
@@ -108,14 +109,12 @@ class LidarBev(Op):
     name = "lidar.bev"
     tag = "compute"
     doc = "Bird's-eye occupancy image uint8 [H, W, 3] (reflectance, height, density)."
-    params = _range_params() + (Param("resolution", float, 0.16, "cell size, m"),)
+    params = _range_params() + (Param("resolution", float, 0.16, "cell size, m",
+                                      range=Range(0.0, 100.0, low_open=True), unit="m"),)
 
     def check(self) -> None:
         _check_ranges(self.p)
         resolution = self.p["resolution"]
-        if not (np.isfinite(resolution) and resolution > 0):
-            raise ParamProblem("resolution", f"must be a positive number of metres, got "
-                                             f"{resolution!r}")
         height, width = bev_shape(self.p["x_range"], self.p["y_range"], resolution)
         if not (1 <= height <= MAX_BEV_SIDE and 1 <= width <= MAX_BEV_SIDE):
             raise ParamProblem("resolution", f"gives a {height}x{width} image; each side must "

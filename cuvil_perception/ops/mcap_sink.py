@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
-from ..graph import FrameInfo, Param, ParamProblem, PortSpec, RunContext, Sink, register
+from ..graph import FrameInfo, Param, ParamProblem, PortSpec, Range, RunContext, Sink, register
 from ..output_files import is_previous_output
 from . import foxglove_msgs as fm
 from .mcap_channels import Channels, FrameTimings, parse_address
@@ -66,7 +66,7 @@ class McapSink(Sink):
               "(run --foxglove sets it)", optional=True),
         Param("image_format", str, "jpeg", "camera image as jpeg, png or raw (bgr8)",
               choices=("jpeg", "png", "raw")),
-        Param("jpeg_quality", int, 90, "JPEG quality 1..100"),
+        Param("jpeg_quality", int, 90, "JPEG quality 1..100", range=Range(1, 100)),
         Param("compression", str, "lz4", "chunk compression: lz4, zstd or none",
               choices=("lz4", "zstd", "none")),
         Param("topic_prefix", str, "/cuvil", "prefix of every topic"),
@@ -94,8 +94,6 @@ class McapSink(Sink):
                 parse_address(p["live"])
             except ValueError as exc:
                 raise ParamProblem("live", str(exc)) from None
-        if not 1 <= p["jpeg_quality"] <= 100:
-            raise ParamProblem("jpeg_quality", f"must be 1..100, got {p['jpeg_quality']}")
         if not p["topic_prefix"].startswith("/") or p["topic_prefix"].strip() != p["topic_prefix"]:
             raise ParamProblem("topic_prefix", f"must start with '/' and have no spaces, got "
                                f"{p['topic_prefix']!r}")

@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from ..errors import OutputWriteError, UsageError
-from ..graph import FrameInfo, Param, ParamProblem, PortSpec, RunContext, Sink, register
+from ..graph import FrameInfo, Param, ParamProblem, PortSpec, Range, RunContext, Sink, register
 from ..output_files import LineWriter, describe_os_error, mark_folder, write_bytes_atomic
 
 
@@ -75,17 +75,14 @@ class JsonlSink(Sink):
     doc = "Write every connected input, per frame, as one JSON object per line."
     params = (
         Param("path", Path, Path("run.jsonl"), "output file (parent folders are created)"),
-        Param("max_values", int, 4096, "larger arrays get a sha256 instead of their data"),
+        Param("max_values", int, 4096, "larger arrays get a sha256 instead of their data",
+              range=Range(0, 2**62)),
         Param("fsync", bool, False, "fsync after every line (survives power loss, slower)"),
     )
 
     def __init__(self, params, inputs):
         super().__init__(params, inputs)
         self._writer: LineWriter | None = None
-
-    def check(self) -> None:
-        if self.p["max_values"] < 0:
-            raise ParamProblem("max_values", "must be zero or a positive integer")
 
     def open(self, ctx: RunContext) -> None:
         path = Path(self.p["path"])
@@ -139,12 +136,9 @@ class PngSink(Sink):
     folder_params = ("dir",)  # the output-path policy treats these params as folders
     params = (
         Param("dir", Path, Path("frames"), "output folder (created)"),
-        Param("compression", int, 3, "PNG compression level 0 (fast) .. 9 (small)"),
+        Param("compression", int, 3, "PNG compression level 0 (fast) .. 9 (small)",
+              range=Range(0, 9)),
     )
-
-    def check(self) -> None:
-        if not 0 <= self.p["compression"] <= 9:
-            raise ParamProblem("compression", f"must be 0..9, got {self.p['compression']}")
 
     def input_ports(self) -> tuple[PortSpec, ...]:
         ports = []

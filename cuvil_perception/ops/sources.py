@@ -14,7 +14,7 @@ import numpy as np
 from ..drives import Drive
 from ..drives.labels import LABEL_COLUMNS
 from ..errors import CameraError, DriveError, UsageError
-from ..graph import Param, ParamProblem, PortSpec, RunContext, Sample, Source, register
+from ..graph import Param, ParamProblem, PortSpec, Range, RunContext, Sample, Source, register
 
 
 @register
@@ -34,7 +34,8 @@ class Replay(Source):
         Param("path", Path, None, "drive folder (KITTI raw layout) or a ROS bag / MCAP file; "
               "--replay sets it", optional=True),
         Param("sync_tolerance_ms", float, 50.0,
-              "max |camera time - scan time| for a pair, in ms"),
+              "max |camera time - scan time| for a pair, in ms", range=Range(0.0, 10_000.0),
+              unit="ms"),
         Param("loop", bool, False, "start again at frame 0 after the last frame"),
     )
 
@@ -44,12 +45,6 @@ class Replay(Source):
         self.skipped = 0
         self._next = 0
         self._pass = 0
-
-    def check(self) -> None:
-        tolerance = self.p["sync_tolerance_ms"]
-        if not np.isfinite(tolerance) or tolerance < 0:
-            raise ParamProblem("sync_tolerance_ms",
-                               f"must be a non-negative number of ms, got {tolerance!r}")
 
     def _image_size(self, path: Path) -> tuple[int, int] | None:
         """(width, height) of the recording's images, before it is opened (static shapes)."""
@@ -75,20 +70,33 @@ class Replay(Source):
             PortSpec("Tr_velo_to_cam", "float64", (3, 4), "velodyne -> camera 0 (m)"),
             PortSpec("labels", "float32", (None, len(LABEL_COLUMNS)),
                      "ground truth: " + " ".join(LABEL_COLUMNS) + " (empty without labels)"),
-            PortSpec("dropped_points", "int64", (1,), "NaN/inf rows removed from this scan"),
+            PortSpec("dropped_points", "int64", (1,),
+                     "rows removed from this scan (NaN/inf, or a coordinate beyond 1 km)"),
         )
+
+    def preflight(self):
+        """Open the recording's index (layout, timestamps, calibration; no frame is read)."""
+        path = self.p.get("path")
+        if path is None:
+            raise ParamProblem("path", "no drive given: pass --replay DRIVE or set params.path")
+        return self._open_drive(path)
 
     def open(self, ctx: RunContext) -> None:
         path = self.p.get("path")
-        if path is None:
+        if path is None:  # open() without preflight (the Python API)
             raise UsageError("no drive given: pass --replay DRIVE or set params.path")
-        self.drive = self._open_drive(path)
+        self.drive = self.preflight()
         for note in getattr(self.drive, "notes", ()):
             ctx.warning(note)
         self.skipped = self.drive.skipped
+        self._ctx, self._clamp_warned = ctx, False
         if self.skipped:
             ctx.warning(f"replay {path}: {self.skipped} LiDAR scan(s) had no camera image "
                         f"within {self.p['sync_tolerance_ms']:g} ms and were skipped")
+        gap = self.drive.longest_gap() if hasattr(self.drive, "longest_gap") else None
+        if gap is not None:
+            ctx.warning(f"replay {path}: {gap}; a paced replay (--rate > 0) waits through it "
+                        f"(--rate 0 does not)")
         self._next = 0
         self._pass = 0
 
@@ -109,6 +117,11 @@ class Replay(Source):
                 return None
             self._next, self._pass = 0, self._pass + 1
         frame = self.drive.read(self._next)
+        if getattr(frame, "clamped_points", 0) and not self._clamp_warned:
+            self._clamp_warned = True
+            self._ctx.warning(f"{self.drive.lidar.files[frame.scan_index]}: "
+                              f"{frame.clamped_points} point(s) with reflectance outside "
+                              f"[0, 1], clamped (later scans: not repeated)")
         self._next += 1
         shift = self._pass * self._loop_period_ns()
         calib = self.drive.calib
@@ -152,9 +165,12 @@ class Camera(Source):
     params = (
         Param("device", str, "0", "/dev/videoN, a device index N, or a video file path "
               "(relative to the working directory)"),
-        Param("width", int, None, "requested frame width in pixels (devices)", optional=True),
-        Param("height", int, None, "requested frame height in pixels (devices)", optional=True),
-        Param("fps", int, None, "requested frame rate (devices)", optional=True),
+        Param("width", int, None, "requested frame width in pixels (devices)", optional=True,
+              range=Range(1, 16384), unit="px"),
+        Param("height", int, None, "requested frame height in pixels (devices)", optional=True,
+              range=Range(1, 16384), unit="px"),
+        Param("fps", int, None, "requested frame rate (devices)", optional=True,
+              range=Range(1, 1000), unit="Hz"),
     )
 
     def __init__(self, params, inputs):
@@ -164,12 +180,6 @@ class Camera(Source):
         self._pending: tuple[np.ndarray, int] | None = None
         self._last_ns = -1
         self._frames = 0
-
-    def check(self) -> None:
-        for name in ("width", "height", "fps"):
-            value = self.p.get(name)
-            if value is not None and value <= 0:
-                raise ParamProblem(name, f"must be a positive integer, got {value}")
 
     def output_ports(self) -> tuple[PortSpec, ...]:
         return (PortSpec("image", "uint8", (None, None, 3), "camera frame, BGR"),)

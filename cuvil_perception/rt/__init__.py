@@ -28,6 +28,7 @@ from .budgets import Budget, BudgetFileError, BudgetSpec, load_budgets, parse_bu
 from .clock import MonotonicClock
 from .executor import run_pipeline
 from .knobs import RtKnobs, parse_knobs
+from .metrics import MetricsServer, RunMetrics
 from .options import RunOptions, RunResult
 from .output_policy import Claim, check_outputs
 from .plot import write_plots
@@ -40,7 +41,8 @@ from .trace import write_trace
 __all__ = [
     "ACTIONS", "BREACH_EXIT_CODE", "Budget", "BudgetFileError", "BudgetReport", "BudgetSpec",
     "Claim", "check_outputs", "record_status",
-    "DeadlinePolicy", "LatencyRecorder", "LatencyReport", "MonotonicClock", "RtKnobs",
+    "DeadlinePolicy", "LatencyRecorder", "LatencyReport", "MetricsServer", "MonotonicClock",
+    "RtKnobs", "RunMetrics",
     "RunOptions", "RunResult", "StageStats", "Verdict", "bench_pipeline", "evaluate",
     "load_budgets", "parse_budgets", "parse_knobs", "read_record", "run_pipeline",
     "run_sequential", "write_plots", "write_trace",

@@ -35,6 +35,7 @@ import yaml
 
 from ..errors import BudgetFileError, Location
 from ..graph.op import suggest
+from ..graph.yaml_loader import compose_strict
 from .stats import E2E
 
 METRICS = ("p50", "p90", "p99", "max")
@@ -113,12 +114,7 @@ def load_budgets(path: str | Path) -> BudgetSpec:
 
 
 def parse_budgets(text: str, path: Path) -> BudgetSpec:
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise BudgetFileError(f"YAML syntax error: {exc.problem or exc}",
-                              _mark(path, mark) if mark else Location(str(path))) from None
+    root = compose_strict(text, str(path), error=BudgetFileError)  # plain data only
     reader = _Reader(str(path))
     top = reader.mapping(root, "the budgets file", TOP_KEYS)
     spec = BudgetSpec(path=path, budgets=[])
@@ -178,10 +174,6 @@ def _budget_items(reader: "_Reader", node) -> list[Budget]:
         out.append(Budget(stage, metric, kind, float(value), reference if kind == "ratio"
                           else None, reader.loc(fields[key])))
     return out
-
-
-def _mark(path, mark) -> Location:
-    return Location(str(path), mark.line + 1, mark.column + 1)
 
 
 class _Reader:

@@ -71,6 +71,24 @@ def own_cgroup(proc_cgroup: str = "/proc/self/cgroup") -> str:
     return "/"
 
 
+def placement_status(root: Path | None = None, current: str | None = None) -> str:
+    """Whether ``rt: cgroup`` could work here, without moving anything (``rt check``)."""
+    root = root if root is not None else cgroup2_root()
+    if root is None:
+        return "not possible: no cgroup v2 hierarchy is mounted"
+    parent = root / (current if current is not None else own_cgroup()).lstrip("/")
+    try:
+        available = (parent / "cgroup.controllers").read_text().split()
+    except OSError as exc:
+        return f"not possible: cannot read {parent / 'cgroup.controllers'} ({exc.strerror})"
+    missing = [c for c in ("cpu", "cpuset") if c not in available]
+    if missing:
+        return f"not possible: {parent} has no {'/'.join(missing)} controller"
+    if not os.access(parent, os.W_OK):
+        return f"not possible: {parent} is not writable by this user"
+    return f"possible under {parent} (cpu and cpuset controllers, writable)"
+
+
 def place(plan: CgroupPlan, warn, root: Path | None = None, current: str | None = None) -> bool:
     """Move this process into the planned cgroup; False (after one warning) when refused."""
     root = root if root is not None else cgroup2_root()

@@ -4,8 +4,9 @@ Nothing here times anything: a scrape reads what the executor already keeps - th
 recorder's timings and end-to-end entries, the deadline policy's decision log, the scheduler's
 frame counters and queues, the compile counters - and folds the entries added since the last
 scrape into histograms. The HTTP server (prometheus-client's, on its own daemon thread) is on
-the io side; compute threads never wait for it (list slices and ``qsize()`` take no lock they
-hold). Exposed (all names prefixed ``cuvil_``)::
+the io side; a scrape reads only the records added since the last one (one short read of the
+recorder's spool under its lock, ``qsize()`` of the queues), so a compute thread appending a
+timing waits microseconds at most. Exposed (all names prefixed ``cuvil_``)::
 
     stage_latency_seconds{stage,variant}      histogram of process() wall time per stage
     e2e_latency_seconds                       histogram, frame release -> last stage done
@@ -13,9 +14,11 @@ hold). Exposed (all names prefixed ``cuvil_``)::
                                               its last stage finished (live: wall clock minus
                                               the camera stamp; paced replay: run time minus
                                               the replayed sensor time; rate 0: = e2e)
-    deadline_decisions_total{stage,kind,policy}   every decision of the run record
+    deadline_decisions_total{stage,kind,policy}   every decision of the run record (stage
+                                              "e2e" for end-to-end ones)
     frames_in_total / frames_out_total        frames admitted / through the whole pipeline
-    frames_dropped_total{reason}              live_skip (newest frame won), deadline_drop
+    frames_dropped_total{reason}              live_skip (the source kept a newer frame),
+                                              deadline_drop (frames with a drop decision)
     queue_depth{queue}                        source read-ahead queues, in_flight frames
     compiles_after_frame0                     must stay 0 (kernels are prewarmed)
 
@@ -34,8 +37,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 
-from ..compile import compile_stats
 from ..errors import UsageError
+from .prewarm import compile_counters
 
 #: histogram bucket bounds, seconds (100 us .. 2.5 s: kernels to a slow backbone)
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -77,13 +80,14 @@ class RunMetrics:
         self._e2e = _Histogram()
         self._age = _Histogram()
         self._decisions: dict[tuple, int] = {}
+        self._dropped: set[int] = set()  # frames with a "drop" decision (stage or e2e)
 
     def attach(self, scheduler, recorder, policy, counters: dict | None = None) -> None:
         """Called by ``run_pipeline`` once, after prewarm and before frame 0; ``counters`` is
         the compile-counter snapshot the run record counts "after frame 0" from."""
         with self._lock:
             self._run = (scheduler, recorder, policy)
-            self._compiles0 = (counters or {}).get("compiles", compile_stats().compiles)
+            self._compiles0 = (counters or compile_counters())["compiles"]
             # live camera stamps are wall-clock ns: the offset maps the run clock onto them
             self._wall_offset = time.time_ns() - scheduler.clock.now_ns()
 
@@ -109,8 +113,10 @@ class RunMetrics:
         decisions = policy.decisions[self._seen["decisions"]:]
         self._seen["decisions"] += len(decisions)
         for d in decisions:
-            key = (str(d.get("stage")), d["kind"], d["action"])
+            key = (d.get("stage") or "e2e", d["kind"], d["action"])
             self._decisions[key] = self._decisions.get(key, 0) + 1
+            if d["action"] == "drop":
+                self._dropped.add(d["frame"])
 
     def _sensor_age_s(self, scheduler, entry: dict) -> float:
         sensor = entry.get("sensor_ns")
@@ -142,9 +148,7 @@ class RunMetrics:
                                       labels=["reason"])
         readers = getattr(scheduler, "readers", {})
         dropped.add_metric(["live_skip"], sum(r.skipped for r in readers.values()))
-        dropped.add_metric(["deadline_drop"], sum(
-            count for (_, kind, action), count in self._decisions.items()
-            if kind == "deadline_miss" and action == "drop"))
+        dropped.add_metric(["deadline_drop"], len(self._dropped))
         yield dropped
         depth = GaugeMetricFamily("cuvil_queue_depth", "items waiting", labels=["queue"])
         for stage_id, reader in sorted(readers.items()):
@@ -153,7 +157,7 @@ class RunMetrics:
         yield depth
         yield GaugeMetricFamily("cuvil_compiles_after_frame0", "kernel compilations after "
                                 "frame 0 (should be 0)",
-                                value=compile_stats().compiles - self._compiles0)
+                                value=compile_counters()["compiles"] - self._compiles0)
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -13,7 +13,11 @@ environment that has cuvil-perception; it adds:
 
   ``budgets=`` overrides the command-line file; without either the test is skipped. A budgets file
   may name ``pipeline:`` / ``replay:`` / ``frames:`` itself, then ``cuvil_budget()`` needs no
-  arguments.
+  arguments;
+* with ``--cuvil-budgets``, one more test item, ``cuvil-budgets[FILE]``, run after every other
+  test: when no test called the fixture with that file, it benches the file's ``pipeline:`` itself
+  and fails on a breach, so the session fails even if no test uses the fixture (a file without
+  ``pipeline:`` then fails the item: nothing would check its budgets).
 
 Imports of the executor are deferred to the fixture call so that loading the plugin costs nothing
 in suites that never use it.
@@ -24,6 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+_CHECKED = pytest.StashKey[bool]()  # the fixture checked the --cuvil-budgets file this session
 
 
 def pytest_addoption(parser) -> None:
@@ -45,19 +51,58 @@ def cuvil_budget(request):
     option = request.config.getoption("--cuvil-budgets")
 
     def check(pipeline=None, replay=None, frames=None, budgets=None, **bench_options):
-        from .bench import bench_pipeline
         from .budgets import load_budgets
 
         source = budgets if budgets is not None else option
         if source is None:
             pytest.skip("no latency budgets: pass --cuvil-budgets BUDGETS.yaml or budgets=...")
         spec = load_budgets(Path(source))
-        report = bench_pipeline(pipeline if pipeline is not None else spec.pipeline,
-                                spec, replay=replay if replay is not None else spec.replay,
+        if budgets is None:
+            request.config.stash[_CHECKED] = True
+        return _bench_and_check(spec, pipeline if pipeline is not None else spec.pipeline,
+                                replay=replay if replay is not None else spec.replay,
                                 frames=frames if frames is not None else spec.frames,
                                 **bench_options)
-        if not report.passed:
-            pytest.fail("latency budget breached:\n" + report.text(), pytrace=False)
-        return report
 
     return check
+
+
+def _bench_and_check(spec, pipeline, **bench_options):
+    from .bench import bench_pipeline
+
+    report = bench_pipeline(pipeline, spec, **bench_options)
+    if not report.passed:
+        pytest.fail("latency budget breached:\n" + report.text(), pytrace=False)
+    return report
+
+
+class BudgetsItem(pytest.Item):
+    """``cuvil-budgets[FILE]``: the session-level check of the ``--cuvil-budgets`` file."""
+
+    def runtest(self) -> None:
+        from .budgets import load_budgets
+
+        if self.config.stash.get(_CHECKED, False):
+            return  # a test already ran the fixture on this file (and failed on a breach)
+        source = Path(self.config.getoption("--cuvil-budgets"))
+        spec = load_budgets(source)
+        if spec.pipeline is None:
+            pytest.fail(f"{source}: names no 'pipeline:' and no test called the cuvil_budget "
+                        "fixture, so nothing checked these budgets", pytrace=False)
+        _bench_and_check(spec, spec.pipeline, replay=spec.replay, frames=spec.frames)
+
+    def repr_failure(self, excinfo):
+        from ..errors import CuvilError
+
+        if isinstance(excinfo.value, CuvilError):
+            return f"error: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    option = config.getoption("--cuvil-budgets", None)
+    if option is not None:
+        items.append(BudgetsItem.from_parent(session, name=f"cuvil-budgets[{option}]"))

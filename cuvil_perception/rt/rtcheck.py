@@ -6,7 +6,8 @@ overshoot) and then times ``CALLS_PER_TICK`` calls of a native kernel (``example
 floats, ~1 us) one by one. Trials: no knob, then each ``rt:`` knob alone, applied through the
 same code a run uses (`knobs.apply_thread_knobs` / `apply_process_knobs`), so "took effect" is
 exactly what a pipeline would get; a refusal is reported with the OS's reason. ``mlockall`` is
-undone (munlockall) after its trial; cgroup placement is not tried (it moves the whole process).
+undone (munlockall) after its trial; cgroup placement is not tried (it moves the whole process):
+the command reports whether it would be possible (`cgroup.placement_status`).
 
 Jitter = max - p50 of the call latency. Times are in microseconds; absolute values depend on the
 machine's load (on a shared machine the trials are comparable only side by side, in one run).
@@ -22,8 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compile import get_kernel
-from ..compile.examples import SUM
 from .knobs import RtKnobs, apply_process_knobs, apply_thread_knobs
 from .sched_deadline import DeadlineParams
 
@@ -110,6 +109,9 @@ def run_trial(trial: str, seconds: float, kernel, args: tuple) -> Trial:
 
 def rt_check(seconds: float, trials=TRIALS) -> list[Trial]:
     """Every trial for ``seconds / len(trials)`` each, on the ``example.sum`` kernel."""
+    from ..compile import get_kernel  # rt does not need compile/ until a kernel is measured
+    from ..compile.examples import SUM
+
     kernel = get_kernel(SUM)
     data = np.ones(SUM.static["n"], np.float32)
     args = (data.ctypes.data,)

@@ -7,7 +7,9 @@ starts (constant bandwidth server; the kernel needs runtime <= deadline <= perio
 refuses with EPERM without CAP_SYS_NICE, or when the thread's CPU affinity is narrower than its
 root domain (so ``cpu_affinity`` and ``deadline`` do not mix), and with EBUSY when admission
 control finds no bandwidth left (the sum over deadline threads must stay under
-``/proc/sys/kernel/sched_rt_runtime_us`` / ``sched_rt_period_us`` of every CPU).
+``/proc/sys/kernel/sched_rt_runtime_us`` / ``sched_rt_period_us`` of every CPU). The thread is
+set with SCHED_FLAG_RESET_ON_FORK: a deadline thread may not create threads otherwise, and
+libraries (ONNX Runtime's pool, for one) start theirs lazily on first use.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ import platform
 from dataclasses import dataclass
 
 SCHED_DEADLINE = 6
+#: children of the thread (threads a library starts lazily, e.g. a runtime's pool) start under
+#: the default scheduler: without this flag the kernel refuses to create them at all (EAGAIN)
+SCHED_FLAG_RESET_ON_FORK = 0x01
+SCHED_RESET_ON_FORK = 0x40000000  # the bit os.sched_getscheduler() reports with it
 SYSCALL_NUMBERS = {"x86_64": 314, "aarch64": 274}
 #: kernel limits: runtime >= 1024 ns; period within sysctl sched_deadline_period_{min,max}_us
 #: (defaults 100 us .. 4194304 us)
@@ -59,8 +65,8 @@ def set_deadline(params: DeadlineParams) -> str | None:
     number = SYSCALL_NUMBERS.get(platform.machine())
     if number is None:
         return f"no sched_setattr syscall number known for {platform.machine()}"
-    attr = _SchedAttr(ctypes.sizeof(_SchedAttr), SCHED_DEADLINE, 0, 0, 0, params.runtime_ns,
-                      params.deadline_ns, params.period_ns)
+    attr = _SchedAttr(ctypes.sizeof(_SchedAttr), SCHED_DEADLINE, SCHED_FLAG_RESET_ON_FORK, 0, 0,
+                      params.runtime_ns, params.deadline_ns, params.period_ns)
     err = _syscall(number, attr)
     if err == 0:
         return None

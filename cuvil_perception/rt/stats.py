@@ -7,7 +7,9 @@ A *timing* is a dict (also its JSON form in the run record)::
      "outcome": "ok" | "miss"}
 
 ``start_ns``/``end_ns`` are on the run's monotonic clock; ``cpu_ns`` is ``time.thread_time_ns``
-spent by the worker thread inside the call, so cpu/wall says whether a stage computes or waits.
+spent by the worker thread inside the call, so cpu/wall says whether a stage computes or waits;
+``wait_ns`` (compute stages, when Linux provides it) is the part of the wall time the thread was
+runnable but had no core (`schedstat`): the ratio is cpu / (wall - wait).
 A source's timing is its ``read()`` on the read-ahead thread. End to end (``e2e``) runs from the
 frame's release (its samples taken from the read-ahead queues, after ``rate`` pacing) to the end
 of its last stage; at ``rate 0`` it includes waiting behind the frames in flight.
@@ -15,7 +17,10 @@ of its last stage; at ``rate 0`` it includes waiting behind the frames in flight
 Tag check (``inspect --profile`` and ``run`` print it): over a run, a ``compute`` stage whose
 cpu/wall ratio is below ``COMPUTE_MIN_CPU_RATIO`` (0.5) spends most of its time off-CPU (blocked
 on IO, a lock or the GIL); an ``io`` stage above ``IO_MAX_CPU_RATIO`` (0.9) is really computing
-and belongs on the worker pool. The check needs ``TAG_CHECK_MIN_FRAMES`` timings and a mean of
+and belongs on the worker pool. Time waiting for a core on a busy machine is not counted as the
+stage's own waiting (``wait_ns``), and sources are not checked: a source's reads run on its own
+read-ahead thread whatever its tag, so no tag would change where it runs (decoding a PNG there is
+part of reading). The check needs ``TAG_CHECK_MIN_FRAMES`` timings and a mean of
 ``TAG_CHECK_MIN_MEAN_MS`` per frame: where a stage of about a millisecond runs cannot matter.
 """
 
@@ -25,6 +30,9 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..graph import Source
+from .spool import Spool
 
 COMPUTE_MIN_CPU_RATIO = 0.5
 IO_MAX_CPU_RATIO = 0.9
@@ -79,12 +87,21 @@ def percentiles(values_ms) -> tuple[float, float, float, float]:
     return float(p50), float(p90), float(p99), float(array.max())
 
 
+TIMING_INTS = ("frame", "start_ns", "end_ns", "cpu_ns", "tid", "wait_ns")
+TIMING_TEXTS = ("stage", "worker", "variant", "outcome")
+E2E_INTS = ("frame", "start_ns", "end_ns", "sensor_ns")
+
+
 class LatencyRecorder:
-    """Thread-safe collector of timings and end-to-end latencies for one run."""
+    """Thread-safe collector of timings and end-to-end latencies for one run.
+
+    ``timings`` and ``e2e`` read like lists of dicts but live in ``spool.Spool`` temporary
+    files, so memory does not grow with the length of a run.
+    """
 
     def __init__(self):
-        self.timings: list[dict] = []
-        self.e2e: list[dict] = []  # {"frame", "start_ns", "end_ns"[, "sensor_ns"]}
+        self.timings = Spool(TIMING_INTS, TIMING_TEXTS)
+        self.e2e = Spool(E2E_INTS)  # {"frame", "start_ns", "end_ns"[, "sensor_ns"]}
         self._lock = threading.Lock()
 
     def add(self, timing: dict) -> None:
@@ -117,7 +134,7 @@ class LatencyRecorder:
         for stage in stages:
             rows.append(_stage_row(stage.id, stage.op, stage.effective_tag,
                                    by_stage.get(stage.id, []), stage.deadline_ms))
-            if check_tags:
+            if check_tags and not _is_source(stage):
                 warnings.extend(_tag_warning(rows[-1], by_stage.get(stage.id, [])))
         for stage in stages:
             if f"{stage.id}@reference" in by_stage:
@@ -133,12 +150,16 @@ class LatencyRecorder:
 def _stage_row(stage_id: str, op: str, tag: str, timings: list[dict],
                deadline_ms: float | None) -> StageStats:
     wall_ms = [(t["end_ns"] - t["start_ns"]) / 1e6 for t in timings]
-    total_wall = sum(t["end_ns"] - t["start_ns"] for t in timings)
+    total_wall = sum(t["end_ns"] - t["start_ns"] - t.get("wait_ns", 0) for t in timings)
     total_cpu = sum(t["cpu_ns"] for t in timings)
-    ratio = total_cpu / total_wall if total_wall > 0 else None
+    ratio = min(1.0, total_cpu / total_wall) if total_wall > 0 else None
     misses = sum(1 for v in wall_ms if deadline_ms is not None and v > deadline_ms)
     return StageStats(stage_id, op, tag, len(timings), *percentiles(wall_ms), ratio, misses,
                       deadline_ms)
+
+
+def _is_source(stage) -> bool:
+    return getattr(stage, "op_cls", None) is not None and issubclass(stage.op_cls, Source)
 
 
 def _tag_warning(row: StageStats, timings: list[dict]) -> list[str]:

@@ -19,6 +19,11 @@ test.native_spin   compute   a native kernel (``example.exp_accumulate``, GIL re
                              ``y += exp(x)`` ``reps`` times; ``reference_process`` = numpy
 test.pass          compute   ``y = x`` (no copy): an empty stage, for executor-overhead benchmarks
 test.fail          compute   passes ``x`` through, raises RuntimeError on frame ``fail_at``
+test.exit          compute   passes LiDAR ``points`` through (after ``sleep_ms``); on frame
+                             ``at_frame`` ends its
+                             whole process (``os._exit`` or SIGKILL): a worker that dies. With
+                             ``marker`` only while that file is missing (it is created first),
+                             so a retried run goes through
 test.lines         io        Sink: one JSON line per frame (frame, stale map, every input as a
                              list) flushed per frame; the file is what determinism tests hash
 =================  ========  ===============================================================
@@ -28,12 +33,14 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ..graph import Op, Param, PortSpec, Sample, Sink, Source, register
+from ..graph import Op, Param, PortSpec, Range, Sample, Sink, Source, register
 
 
 @register
@@ -41,11 +48,13 @@ class ScriptedSource(Source):
     """Deterministic frames without a drive: ``value`` float32[n], ``index`` int64[1]."""
 
     name = "test.scripted"
-    params = (Param("frames", int, 10, "number of frames"),
-              Param("n", int, 8, "length of value"),
-              Param("seed", int, 0, "frame i is drawn with seed + i"),
-              Param("dt_ms", float, 100.0, "sensor-time spacing between frames (ms)"),
-              Param("start_ns", int, 1_600_000_000_000_000_000, "sensor time of frame 0 (ns)"))
+    params = (Param("frames", int, 10, "number of frames", range=Range(0, 10**9)),
+              Param("n", int, 8, "length of value", range=Range(0, 10**7)),
+              Param("seed", int, 0, "frame i is drawn with seed + i", range=Range(0, 2**32 - 1)),
+              Param("dt_ms", float, 100.0, "sensor-time spacing between frames (ms)",
+                    range=Range(0.0, 3.6e6, low_open=True), unit="ms"),
+              Param("start_ns", int, 1_600_000_000_000_000_000, "sensor time of frame 0 (ns)",
+                    range=Range(0, 2**62), unit="ns"))
 
     def output_ports(self):
         return (PortSpec("value", "float32", (self.p["n"],)), PortSpec("index", "int64", (1,)))
@@ -84,8 +93,9 @@ class CostOp(_OneInput):
 
     name = "test.cost"
     params = (Param("cost_ms", list, [1.0], "per-frame cost (ms), indexed by frame % len",
-                    item_type=float),
-              Param("scale", float, 2.0, "output scale (give the degrade variant another one)"))
+                    item_type=float, range=Range(0.0, 60_000.0), unit="ms", min_items=1),
+              Param("scale", float, 2.0, "output scale (give the degrade variant another one)",
+                    range=Range(-1e6, 1e6)))
 
     def open(self, ctx) -> None:
         self.clock = ctx.extra.get("clock")
@@ -107,7 +117,8 @@ class WorkOp(_OneInput):
     """Real numpy work: ``y = sum over reps of tanh(x @ W)`` with a seeded W (n x n)."""
 
     name = "test.work"
-    params = (Param("reps", int, 4, "repetitions (cost grows linearly)"),)
+    params = (Param("reps", int, 4, "repetitions (cost grows linearly)",
+                    range=Range(0, 10**7)),)
 
     def open(self, ctx) -> None:
         n = self.connected["x"].shape[0]
@@ -135,7 +146,8 @@ class NativeSpinOp(_OneInput):
     """``y = x`` then ``reps`` times ``y += exp(x)`` in a native kernel that releases the GIL."""
 
     name = "test.native_spin"
-    params = (Param("reps", int, 200, "kernel repetitions (cost grows linearly)"),
+    params = (Param("reps", int, 200, "kernel repetitions (cost grows linearly)",
+                    range=Range(0, 10**9)),
               Param("hold_gil", bool, False, "bind the kernel with PYFUNCTYPE so it keeps the "
                     "GIL (the negative control of GIL-release tests)"))
 
@@ -184,12 +196,46 @@ class FailOp(_OneInput):
     """Passes ``x`` through; raises ``RuntimeError`` on frame ``fail_at`` (a crashing stage)."""
 
     name = "test.fail"
-    params = (Param("fail_at", int, 0, "frame index that raises"),)
+    params = (Param("fail_at", int, 0, "frame index that raises", range=Range(0, 10**9)),)
 
     def process(self, inputs, frame):
         if frame.index == self.p["fail_at"]:
             raise RuntimeError(f"scripted failure on frame {frame.index}")
         return {"y": inputs["x"]}
+
+
+@register
+class ExitOp(Op):
+    """Passes ``points`` float32 [N, 4] through; ends the process on frame ``at_frame``."""
+
+    name = "test.exit"
+    params = (Param("at_frame", int, 0, "frame index that ends the process",
+                    range=Range(0, 10**9)),
+              Param("how", str, "exit", "exit = os._exit(code); kill = SIGKILL to itself",
+                    choices=("exit", "kill")),
+              Param("code", int, 17, "exit code for how: exit", range=Range(1, 255)),
+              Param("sleep_ms", float, 0.0, "sleep this long on every frame (a slow drive)",
+                    range=Range(0.0, 60_000.0), unit="ms"),
+              # str, not Path: a file that appears is not an input of the pipeline's results
+              Param("marker", str, None, "absolute path of a file: die only while it is "
+                    "missing (then create it)", optional=True))
+
+    def input_ports(self):
+        return (PortSpec("points", "float32", (None, 4)),)
+
+    def output_ports(self):
+        return (PortSpec("y", "float32", (None, 4)),)
+
+    def process(self, inputs, frame):
+        time.sleep(self.p["sleep_ms"] / 1e3)
+        marker = self.p.get("marker")
+        if frame.index == self.p["at_frame"] and (marker is None or not Path(marker).exists()):
+            if marker is not None:
+                Path(marker).touch()
+            if self.p["how"] == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(self.p["code"])
+        return {"y": inputs["points"]}
 
 
 @register

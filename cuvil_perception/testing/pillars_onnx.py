@@ -30,14 +30,16 @@ OPSET = 11
 
 def build_pointpillars_onnx(config: PillarConfig | None = None, head: HeadConfig | None = None,
                             *, max_voxels: int | None = None, channels: tuple = (32, 32),
-                            seed: int = 0, cls_bias: float = -5.0) -> onnx.ModelProto:
-    """A CUDA-PointPillars-layout model for ``config``'s grid (default KITTI) and ``head``."""
+                            seed: int = 0, cls_bias: float = -5.0,
+                            batch_norm: bool = False) -> onnx.ModelProto:
+    """A CUDA-PointPillars-layout model for ``config``'s grid (default KITTI) and ``head``;
+    ``batch_norm`` puts a BatchNormalization between each backbone Conv and its Relu."""
     config = config or PillarConfig()
     head = head or HeadConfig()
     graph = _Builder(np.random.default_rng(seed))
     P = max_voxels or config.max_pillars
     _pfn_and_scatter(graph, config, P)
-    x = graph.backbone("spatial_features", config.num_features, channels)
+    x = graph.backbone("spatial_features", config.num_features, channels, batch_norm)
     height, width = head.map_size(config)
     outputs = []
     for name, per_anchor, bias, scale in (("cls_preds", head.num_classes, cls_bias, 0.3),
@@ -75,17 +77,27 @@ class _Builder:
         self.nodes.append(helper.make_node(op, inputs, [output], name=name, **attrs))
         return output
 
-    def backbone(self, x: str, cin: int, channels: tuple) -> str:
+    def backbone(self, x: str, cin: int, channels: tuple, batch_norm: bool = False) -> str:
         for k, cout in enumerate(channels):
             weight = self.rng.normal(0, np.sqrt(2.0 / (9 * cin)), (cout, cin, 3, 3))
             conv = f"backbone.{k}"
-            self.node("Conv", [x, self.init(f"{conv}.weight", weight.astype(np.float32)),
-                               self.init(f"{conv}.bias", np.zeros(cout, np.float32))],
-                      f"{conv}.conv", f"Conv_{k}", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-                      strides=[2, 2] if k == 0 else [1, 1])
-            x = self.node("Relu", [f"{conv}.conv"], f"{conv}.out", f"Relu_b{k}")
+            y = self.node("Conv", [x, self.init(f"{conv}.weight", weight.astype(np.float32)),
+                                   self.init(f"{conv}.bias", np.zeros(cout, np.float32))],
+                          f"{conv}.conv", f"Conv_{k}", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                          strides=[2, 2] if k == 0 else [1, 1])
+            if batch_norm:
+                y = self.batch_norm(y, f"{conv}.bn", cout)
+            x = self.node("Relu", [y], f"{conv}.out", f"Relu_b{k}")
             cin = cout
         return x
+
+    def batch_norm(self, x: str, name: str, channels: int) -> str:
+        rng = self.rng
+        params = [rng.uniform(0.5, 1.5, channels), rng.normal(0, 0.2, channels),
+                  rng.normal(0, 0.2, channels), rng.uniform(0.5, 2.0, channels)]
+        names = [self.init(f"{name}.{p}", v.astype(np.float32))
+                 for p, v in zip(("weight", "bias", "running_mean", "running_var"), params)]
+        return self.node("BatchNormalization", [x] + names, f"{name}.out", name, epsilon=1e-3)
 
     def head_conv(self, x: str, cin: int, name: str, cout: int, bias: float, scale: float):
         weight = self.rng.normal(0, scale / np.sqrt(cin), (cout, cin, 1, 1)).astype(np.float32)

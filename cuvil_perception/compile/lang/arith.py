@@ -47,11 +47,20 @@ def convert(b: ir.IRBuilder, val: Val, to: Scalar) -> Val:
 
 
 def _fptoint_sat(b: ir.IRBuilder, v: ir.Value, src: Scalar, to: Scalar) -> ir.Value:
-    name = f"llvm.fpto{'u' if to.kind == 'u' else 's'}i.sat.i{to.bits}.f{src.bits}"
-    fn = b.module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(b.module, ir.FunctionType(to.ir, [src.ir]), name=name)
-    return b.call(fn, [v])
+    """Truncate toward zero, saturating, NaN -> 0, written with compares and selects around a
+    plain ``fptosi`` (``llvm.fptosi.sat`` is scalarised by the x86 back end: 16 conversions
+    instead of one ``vcvttps2dq``)."""
+    if to.kind == "u":
+        name = f"llvm.fptoui.sat.i{to.bits}.f{src.bits}"
+        fn = b.module.globals.get(name) or ir.Function(
+            b.module, ir.FunctionType(to.ir, [src.ir]), name=name)
+        return b.call(fn, [v])
+    hi = ir.Constant(src.ir, float(2 ** (to.bits - 1)))  # exact in every float type
+    lo = ir.Constant(src.ir, -float(2 ** (to.bits - 1)))
+    inside = b.and_(b.fcmp_ordered(">=", v, lo), b.fcmp_ordered("<", v, hi))
+    out = b.fptosi(b.select(inside, v, ir.Constant(src.ir, 0.0)), to.ir)
+    out = b.select(b.fcmp_ordered(">=", v, hi), ir.Constant(to.ir, 2 ** (to.bits - 1) - 1), out)
+    return b.select(b.fcmp_ordered("<", v, lo), ir.Constant(to.ir, -2 ** (to.bits - 1)), out)
 
 
 def common(b: ir.IRBuilder, x: Val, y: Val, arith: bool = True) -> tuple[Val, Val, Scalar]:

@@ -12,10 +12,10 @@ import ast
 from llvmlite import ir
 
 from .. import irutil as u
-from . import kmath
+from . import kmath, simd
 from .arith import compare, convert, negate
 from .source import Source
-from .types import BOOL, F64, I64, BufType, Scalar, local, view
+from .types import BOOL, F64, I64, BufType, Scalar, address, local, select, view
 from .values import BufRef, Const, Val
 
 MAX_LOCAL_ELEMENTS = 4096     # a local array lives on the stack: keep it small
@@ -58,8 +58,17 @@ class CallsMixin:
             return self.local_array(node)
         if fn is view:
             return self.view(node)
+        if fn is address:
+            (buf,) = self.args(node, 1)
+            if not isinstance(buf, BufRef):
+                self.fail(node, "address() of something that is not a buffer")
+            return Val(self.b.ptrtoint(buf.ptr, u.I64), I64)
+        if fn is select:
+            return self.select(node)
         if fn in kmath.FUNCTIONS:
             return self.math(fn, node)
+        if fn in simd.OPERATIONS:
+            return self.simd_call(fn, node)
         if getattr(fn, "__cuvil_inline__", False) or hasattr(fn, "__cuvil_kernel__"):
             target = fn.__cuvil_kernel__.py_func if hasattr(fn, "__cuvil_kernel__") else fn
             return self.inline_call(target, node)
@@ -149,6 +158,7 @@ class CallsMixin:
             if entry.instructions:
                 self.b.position_before(entry.instructions[0])
             slot = self.b.alloca(elem, size=u.const_i64(total), name="local")
+            slot.align = 64  # a cache line: whole-vector and whole-word access stay aligned
         zero = ir.Constant(elem, 0.0 if dtype.value.is_float else 0)
         with u.for_range(self.b, 0, total, name="zero") as k:  # like numpy.zeros (a memset)
             u.store_at(self.b, zero, slot, k)
@@ -182,6 +192,17 @@ class CallsMixin:
             acc = self.b.mul(acc, extents[k]) if k else acc
         return BufRef(ptr, BufType(dtype.value, tuple(["?"] * len(extents))), tuple(extents),
                       tuple(reversed(strides)), f"view@{node.lineno}")
+
+    def select(self, node: ast.Call) -> Val:
+        cond, a, c = self.args(node, 3)
+        cond = self.value(cond, node.args[0])
+        a, c = self.value(a, node.args[1]), self.value(c, node.args[2])
+        if a.ty != c.ty:
+            from .arith import common
+
+            a, c, _ = common(self.b, a, c, arith=False)
+        t = convert(self.b, cond, BOOL)
+        return Val(self.b.select(t.ir, a.ir, c.ir), a.ty, a.weak and c.weak)
 
     def math(self, fn, node: ast.Call):
         name, n = kmath.FUNCTIONS[fn]

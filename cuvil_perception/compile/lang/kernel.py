@@ -37,7 +37,7 @@ from ..registry import get_kernel
 from ..spec import CTYPES, Arg, KernelSpec
 from .lower import Frame, Lowerer, Var, assigned_once
 from .source import Source
-from .types import PARAM_KINDS, BufType, Scalar
+from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 from .values import BufRef, Const, Val
 from .. import irutil as u
 
@@ -82,8 +82,9 @@ class Kernel:
             self._digest = _digest_sources(self.py_func)
         return self._digest
 
-    def spec(self, debug: bool | None = None, **static) -> KernelSpec:
-        """The `KernelSpec` for these static values (a debug spec takes the error record)."""
+    def spec(self, debug: bool | None = None, arg_docs: tuple = (), **static) -> KernelSpec:
+        """The `KernelSpec` for these static values (a debug spec takes the error record).
+        ``arg_docs``: `Arg` declarations for the C header of a library (not identity)."""
         runtime, statics, ret = self.params()
         missing = [s for s in statics if s not in static and s not in self._defaults()]
         unknown = sorted(set(static) - set(statics))
@@ -96,9 +97,12 @@ class Kernel:
         if debug:
             values["_debug"] = True
             args += ("ptr",)
+        docs = tuple(arg_docs) or _arg_docs(runtime, values)
+        if debug:
+            docs += (Arg("error_record", "ptr", "i64", (4,), role="out",
+                         doc="bounds-check error record"),)
         return KernelSpec(name=self.name, build=self._build, static=values, args=args,
-                          arg_docs=_arg_docs(runtime, debug),
-                          ret=PARAM_KINDS[ret] if ret is not None else None,
+                          arg_docs=docs, ret=PARAM_KINDS[ret] if ret is not None else None,
                           fastmath=self.fastmath, version=self.version,
                           source=self.source_digest())
 
@@ -121,6 +125,7 @@ class Kernel:
                                    if not isinstance(t, BufType)}}
         for (pname, ty), arg in zip(runtime, args):
             if isinstance(ty, BufType):
+                ty = resolve_dtype(ty, spec.static)
                 arr = _check_buffer(self.name, pname, ty, arg, sizes)
                 keep.append(arr)
                 raw.append(arr.ctypes.data)
@@ -190,6 +195,10 @@ def render_lowerer(k: Kernel, fn_name: str, static: dict, module: ir.Module | No
 
 
 def _buffer(low: Lowerer, src: Source, pname: str, ty: BufType, arg, env: dict) -> BufRef:
+    try:
+        ty = resolve_dtype(ty, {k: v.value for k, v in env.items() if isinstance(v, Const)})
+    except TypeError as exc:
+        low.fail(src.tree, f"buffer '{pname}': {exc}")
     extents = []
     for d in ty.dims:
         if d is None or isinstance(d, int):
@@ -297,13 +306,16 @@ def _file_of(obj) -> Path | None:
 __all__ = ["Kernel", "kernel", "CTYPES", "Val"]
 
 
-def _arg_docs(runtime: list, debug: bool) -> tuple[Arg, ...]:
+def _arg_docs(runtime: list, static: dict) -> tuple[Arg, ...]:
     """Names, element types and extents of the run-time parameters, for library headers
-    (``compile --library``); an extent the annotation leaves open is written ``?``."""
-    docs = [Arg(name, "ptr", ty.dtype.name, tuple("?" if d is None else d for d in ty.dims),
-                role="inout") if isinstance(ty, BufType) else Arg(name, PARAM_KINDS[ty])
-            for name, ty in runtime]
-    if debug:
-        docs.append(Arg("error_record", "ptr", "i64", (4,), role="out",
-                        doc="bounds-check error record"))
+    (``compile --library``) when the kernel's spec does not declare them; an extent the
+    annotation leaves open is written ``?``."""
+    docs = []
+    for name, ty in runtime:
+        if isinstance(ty, BufType):
+            ty = resolve_dtype(ty, static)
+            docs.append(Arg(name, "ptr", ty.dtype.name,
+                            tuple("?" if d is None else d for d in ty.dims), role="inout"))
+        else:
+            docs.append(Arg(name, PARAM_KINDS[ty]))
     return tuple(docs)

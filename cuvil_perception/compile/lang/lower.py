@@ -24,6 +24,7 @@ from .. import irutil as u
 from .arith import binop, convert, fpow, power, truth
 from .calls import CallsMixin
 from .expr import ExprMixin
+from .simd_lower import SimdMixin
 from .source import Source, fail
 from .types import BOOL, I64, Scalar
 from .values import BufRef, Const, Val
@@ -76,7 +77,7 @@ def _bound(target: ast.expr) -> list:
     return []
 
 
-class Lowerer(ExprMixin, CallsMixin):
+class Lowerer(ExprMixin, CallsMixin, SimdMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):
@@ -132,10 +133,12 @@ class Lowerer(ExprMixin, CallsMixin):
             self.fail(node, "only a plain name can be annotated")
         ty = self.scalar_annotation(node.annotation)
         name = node.target.id
-        if name in self.frame.env:
-            self.fail(node, f"variable '{name}' already exists; annotate its first assignment")
-        slot = u.entry_alloca(self.b, ty.ir, name)
-        self.frame.env[name] = Var(slot, ty, node.lineno)
+        current = self.frame.env.get(name)
+        if current is not None and not (isinstance(current, Var) and current.ty == ty):
+            self.fail(node, f"variable '{name}' already exists with another type; annotate "
+                      f"its first assignment")
+        if current is None:  # (an unrolled loop lowers the same annotation again)
+            self.frame.env[name] = Var(u.entry_alloca(self.b, ty.ir, name), ty, node.lineno)
         if node.value is not None:
             self.assign(node.target, self.expr(node.value), node)
 

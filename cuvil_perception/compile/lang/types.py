@@ -10,6 +10,8 @@ Each scalar is also a cast usable in kernels and in plain Python: ``f32(x)`` is
 truncate toward zero and saturate (NaN -> 0), which is defined where C and numpy are not.
 
 ``Buf[f32, "n", 4]`` annotates a C-contiguous buffer parameter: dtype then one extent per axis.
+The dtype may be the name of a static parameter whose value is a type name (``Buf["gtype", n]``
+with ``gtype="i16"``), for buffers whose element type depends on the configuration.
 An extent is an int, the name of a static parameter or of an integer scalar parameter, or None
 (unknown: allowed for the first axis only; it is not bounds-checked).
 """
@@ -60,9 +62,10 @@ class Scalar:
     def __call__(self, value):
         """The cast, in plain Python (numpy scalars: same rounding as the compiled kernel)."""
         if self.is_int and isinstance(value, (float, np.floating)):
-            value = np.nan_to_num(np.trunc(value), nan=0.0)
+            value = float(value)  # exact comparisons with the int limits below
             info = np.iinfo(self.dtype)
-            value = min(max(value, info.min), info.max)
+            value = 0 if value != value else (info.max if value >= info.max else (
+                info.min if value <= info.min else int(value)))
         return self.dtype.type(value)
 
     def __repr__(self) -> str:
@@ -104,9 +107,9 @@ class Buf:
     def __class_getitem__(cls, item) -> BufType:
         item = item if isinstance(item, tuple) else (item,)
         dtype, dims = item[0], item[1:]
-        if not isinstance(dtype, Scalar) or dtype is BOOL:
+        if not isinstance(dtype, (Scalar, str)) or dtype is BOOL:
             raise TypeError(f"Buf[...]: the first item must be a numeric scalar type such as "
-                            f"f32, got {dtype!r}")
+                            f"f32 (or the name of a static parameter holding one), got {dtype!r}")
         if not dims:
             dims = (None,)
         for k, d in enumerate(dims):
@@ -116,6 +119,17 @@ class Buf:
                 raise TypeError(f"Buf[...]: extent {d!r} must be an int, a parameter name or "
                                 f"None")
         return BufType(dtype, tuple(dims))
+
+
+def resolve_dtype(ty: BufType, static: dict) -> BufType:
+    """``ty`` with a dtype named by a static parameter replaced by that type."""
+    if isinstance(ty.dtype, Scalar):
+        return ty
+    name = static.get(ty.dtype)
+    if name not in BY_NAME or BY_NAME[name] is BOOL:
+        raise TypeError(f"static parameter '{ty.dtype}' must name a buffer type "
+                        f"({', '.join(n for n in BY_NAME if n != 'boolean')}), got {name!r}")
+    return BufType(BY_NAME[name], ty.dims)
 
 
 def local(dtype: Scalar, *dims: int) -> np.ndarray:
@@ -133,6 +147,17 @@ def view(address: int, dtype: Scalar, *dims: int) -> np.ndarray:
     count = int(np.prod(dims)) if dims else 1
     raw = (ctypes.c_byte * (count * dtype.dtype.itemsize)).from_address(int(address))
     return np.frombuffer(raw, dtype.dtype).reshape(dims)
+
+
+def address(arr: np.ndarray) -> int:
+    """The address of a buffer's first element, as an int (to `view` it as another type)."""
+    return arr.ctypes.data
+
+
+def select(cond, a, b):
+    """``a if cond else b`` with both sides evaluated: compiles to one ``select`` instruction
+    (branch-free, so a loop containing it can be vectorised)."""
+    return a if cond else b
 
 
 def unify(a: Scalar, b: Scalar) -> Scalar:

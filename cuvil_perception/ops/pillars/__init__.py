@@ -6,6 +6,12 @@ Pipeline, each step a native kernel with a numpy twin of the same name in ``refe
     pfn              PillarVFE features + PFN (BN folded, only real points) -> [P, C]
     scatter          -> persistent BEV map [C, ny, nx], clearing only last frame's cells
     (backbone+head)  ONNX (OpenCV DNN / onnxruntime): cls / box / dir maps
+
+The sparse path (default when the model fits; ``onnx_sparse`` decides and says why):
+
+    conv_scatter     scatter fused into the first Conv(+BN)+ReLU -> its NHWC output directly
+    (rest)           ONNX: the network without that layer and without the box / dir heads
+    head_cells       box / dir 1x1 heads at the cells whose class logit passes decode's gate
     decode_boxes     sigmoid score >= 0.1, ResidualCoder + direction -> candidates
     nms_bev_rotated  class-agnostic rotated-BEV NMS (IoU > 0.01 suppresses, keep <= 500)
 
@@ -19,9 +25,11 @@ from .config import HeadConfig, PillarConfig
 from .model import PointPillars
 from .onnx_split import SplitModel, split_pointpillars
 from .op import PillarsDetect
-from .types import Candidates, PfnWeights, Pillars
+from .onnx_sparse import SparsePlan, plan_bev
+from .types import Candidates, CellHeads, CellHeadWeights, ConvLayer, PfnWeights, Pillars
 
 __all__ = [
-    "Candidates", "HeadConfig", "PfnWeights", "PillarConfig", "Pillars", "PillarsDetect",
-    "PointPillars", "SplitModel", "native", "reference", "split_pointpillars",
+    "Candidates", "CellHeadWeights", "CellHeads", "ConvLayer", "HeadConfig", "PfnWeights",
+    "PillarConfig", "Pillars", "PillarsDetect", "PointPillars", "SparsePlan", "SplitModel",
+    "native", "plan_bev", "reference", "split_pointpillars",
 ]

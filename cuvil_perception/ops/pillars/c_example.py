@@ -12,7 +12,8 @@ import numpy as np
 
 from ...compile.cheader import macro_name
 
-_EXAMPLE_C = r"""/* Run the library's pillarize and PFN kernels on one KITTI .bin scan (x, y, z, r float32).
+_EXAMPLE_C = r"""/* Run the library's pillarize and PFN kernels on one KITTI .bin scan
+ * (N x 4 float32: x, y, z, r).
  * Build: make  (cc -O2 -o example example.c -I.. -L.. -l@LIB@ -lm -Wl,-rpath,'$ORIGIN/..')
  * Run:   ./example scan.bin pfn_weights.f32
  * Prints the pillar counters and a summary of the [count, C] pillar features. */
@@ -88,7 +89,8 @@ int main(int argc, char **argv) {
 }
 """
 
-_MAKEFILE = """# Build the example against the library one folder up (shared; `make static` links the .a).
+_MAKEFILE = """# Build the example against the library one folder up (the .so; `make static` links
+# the .a instead).
 CC = @CC@
 CFLAGS ?= -O2 -Wall -Wextra -std=c11
 SCAN ?= scan.bin

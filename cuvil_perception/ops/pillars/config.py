@@ -141,6 +141,12 @@ class HeadConfig:
         return total if self.max_candidates == 0 else min(self.max_candidates, total)
 
 
+def logit_gate(threshold: float) -> float:
+    """The logit an anchor's best class must reach to be looked at: logit(threshold) - 1e-3
+    (-inf for threshold 0). Every anchor with sigmoid(best) >= threshold in float32 passes it."""
+    return math.log(threshold / (1.0 - threshold)) - 1e-3 if threshold > 0 else -math.inf
+
+
 def _floats(values, length: int, name: str) -> tuple:
     try:
         result = tuple(float(v) for v in values)

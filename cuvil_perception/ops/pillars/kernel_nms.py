@@ -23,219 +23,129 @@ drops has no overlap (IoU ~ 0, never > the threshold), so the decisions are the 
 
 from __future__ import annotations
 
-from llvmlite import ir
-
-from ...compile import KernelSpec, irutil as u
+from ...compile import KernelSpec
+from ...compile.lang import Buf, f32, f64, i32, i64, inline, kernel, kmath, local, select, u8
+from ...compile.lang import unroll
 from .bev_iou import AREA, CORNERS, EPS, RADIUS, TABLE_WIDTH, X, Y
 from .config import HeadConfig
 from .signatures import nms_args
 
 MAX_VERTS = 16  # a quad clipped by 4 half-planes has at most 8 vertices
+HALF = ((0.5, 0.5), (-0.5, 0.5), (-0.5, -0.5), (0.5, -0.5))  # bev_iou._HALF
+MARGIN = 1e-4
 
 
-def build_nms(module: ir.Module, fn_name: str, *, threshold: float, post: int,
-              pre: int) -> None:
-    args = [u.PTR] * 3 + [u.I64] + [u.PTR] * 5
-    fn = ir.Function(module, ir.FunctionType(u.I64, args), name=fn_name)
-    boxes, cosines, sines, m, keep, suppressed, table, extents, near = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    bufs = [_vertex_buffer(b) for _ in range(4)]
-    _fill_table(b, boxes, cosines, sines, m, table, extents, pre)
-    with u.for_range(b, 0, m, name="z") as j:
-        u.store_at(b, ir.Constant(u.I8, 0), suppressed, j)
-    kept = u.entry_alloca(b, u.I64, init=u.const_i64(0))
-    exit_block = fn.append_basic_block("exit")
-    with u.for_range(b, 0, m, name="i") as i:
-        live = b.icmp_unsigned("==", u.load_at(b, suppressed, i, u.I8), ir.Constant(u.I8, 0))
-        with b.if_then(live):
-            slot = b.load(kept)
-            u.store_at(b, b.trunc(i, u.I32), keep, slot)
-            b.store(b.add(slot, u.const_i64(1)), kept)
-            full = b.icmp_signed(">=", b.add(slot, u.const_i64(1)), u.const_i64(post))
-            go_on = fn.append_basic_block("go_on")
-            b.cbranch(full, exit_block, go_on)
-            b.position_at_end(go_on)
-            _mark_near(b, extents, near, suppressed, m, i, pre)
-            _suppress_after(b, table, m, i, suppressed, near, bufs, threshold)
-    b.branch(exit_block)
-    b.position_at_end(exit_block)
-    b.ret(b.load(kept))
-
-
-_HALF = ((0.5, 0.5), (-0.5, 0.5), (-0.5, -0.5), (0.5, -0.5))  # bev_iou._HALF
-
-
-def _fill_table(b, boxes, cosines, sines, m, table, extents, pre: int) -> None:
+@inline
+def fill_row(boxes, cosines, sines, table, extents, j):
     """table[j] = bev_iou.box_table(boxes)[j] bit for bit; extents[:, j] = its corners' box."""
-    with u.for_range(b, 0, m, name="t") as j:
-        field = lambda k: b.fpext(  # noqa: E731
-            u.load_at(b, boxes, b.add(b.mul(j, u.const_i64(7)), u.const_i64(k)), u.F32), u.F64)
-        x, y, dx, dy = field(0), field(1), field(3), field(4)
-        c, s = u.load_at(b, cosines, j, u.F64), u.load_at(b, sines, j, u.F64)
-        row = b.mul(j, u.const_i64(TABLE_WIDTH))
-        put = lambda col, v: u.store_at(b, v, table, b.add(row, u.const_i64(col)))  # noqa
-        put(X, x)
-        put(Y, y)
-        put(AREA, b.fmul(dx, dy))
-        put(RADIUS, b.fmul(u.const_f64(0.5), u.intrinsic(
-            b, "llvm.sqrt", b.fadd(b.fmul(dx, dx), b.fmul(dy, dy)))))
-        xs, ys = [], []
-        for k, (hx, hy) in enumerate(_HALF):
-            px, py = b.fmul(u.const_f64(hx), dx), b.fmul(u.const_f64(hy), dy)
-            xs.append(b.fsub(b.fadd(x, b.fmul(px, c)), b.fmul(py, s)))
-            ys.append(b.fadd(b.fadd(y, b.fmul(px, s)), b.fmul(py, c)))
-            put(CORNERS + 2 * k, xs[-1])
-            put(CORNERS + 2 * k + 1, ys[-1])
-        bounds = (_fold(b, u.fmin, xs), _fold(b, u.fmax, xs), _fold(b, u.fmin, ys),
-                  _fold(b, u.fmax, ys))
-        for col, value in enumerate(bounds):
-            u.store_at(b, value, extents, b.add(j, u.const_i64(col * pre)))
+    x, y = f64(boxes[j, 0]), f64(boxes[j, 1])
+    dx, dy = f64(boxes[j, 3]), f64(boxes[j, 4])
+    c, s = cosines[j], sines[j]
+    table[j, X], table[j, Y], table[j, AREA] = x, y, dx * dy
+    table[j, RADIUS] = 0.5 * kmath.sqrt(dx * dx + dy * dy)
+    for k, (hx, hy) in enumerate(HALF):
+        px, py = hx * dx, hy * dy
+        cx, cy = x + px * c - py * s, y + px * s + py * c
+        table[j, CORNERS + 2 * k], table[j, CORNERS + 2 * k + 1] = cx, cy
+        if k == 0:
+            lo_x, hi_x, lo_y, hi_y = cx, cx, cy, cy
+        else:
+            lo_x, hi_x = select(lo_x < cx, lo_x, cx), select(hi_x > cx, hi_x, cx)
+            lo_y, hi_y = select(lo_y < cy, lo_y, cy), select(hi_y > cy, hi_y, cy)
+    extents[0, j], extents[1, j], extents[2, j], extents[3, j] = lo_x, hi_x, lo_y, hi_y
 
 
-def _fold(b, op, values):
-    result = values[0]
-    for value in values[1:]:
-        result = op(b, result, value)
+@inline
+def next_vertex(k, count):
+    """Index of the vertex after ``k`` in a closed polygon of ``count`` vertices."""
+    return select(k + 1 == count, 0, k + 1)
+
+
+@inline
+def clip(sx, sy, dx, dy, count, ax, ay, bx, by):
+    """bev_iou.clip_polygon: (sx, sy) (count vertices) clipped by edge a->b into (dx, dy)."""
+    ex, ey = bx - ax, by - ay
+    out = 0
+    for k in range(count):
+        nxt = next_vertex(k, count)
+        px, py, qx, qy = sx[k], sy[k], sx[nxt], sy[nxt]
+        side_p = ex * (py - ay) - ey * (px - ax)
+        side_q = ex * (qy - ay) - ey * (qx - ax)
+        if side_p >= 0.0:
+            dx[out], dy[out] = px, py
+            out += 1
+        if (side_p >= 0.0) != (side_q >= 0.0):
+            t = side_p / (side_p - side_q)
+            dx[out], dy[out] = px + t * (qx - px), py + t * (qy - py)
+            out += 1
+    return out
+
+
+@inline
+def polygon_area(xs, ys, count):
+    """bev_iou.polygon_area: 0 below 3 vertices, else 0.5 * sequential shoelace sum."""
+    twice = 0.0
+    for k in range(count):
+        nxt = next_vertex(k, count)
+        twice += xs[k] * ys[nxt] - xs[nxt] * ys[k]
+    return select(count < 3, 0.0, 0.5 * twice)
+
+
+@inline
+def iou(table, i, j, xa, ya, xb, yb):
+    """bev_iou.iou_rows(table[i], table[j]) as float64."""
+    area_a, area_b = table[i, AREA], table[j, AREA]
+    result = 0.0
+    if area_a > 0.0 and area_b > 0.0:
+        for k in unroll(4):
+            xa[k], ya[k] = table[i, CORNERS + 2 * k], table[i, CORNERS + 2 * k + 1]
+        count = 4
+        for k in unroll(4):  # clip by b's 4 edges, ping-ponging between the two buffers
+            e = (k + 1) % 4
+            ax, ay = table[j, CORNERS + 2 * k], table[j, CORNERS + 2 * k + 1]
+            bx, by = table[j, CORNERS + 2 * e], table[j, CORNERS + 2 * e + 1]
+            if k % 2 == 0:
+                count = clip(xa, ya, xb, yb, count, ax, ay, bx, by)
+            else:
+                count = clip(xb, yb, xa, ya, count, ax, ay, bx, by)
+        overlap = polygon_area(xa, ya, count)
+        overlap = select(overlap < 0.0, 0.0, overlap)
+        union = area_a + area_b - overlap
+        result = overlap / select(union > EPS, union, EPS)
     return result
 
 
-def _col(b, table, row, col: int) -> ir.Value:
-    index = b.add(b.mul(row, u.const_i64(TABLE_WIDTH)), u.const_i64(col))
-    return u.load_at(b, table, index, u.F64)
-
-
-def _mark_near(b, extents, near, suppressed, m, i, pre: int) -> None:
-    """near[j] = live j > i whose corner extent meets i's (1e-4 m margin). Branch-free so the
-    loop vectoriser widens it."""
-    column = lambda c, row: u.load_at(b, extents, b.add(row, u.const_i64(c * pre)), u.F64)  # noqa
-    margin = u.const_f64(1e-4)
-    lo_x, hi_x = b.fsub(column(0, i), margin), b.fadd(column(1, i), margin)
-    lo_y, hi_y = b.fsub(column(2, i), margin), b.fadd(column(3, i), margin)
-    with u.for_range(b, b.add(i, u.const_i64(1)), m, name="n") as j:
-        meet = b.and_(b.and_(b.fcmp_ordered("<=", column(0, j), hi_x),
-                             b.fcmp_ordered(">=", column(1, j), lo_x)),
-                      b.and_(b.fcmp_ordered("<=", column(2, j), hi_y),
-                             b.fcmp_ordered(">=", column(3, j), lo_y)))
-        live = b.icmp_unsigned("==", u.load_at(b, suppressed, j, u.I8), ir.Constant(u.I8, 0))
-        u.store_at(b, b.zext(b.and_(meet, live), u.I8), near, j)
-
-
-def _suppress_after(b, table, m, i, suppressed, near, bufs, threshold) -> None:
-    """Mark every near, live j > i whose IoU with i is > threshold."""
-    with u.for_range(b, b.add(i, u.const_i64(1)), m, name="j") as j:
-        flagged = b.icmp_unsigned("!=", u.load_at(b, near, j, u.I8), ir.Constant(u.I8, 0))
-        with b.if_then(flagged):
-            iou = _iou(b, table, i, j, bufs)
-            with b.if_then(b.fcmp_ordered(">", iou, u.const_f64(threshold))):
-                u.store_at(b, ir.Constant(u.I8, 1), suppressed, j)
-
-
-def _iou(b, table, i, j, bufs) -> ir.Value:
-    """bev_iou.iou_rows(table[i], table[j]) as float64."""
-    area_a, area_b = _col(b, table, i, AREA), _col(b, table, j, AREA)
-    result = u.entry_alloca(b, u.F64)
-    b.store(u.const_f64(0.0), result)
-    positive = b.and_(b.fcmp_ordered(">", area_a, u.const_f64(0.0)),
-                      b.fcmp_ordered(">", area_b, u.const_f64(0.0)))
-    with b.if_then(positive):
-        xs, ys = bufs[0], bufs[1]
-        for k in range(4):
-            _put(b, xs, u.const_i64(k), _col(b, table, i, CORNERS + 2 * k))
-            _put(b, ys, u.const_i64(k), _col(b, table, i, CORNERS + 2 * k + 1))
-        count = u.const_i64(4)
-        src, dst = (bufs[0], bufs[1]), (bufs[2], bufs[3])
-        for k in range(4):
-            a_pt = [_col(b, table, j, CORNERS + 2 * k + c) for c in (0, 1)]
-            e = (k + 1) % 4
-            b_pt = [_col(b, table, j, CORNERS + 2 * e + c) for c in (0, 1)]
-            count = _clip(b, src, dst, count, a_pt, b_pt)
-            src, dst = dst, src
-        overlap = _area(b, src, count)
-        overlap = b.select(b.fcmp_ordered("<", overlap, u.const_f64(0.0)),
-                           u.const_f64(0.0), overlap)
-        union = b.fsub(b.fadd(area_a, area_b), overlap)
-        union = b.select(b.fcmp_ordered(">", union, u.const_f64(EPS)), union, u.const_f64(EPS))
-        b.store(b.fdiv(overlap, union), result)
-    return b.load(result)
-
-
-def _vertex_buffer(b) -> ir.Value:
-    """A double[MAX_VERTS] stack buffer in the entry block (typed double*, indexable by gep)."""
-    entry = b.function.entry_basic_block
-    with b.goto_block(entry):
-        if entry.instructions:
-            b.position_before(entry.instructions[0])
-        return b.alloca(u.F64, size=MAX_VERTS)
-
-
-def _put(b, buf, index, value) -> None:
-    u.store_at(b, value, buf, index)
-
-
-def _get(b, buf, index) -> ir.Value:
-    return u.load_at(b, buf, index, u.F64)
-
-
-def _side(b, ex, ey, ax, ay, px, py) -> ir.Value:
-    """ex * (py - ay) - ey * (px - ax), in that order."""
-    return b.fsub(b.fmul(ex, b.fsub(py, ay)), b.fmul(ey, b.fsub(px, ax)))
-
-
-def _clip(b, src, dst, count, a_pt, b_pt) -> ir.Value:
-    """bev_iou.clip_polygon: src polygon (count vertices) clipped into dst; returns the count."""
-    ax, ay = a_pt
-    ex, ey = b.fsub(b_pt[0], ax), b.fsub(b_pt[1], ay)
-    out = u.entry_alloca(b, u.I64)
-    b.store(u.const_i64(0), out)
-    with u.for_range(b, 0, count, name="v") as k:
-        nxt = _next_vertex(b, k, count)
-        px, py = _get(b, src[0], k), _get(b, src[1], k)
-        qx, qy = _get(b, src[0], nxt), _get(b, src[1], nxt)
-        side_p = _side(b, ex, ey, ax, ay, px, py)
-        side_q = _side(b, ex, ey, ax, ay, qx, qy)
-        in_p = b.fcmp_ordered(">=", side_p, u.const_f64(0.0))
-        in_q = b.fcmp_ordered(">=", side_q, u.const_f64(0.0))
-        with b.if_then(in_p):
-            _append(b, dst, out, px, py)
-        with b.if_then(b.xor(in_p, in_q)):
-            t = b.fdiv(side_p, b.fsub(side_p, side_q))
-            ix = b.fadd(px, b.fmul(t, b.fsub(qx, px)))
-            iy = b.fadd(py, b.fmul(t, b.fsub(qy, py)))
-            _append(b, dst, out, ix, iy)
-    return b.load(out)
-
-
-def _next_vertex(b, k: ir.Value, count: ir.Value) -> ir.Value:
-    """Index of the vertex after ``k`` in a closed polygon of ``count`` vertices."""
-    nxt = b.add(k, u.const_i64(1))
-    return b.select(b.icmp_signed("==", nxt, count), u.const_i64(0), nxt)
-
-
-def _append(b, dst, out, x, y) -> None:
-    n = b.load(out)
-    _put(b, dst[0], n, x)
-    _put(b, dst[1], n, y)
-    b.store(b.add(n, u.const_i64(1)), out)
-
-
-def _area(b, poly, count) -> ir.Value:
-    """bev_iou.polygon_area: 0 below 3 vertices, else 0.5 * sequential shoelace sum."""
-    twice = u.entry_alloca(b, u.F64)
-    b.store(u.const_f64(0.0), twice)
-    with u.for_range(b, 0, count, name="s") as k:
-        nxt = _next_vertex(b, k, count)
-        px, py = _get(b, poly[0], k), _get(b, poly[1], k)
-        qx, qy = _get(b, poly[0], nxt), _get(b, poly[1], nxt)
-        term = b.fsub(b.fmul(px, qy), b.fmul(qx, py))
-        b.store(b.fadd(b.load(twice), term), twice)
-    area = b.fmul(u.const_f64(0.5), b.load(twice))
-    return b.select(b.icmp_signed("<", count, u.const_i64(3)), u.const_f64(0.0), area)
+@kernel(name="pillars.nms")
+def nms(boxes: Buf[f32, "m", 7], cosines: Buf[f64, "m"], sines: Buf[f64, "m"], m: i64,
+        keep: Buf[i32, "post"], suppressed: Buf[u8, "pre"], table: Buf[f64, "pre", TABLE_WIDTH],
+        extents: Buf[f64, 4, "pre"], near: Buf[u8, "pre"], *, threshold: float, post: int,
+        pre: int) -> i64:
+    xa, ya = local(f64, MAX_VERTS), local(f64, MAX_VERTS)
+    xb, yb = local(f64, MAX_VERTS), local(f64, MAX_VERTS)
+    for j in range(m):
+        fill_row(boxes, cosines, sines, table, extents, j)
+    for j in range(m):
+        suppressed[j] = 0
+    kept = 0
+    for i in range(m):
+        if suppressed[i] == 0:
+            keep[kept] = i
+            kept += 1
+            if kept >= post:
+                return kept
+            lo_x, hi_x = extents[0, i] - MARGIN, extents[1, i] + MARGIN
+            lo_y, hi_y = extents[2, i] - MARGIN, extents[3, i] + MARGIN
+            for j in range(i + 1, m):  # branch-free: the live boxes whose extents meet i's
+                meet = (extents[0, j] <= hi_x) & (extents[1, j] >= lo_x) & \
+                    (extents[2, j] <= hi_y) & (extents[3, j] >= lo_y)
+                near[j] = meet & (suppressed[j] == 0)
+            for j in range(i + 1, m):
+                if near[j] != 0 and iou(table, i, j, xa, ya, xb, yb) > threshold:
+                    suppressed[j] = 1
+    return kept
 
 
 def nms_spec(head: HeadConfig) -> KernelSpec:
     """The NMS kernel for one head's threshold and keep cap."""
-    return KernelSpec(name="pillars.nms", build=build_nms,
-                      static={"threshold": head.nms_threshold, "post": head.nms_post,
-                              "pre": head.nms_pre},
-                      args=nms_args(), ret="i64",
-                      fastmath=(), version=4)
+    return nms.spec(threshold=head.nms_threshold, post=head.nms_post, pre=head.nms_pre,
+                    arg_docs=nms_args())

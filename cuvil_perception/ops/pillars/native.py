@@ -61,8 +61,7 @@ class PillarizeKernel(_Bound):
         self._rows = _aligned_zeros((m * k + 4, 4))
         self.out = Pillars(self._rows[:m * k].reshape(m, k, 4), np.zeros((m, 3), np.int32),
                            np.zeros(m, np.int32), np.zeros(5, np.int64))
-        self.grid = np.full(config.num_cells, -1, np.int16 if grid_type(m).width == 16
-                            else np.int32)
+        self.grid = np.full(config.num_cells, -1, grid_type(m).dtype)
         self.overflow = np.zeros(config.num_cells, np.int32)
         self.cells = np.zeros(m, np.int32)
         self._addr = (self.out.voxels.ctypes.data, self.out.coords.ctypes.data,
@@ -154,13 +153,6 @@ def scatter_kernel_spec(config: PillarConfig, order: str | None = None) -> Kerne
     if order in LINE_ORDERS:
         return scatter_lines_spec(config, order == "stream")
     return scatter_spec(config, order)
-
-
-def kernel_specs(config: PillarConfig, head: HeadConfig) -> list[KernelSpec]:
-    """The specs a `model.PointPillars` of this static configuration binds, in call order
-    (what the op declares for prewarm: the same functions build them, so they cannot drift)."""
-    return [pillarize_spec(config), pfn_spec(config), scatter_kernel_spec(config),
-            decode_spec(config, head), nms_spec(head)]
 
 
 def _aligned_zeros(shape: tuple) -> np.ndarray:

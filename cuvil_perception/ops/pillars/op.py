@@ -16,22 +16,28 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ConfigError
-from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
-from ..onnx_runner import RUNTIMES
+from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range, RunContext, register
+from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
 from ..summary import count_by_class
+from .bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
 from .c_example import example_files
 from .kernel_pfn import fold_weights, pfn_spec
 from .kernel_pillarize import pillarize_spec
 from .model import PointPillars, load_split
-from .native import kernel_specs
 
 # A RANDOM-WEIGHT model at the KITTI grid, for tests and benchmarks (many candidates, boxes mean
 # nothing).
 RANDOM_MODEL = Path(__file__).resolve().parents[2] / "models" / "pointpillars_kitti_random.onnx"
 CLASS_NAMES = ("car", "pedestrian", "cyclist")  # OpenPCDet KITTI order, 0-based
+# Static bytes per pillar: voxels 32 x 4 float32 (512), PFN features 64 float32 (256), coords,
+# counts and the scatter's index arrays (52).
+BYTES_PER_PILLAR = 820
+# Static bytes per NMS candidate: the BEV corner table (float64), extents, flags.
+BYTES_PER_NMS_CANDIDATE = TABLE_WIDTH * 8 + 4 * 8 + 2
+LIDAR_REACH = Range(-1000.0, 1000.0)  # m: far beyond any LiDAR; larger is a typo
 STATS = ("pillars", "dropped_points", "dropped_pillars", "invalid_points", "out_of_range",
-         "candidates", "candidate_overflow")
+         "candidates", "candidate_overflow", "nonfinite_boxes")
 
 
 @register
@@ -45,20 +51,35 @@ class PillarsDetect(Op):
     params = (
         Param("model", Path,
               doc="CUDA-PointPillars ONNX file (builtin:pointpillars_cuvil_demo.onnx is the "
-                  "demo model trained on the project's synthetic drives)"),
+                  "demo model trained on the project's synthetic drives)", must_exist=True),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the backbone + head run"),
+        Param("execution_provider", str, "cpu", choices=tuple(PROVIDERS),
+              doc="ONNX Runtime execution provider of the backbone + head (cpu, cuda, "
+                  "tensorrt, openvino: the ones this machine's onnxruntime build has)"),
+        Param("sparse", bool, True,
+              doc="true: where the network fits, the scatter is fused into its first Conv "
+                  "(+BN)+ReLU and its 1x1 box / direction heads run at candidate cells only "
+                  "(inspect says which path a model takes); false: the network as exported"),
         Param("point_cloud_range", list, list(KITTI_RANGE), item_type=float, length=6,
-              doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max"),
+              doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max",
+              range=LIDAR_REACH, unit="m"),
         Param("voxel_size", list, list(KITTI_VOXEL), item_type=float, length=3,
-              doc="pillar size x, y, z (m); must divide the range, z spans it"),
-        Param("max_pillars", int, 12000, doc="pillar budget; more are dropped and counted"),
-        Param("score_threshold", float, 0.1, doc="keep anchors with sigmoid score >= this"),
-        Param("nms_threshold", float, 0.01, doc="suppress when rotated BEV IoU > this"),
-        Param("nms_pre", int, 4096, doc="best-scoring candidates entering NMS"),
-        Param("nms_post", int, 500, doc="at most this many boxes per frame"),
+              doc="pillar size x, y, z (m); must divide the range, z spans it",
+              range=Range(0.0, 100.0, low_open=True), unit="m"),
+        Param("max_pillars", int, 12000, doc="pillar budget; more are dropped and counted",
+              range=Range(1), bytes_each=BYTES_PER_PILLAR),
+        Param("score_threshold", float, 0.1, doc="keep anchors with sigmoid score >= this",
+              range=Range(0.0, 1.0, high_open=True)),
+        Param("nms_threshold", float, 0.01, doc="suppress when rotated BEV IoU > this",
+              range=Range(0.0, 1.0)),
+        Param("nms_pre", int, 4096, doc="best-scoring candidates entering NMS",
+              range=Range(1), bytes_each=BYTES_PER_NMS_CANDIDATE),
+        Param("nms_post", int, 500, doc="at most this many boxes per frame",
+              range=Range(1, 100_000)),
         Param("anchor_rotations", list, [0.0, math.pi / 2], item_type=float,
               doc="anchor headings (rad) per class, in the model's order; OpenPCDet's KITTI "
-                  "config trains with [0, 1.57]: set that for its checkpoints"),
+                  "config trains with [0, 1.57]: set that for its checkpoints",
+              range=Range(-6.2832, 6.2832), unit="rad", min_items=1),
     )
 
     def input_ports(self):
@@ -77,6 +98,9 @@ class PillarsDetect(Op):
 
     def check(self) -> None:
         self._configs()
+        problem = provider_problem(self.p["runtime"], self.p.get("execution_provider", "cpu"))
+        if problem is not None:
+            raise ParamProblem("execution_provider", problem)
 
     def _configs(self) -> tuple[PillarConfig, HeadConfig]:
         try:
@@ -99,11 +123,23 @@ class PillarsDetect(Op):
             raise ParamProblem(field, message.split(": ", 1)[-1]) from None
         return config, head
 
+    def _detector(self) -> PointPillars:
+        """The loaded model (built once: kernels() needs its layer shapes before open())."""
+        if getattr(self, "_model", None) is None:
+            config, head = self._configs()
+            self._model = PointPillars.from_onnx(
+                self.p["model"], config, head, self.p["runtime"], self.p["sparse"],
+                threads=getattr(self, "_threads", 1),
+                provider=self.p.get("execution_provider", "cpu"))
+        return self._model
+
     def kernels(self) -> list:
-        """The specs the model binds in ``open()`` (they depend only on the static config: PFN
-        weights are passed at run time)."""
-        config, head = self._configs()
-        return kernel_specs(config, head)
+        """The model's kernels: the sparse ones depend on its first layer and heads."""
+        return self._detector().kernels()
+
+    def describe(self) -> list[str]:
+        """What ``inspect`` says about this stage: which path the model takes, and why."""
+        return self._detector().notes
 
     def library_files(self, symbols: dict, prefix: str, cc: str) -> dict[str, bytes]:
         """Files for a deployment library (``compile --library``): a C example running
@@ -117,14 +153,20 @@ class PillarsDetect(Op):
         return example_files(pillarize, pfn, prefix, cc, weights, bias)
 
     def open(self, ctx: RunContext) -> None:
-        config, head = self._configs()
-        path = self.p["model"]
         self._ctx = ctx
         self._warned: set = set()
-        self._model = PointPillars.from_onnx(path, config, head, self.p["runtime"]).open()
+        threads = int(ctx.extra.get("intra_op_threads", 1))  # rt.placement
+        if threads != getattr(self, "_threads", 1):  # prewarm built the session with 1
+            self._threads, self._model = threads, None
+        self._model = self._detector().open()
         # One pass on an empty cloud before frame 0: the backbone runtime allocates on its first
         # call, which would otherwise land on (and blow the deadline of) the first frame.
         self._model.detect(np.zeros((0, 4), np.float32))
+
+    def placement(self) -> str | None:
+        """Where the backbone + head run (``run`` prints it with the stage's thread group)."""
+        model = getattr(self, "_model", None)
+        return None if model is None else model.runner.net.describe()
 
     summary_port = "labels"
 
@@ -139,8 +181,9 @@ class PillarsDetect(Op):
         stats = self._model.stats
         row = np.array([stats["count"]] + [stats[k] for k in STATS[1:]], np.int64)
         for key, fix in (("dropped_pillars", "raise max_pillars"),
-                         ("candidate_overflow", "raise the candidate cap")):
-            if stats[key] and key not in self._warned:
+                         ("candidate_overflow", "raise the candidate cap"),
+                         ("nonfinite_boxes", "dropped; the points hold absurd values")):
+            if stats.get(key) and key not in self._warned:
                 self._warned.add(key)
                 self._ctx.warning(f"pillars.detect frame {frame.index}: {stats[key]} {key} "
                                   f"({fix}); counted per frame in the 'stats' output")

@@ -11,9 +11,9 @@ import numpy as np
 
 from ...errors import InputError
 from .bev_iou import box_table, iou_rows, may_overlap
-from .config import HeadConfig, PillarConfig
+from .config import HeadConfig, PillarConfig, logit_gate
 from .types import (COUNT, DROPPED_PILLARS, DROPPED_POINTS, INVALID_POINTS, OUT_OF_RANGE,
-                    Candidates, PfnWeights, Pillars)
+                    Candidates, CellHeads, CellHeadWeights, ConvLayer, PfnWeights, Pillars)
 
 
 def empty_pillars(config: PillarConfig) -> Pillars:
@@ -227,3 +227,44 @@ def nms_bev_rotated(boxes: np.ndarray, scores: np.ndarray, count: int,
             if iou_rows(table[i], table[j]) > head.nms_threshold:
                 suppressed[j] = True
     return np.asarray(kept, np.int32)
+
+
+def conv_scatter(features: np.ndarray, coords: np.ndarray, count: int, conv: ConvLayer,
+                 config: PillarConfig) -> np.ndarray:
+    """Scatter fused with the first conv, computed densely: float32 [H_out, W_out, C_out] (NHWC)
+    = relu(conv2d(scatter(features), conv.weight, conv.stride, conv.pads) + conv.bias)."""
+    canvas = scatter(features, coords, count, config)
+    (cin, cout), (kh, kw), (sy, sx) = conv.channels, conv.kernel, conv.stride
+    top, left, bottom, right = conv.pads
+    ho, wo = conv.out_size(config.ny, config.nx)
+    padded = np.pad(canvas, ((0, 0), (top, bottom), (left, right)))
+    out = np.zeros((cout, ho * wo), np.float32)
+    for ky in range(kh):
+        for kx in range(kw):
+            window = padded[:, ky:ky + sy * (ho - 1) + 1:sy, kx:kx + sx * (wo - 1) + 1:sx]
+            out += conv.weight[:, :, ky, kx] @ window.reshape(cin, -1)
+    out += conv.bias[:, None]
+    return np.ascontiguousarray(np.maximum(out, 0).T).reshape(ho, wo, cout)
+
+
+def head_cells(cls_map: np.ndarray, feat, weights: CellHeadWeights,
+               head: HeadConfig) -> CellHeads:
+    """Box and direction 1x1 heads at candidate cells: cells where an anchor's best class logit
+    (NHWC class map, A x K per cell; first maximum, NaN never replaces a value, as the decode
+    kernel takes it) reaches ``logit_gate(head.score_threshold)``; ``feat`` the map F
+    [1, C_f, H, W] they read, or its channel parts (a list, concatenated in order). Rows of
+    other cells are zero here (not meaningful)."""
+    parts = feat if isinstance(feat, (list, tuple)) else [feat]
+    f = np.concatenate([p.reshape(p.shape[1], -1) for p in parts]).reshape(weights.features, -1)
+    logits = cls_map.reshape(f.shape[1], head.anchors_per_cell, -1).astype(np.float32)
+    best = logits[..., 0]  # as the decode kernel: the first logit, replaced by greater ones
+    for k in range(1, logits.shape[2]):
+        best = np.where(logits[..., k] > best, logits[..., k], best)
+    gate = np.float32(logit_gate(head.score_threshold))
+    cells = np.flatnonzero((best >= gate).any(axis=1))
+    box = np.zeros((f.shape[1], len(weights.box_bias)), np.float32)
+    dirs = np.zeros((f.shape[1], len(weights.dir_bias)), np.float32)
+    gathered = f[:, cells].T.astype(np.float32)
+    box[cells] = gathered @ weights.box_weight.T + weights.box_bias
+    dirs[cells] = gathered @ weights.dir_weight.T + weights.dir_bias
+    return CellHeads(box, dirs, cells.astype(np.int32), len(cells))

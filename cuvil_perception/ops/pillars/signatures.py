@@ -118,3 +118,41 @@ def nms_args() -> tuple[Arg, ...]:
         Arg("extents", "ptr", "f64", (4, "pre"), "m", "scratch"),
         Arg("near", "ptr", "u8", ("pre",), "", "scratch"),
     )
+
+
+def conv_scatter_args() -> tuple[Arg, ...]:
+    """kernel_conv_scatter (scatter fused into the first conv; output NHWC)."""
+    return (
+        Arg("features", "ptr", "f32", ("count", "cin"), "", "in", "PFN output"),
+        Arg("coords", "ptr", "i32", ("count", 3), "cells (z, y, x)", "in"),
+        Arg("count", "i64", unit="pillars"),
+        Arg("weights", "ptr", "f32", ("kh * kw", "cin", "cout"), "", "in",
+            "BN-folded conv weight, [ky * kw + kx, ci, co] = W[co, ci, ky, kx]"),
+        Arg("bias", "ptr", "f32", ("cout",), "", "in", "BN-folded bias"),
+        Arg("out", "ptr", "f32", ("ho", "wo", "cout"), "", "state",
+            "relu(conv + bias), NHWC; holds the previous frame on entry (relu(bias) everywhere "
+            "before the first call)"),
+        Arg("mark", "ptr", "u8", ("ho * wo",), "", "state", "all zero on entry and exit"),
+        Arg("touched", "ptr", "i32", ("ho * wo",), "cells", "scratch"),
+        Arg("prev", "ptr", "i32", ("ho * wo",), "cells", "state",
+            "the output cells the previous frame reached"),
+        Arg("prev_count", "ptr", "i64", (1,), "cells", "state", "zero-initialise"),
+    )
+
+
+def head_cells_args() -> tuple[Arg, ...]:
+    """kernel_head_cells (box / direction 1x1 heads at candidate cells)."""
+    return (
+        Arg("cls", "ptr", "f32", ("cells", "groups"), "logit", "in", "class head (NHWC)"),
+        Arg("feats", "ptr", "u64", ("len(parts)",), "address", "in",
+            "address of each channel part k of the heads' input map, f32 [parts[k], cells]"),
+        Arg("weights", "ptr", "f32", ("sum(parts)", "(jb + jd + 15) / 16 * 16"), "", "in",
+            "box rows then direction rows, transposed, zero-padded"),
+        Arg("bias", "ptr", "f32", ("(jb + jd + 15) / 16 * 16",), "", "in"),
+        Arg("box", "ptr", "f32", ("cells", "jb"), "encoded residuals", "out",
+            "written at candidate cells only"),
+        Arg("dir", "ptr", "f32", ("cells", "jd"), "logit", "out",
+            "written at candidate cells only"),
+        Arg("found", "ptr", "i32", ("cells",), "cell index", "out",
+            "candidate cells, ascending; the return value says how many"),
+    )

@@ -97,3 +97,71 @@ class Detections:
     boxes: np.ndarray
     scores: np.ndarray
     labels: np.ndarray
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """The first BEV layer when it is Conv (+ BatchNormalization, folded) + ReLU, fused with the
+    scatter: out = relu(conv2d(canvas, weight, stride, pads) + bias).
+
+    weight: float32 [C_out, C_in, kh, kw] (BN folded in); bias: float32 [C_out];
+    stride: (sy, sx); pads: (top, left, bottom, right) zero padding, cells.
+    """
+
+    weight: np.ndarray
+    bias: np.ndarray
+    stride: tuple
+    pads: tuple
+
+    @property
+    def channels(self) -> tuple[int, int]:
+        """(C_in, C_out)."""
+        return int(self.weight.shape[1]), int(self.weight.shape[0])
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return int(self.weight.shape[2]), int(self.weight.shape[3])
+
+    def out_size(self, ny: int, nx: int) -> tuple[int, int]:
+        """(H_out, W_out) of the layer on an [ny, nx] canvas (ONNX Conv, no dilation)."""
+        (kh, kw), (sy, sx), (top, left, bottom, right) = self.kernel, self.stride, self.pads
+        return (ny + top + bottom - kh) // sy + 1, (nx + left + right - kw) // sx + 1
+
+    def max_taps(self) -> int:
+        """Most output cells one input cell feeds: ceil(kh / sy) * ceil(kw / sx)."""
+        (kh, kw), (sy, sx) = self.kernel, self.stride
+        return -(-kh // sy) * -(-kw // sx)
+
+
+@dataclass(frozen=True)
+class CellHeadWeights:
+    """The box and direction heads when they are 1x1 convolutions on the class head's feature
+    map F [C_f, H, W]: box = box_weight @ F[:, cell] + box_bias (A*7 values per cell, NHWC
+    order: anchor-major), dir likewise (A*2).
+
+    box_weight float32 [A*7, C_f], box_bias [A*7], dir_weight [A*2, C_f], dir_bias [A*2].
+    """
+
+    box_weight: np.ndarray
+    box_bias: np.ndarray
+    dir_weight: np.ndarray
+    dir_bias: np.ndarray
+
+    @property
+    def features(self) -> int:
+        return int(self.box_weight.shape[1])
+
+
+@dataclass
+class CellHeads:
+    """Box and direction values computed at candidate cells only (static buffers).
+
+    box: float32 [H*W, A*7], dir: float32 [H*W, A*2] (the NHWC head maps; rows of cells not in
+    ``cells[:count]`` are not meaningful); cells: int32 [H*W] ascending candidate cells (a cell
+    whose best class logit reaches the decode gate); count: how many.
+    """
+
+    box: np.ndarray
+    dir: np.ndarray
+    cells: np.ndarray
+    count: int

@@ -7,9 +7,18 @@ letterbox/trunk/head stages; see `op.py` for why.
 Python API::
 
     YoloV8.from_onnx(path, conf=0.25, iou=0.7, max_det=300, classes=None, agnostic=False,
-                     runtime="opencv")          # .detect(image_bgr) -> float32 [N, 6]
-    postprocess(output0, conf, iou, max_det, max_nms, classes, agnostic)   # full [1, 4+nc, A]
+                     runtime="auto", max_nms=30000, threads=None)
+                                                # .detect(image_bgr) -> float32 [N, 6]
+    postprocess(output0, conf=0.25, iou=0.7, max_det=300, max_nms=30000, classes=None,
+                agnostic=False)                 # a full [1, 4+nc, A] output
     letterbox(image_bgr, size), scale_boxes(net_hw, boxes, image_hw)
+
+``runtime="auto"`` uses ONNX Runtime when it is installed and OpenCV DNN otherwise.
+
+Deviation from DESIGN.md ("scale_boxes inverts it: subtract pad, divide by gain"):
+`scale_boxes` divides x by ``new_w / W`` and y by ``new_h / H``, a separate gain per axis, as
+ultralytics 8.4 does (checked against its ``predict`` output). The resized size is rounded, so a
+single gain ``r`` was off by up to 0.46 px.
 
 Modules: `reference` (numpy definitions, ultralytics rule by rule), `surgery` (find and cut the
 Detect head of an export), `trunk` (OpenCV DNN / ONNX Runtime), `kernel_scan`, `kernel_decode`,

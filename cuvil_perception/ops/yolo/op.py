@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext, register
-from ..onnx_runner import RUNTIMES
+from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range, RunContext, register
+from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
 from ..summary import count_by_class
 from .model import YoloV8
 from .surgery import class_names, load_model
@@ -27,21 +27,30 @@ class YoloDetect(Op):
     doc = ("YOLOv8 detect (ultralytics ONNX export): letterbox, trunk in OpenCV DNN or ONNX "
            "Runtime, native DFL decode + class-aware NMS.")
     params = (
-        Param("model", Path, doc="ultralytics YOLOv8 detect ONNX export (yolo export format=onnx)"),
-        Param("conf", float, 0.25, doc="keep boxes whose best class score is > conf"),
-        Param("iou", float, 0.7, doc="suppress boxes overlapping a better one with IoU > iou"),
-        Param("max_det", int, 300, doc="at most this many detections per image"),
-        Param("max_nms", int, 30000, doc="at most this many boxes (best scores) enter NMS"),
+        Param("model", Path, doc="ultralytics YOLOv8 detect ONNX export (yolo export format=onnx)",
+              must_exist=True),
+        Param("conf", float, 0.25, doc="keep boxes whose best class score is > conf",
+              range=Range(0.0, 1.0)),
+        Param("iou", float, 0.7, doc="suppress boxes overlapping a better one with IoU > iou",
+              range=Range(0.0, 1.0)),
+        Param("max_det", int, 300, doc="at most this many detections per image",
+              range=Range(1, 100_000)),
+        Param("max_nms", int, 30000, doc="at most this many boxes (best scores) enter NMS",
+              range=Range(1, 1_000_000)),
         Param("classes", list, None, optional=True, item_type=int,
-              doc="only these class indices (null: all)"),
+              doc="only these class indices (null: all)", range=Range(0, 9999), min_items=1),
         Param("agnostic", bool, False, doc="class-agnostic NMS"),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the trunk runs"),
+        Param("execution_provider", str, "cpu", choices=tuple(PROVIDERS),
+              doc="ONNX Runtime execution provider of the trunk (cpu, cuda, tensorrt, openvino: "
+                  "the ones this machine's onnxruntime build has)"),
     )
 
     def __init__(self, params, inputs):
         super().__init__(params, inputs)
         self._model: YoloV8 | None = None  # loaded at prewarm/open time, never here (no IO)
         self._names: tuple[str, ...] | None = None
+        self._threads = 1  # intra-op threads; open() takes the run's placement (rt.placement)
 
     def input_ports(self):
         return (PortSpec("image", "uint8", (None, None, 3), "camera image, BGR, pixels"),)
@@ -52,12 +61,9 @@ class YoloDetect(Op):
                          "by descending score"),)
 
     def check(self) -> None:
-        for field in ("conf", "iou"):
-            if not 0.0 <= self.p[field] <= 1.0:
-                raise ParamProblem(field, f"must be within [0, 1], got {self.p[field]}")
-        for field in ("max_det", "max_nms"):
-            if self.p[field] < 1:
-                raise ParamProblem(field, f"must be >= 1, got {self.p[field]}")
+        problem = provider_problem(self.p["runtime"], self.p.get("execution_provider", "cpu"))
+        if problem is not None:
+            raise ParamProblem("execution_provider", problem)
 
     def _detector(self) -> YoloV8:
         if self._model is None:
@@ -65,14 +71,21 @@ class YoloDetect(Op):
                 self.p["model"], conf=self.p["conf"], iou=self.p["iou"],
                 max_det=self.p["max_det"], classes=self.p["classes"],
                 agnostic=self.p["agnostic"], runtime=self.p["runtime"],
-                # One runtime thread: the pool's other workers own the other cores.
-                max_nms=self.p["max_nms"], threads=1)
+                max_nms=self.p["max_nms"], threads=self._threads,
+                provider=self.p.get("execution_provider", "cpu"))
         return self._model
+
+    def placement(self) -> str | None:
+        """Where the trunk runs (``run`` prints it with the stage's thread group)."""
+        return None if self._model is None else self._model.runner.describe()
 
     def kernels(self) -> list:
         return self._detector().kernels()
 
     def open(self, ctx: RunContext) -> None:
+        threads = int(ctx.extra.get("intra_op_threads", 1))
+        if threads != self._threads:  # prewarm built the session with the default
+            self._threads, self._model = threads, None
         model = self._detector()
         if model.fallback_reason is not None:
             ctx.warning(f"{self.p['model']}: {model.fallback_reason}")

@@ -1,0 +1,97 @@
+"""Lowering of the `simd` calls (see that module for what each one means)."""
+
+from __future__ import annotations
+
+import ast
+
+from llvmlite import ir
+
+from .. import irutil as u
+from . import simd
+from .arith import convert
+from .values import BufRef, Const
+
+
+class SimdMixin:
+    """`simd.*` calls for `lower.Lowerer`."""
+
+    def simd_call(self, fn, node: ast.Call):
+        op = simd.OPERATIONS[fn]
+        if op == "fence":
+            self.args(node, 0)
+            self.b.fence("seq_cst")
+            return Const(None)
+        if op == "prefetch":
+            buf, at = self.args(node, 2)
+            ptr = self.b.gep(self.buffer_arg(buf, node), [self.index_of(at, node.args[1])],
+                             source_etype=buf.ty.dtype.ir)  # not inbounds: may lie past it
+            name = "llvm.prefetch.p0"
+            decl = self.b.module.globals.get(name) or ir.Function(
+                self.b.module, ir.FunctionType(u.VOID, [u.PTR, u.I32, u.I32, u.I32]), name=name)
+            self.b.call(decl, [ptr, u.const_i32(1), u.const_i32(3), u.const_i32(1)])
+            return Const(None)
+        stream = op.startswith("stream")
+        if op.endswith("fill"):
+            buf, at, n, value = self.args(node, 4)
+            self.buffer_arg(buf, node)
+            lanes = self.lanes(n, node.args[2])
+            vty = u.vec(buf.ty.dtype.ir, lanes)
+            scalar = convert(self.b, self.value(value, node.args[3], want=buf.ty.dtype.compute),
+                             buf.ty.dtype).ir
+            vector = self.b.insert_element(ir.Constant(vty, ir.Undefined), scalar,
+                                           u.const_i32(0))
+            vector = self.b.shuffle_vector(vector, ir.Constant(vty, ir.Undefined),
+                                           ir.Constant(u.vec(u.I32, lanes), [0] * lanes))
+        else:
+            buf, at, src, src_at, n = self.args(node, 5)
+            lanes = self.lanes(n, node.args[4])
+            self.buffer_arg(src, node)
+            vty = u.vec(src.ty.dtype.ir, lanes)
+            if src.ty.dtype != buf.ty.dtype:
+                self.fail(node, f"copy from {src.ty.dtype} to {buf.ty.dtype}", "same types")
+            src_index = self.index_of(src_at, node.args[3])
+            self.check_flat(src, src_index, lanes, node)
+            vector = u.load_vec(self.b, src.ptr, src_index, vty)
+        self.buffer_arg(buf, node)
+        index = self.index_of(at, node.args[1])
+        self.check_flat(buf, index, lanes, node)
+        elem = buf.ty.dtype.ir
+        store = self.b.store(vector, u.gep(self.b, buf.ptr, index, elem),
+                             align=max(1, elem.width // 8) if isinstance(elem, ir.IntType)
+                             else (4 if elem == u.F32 else 8))
+        if stream:
+            store.set_metadata("nontemporal", self.b.module.add_metadata([u.const_i32(1)]))
+        return Const(None)
+
+    def buffer_arg(self, buf, node) -> ir.Value:
+        if not isinstance(buf, BufRef):
+            self.fail(node, "the first argument of a simd call must be a buffer")
+        return buf.ptr
+
+    def lanes(self, n, node) -> int:
+        if not (isinstance(n, Const) and isinstance(n.value, int) and 1 <= n.value <= 64):
+            self.fail(node, "the element count of a simd call must be a constant 1..64")
+        return n.value
+
+    def index_of(self, x, node) -> ir.Value:
+        val = self.value(x, node)
+        if val.ty.is_float:
+            self.fail(node, "a flat index must be an int")
+        return convert(self.b, val, _i64()).ir
+
+    def check_flat(self, buf: BufRef, index: ir.Value, lanes: int, node) -> None:
+        """Debug builds: [index, index + lanes) inside the buffer when its size is known."""
+        if not self.debug or any(e is None for e in buf.extents):
+            return
+        total = buf.extents[0]
+        for e in buf.extents[1:]:
+            total = self.b.mul(total, e)
+        limit = self.b.sub(total, u.const_i64(lanes - 1))
+        flat = BufRef(buf.ptr, buf.ty, (limit,), (u.const_i64(1),), buf.name)
+        self.check_index(flat, 0, index, node)
+
+
+def _i64():
+    from .types import I64
+
+    return I64

@@ -1,0 +1,112 @@
+"""``example.ground_removal``: drop the ground points of a LiDAR scan (a native stage).
+
+A point is ground when it lies less than ``height`` m above the lowest point of its
+``cell`` x ``cell`` m grid cell; points outside the x/y ranges are dropped too. The kept points
+keep their input order. The output is a view of a preallocated [capacity, 4] buffer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cuvil_perception.compile import get_kernel
+from cuvil_perception.graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext
+from cuvil_perception.graph import register
+
+from . import reference
+from .kernel import remove_ground
+
+MAX_CELLS = 1 << 22  # 4 M cells (16 MB of scratch)
+
+
+@register
+class GroundRemoval(Op):
+    """Ground removal by the lowest point of each grid cell (numpy twin: reference.py)."""
+
+    name = "example.ground_removal"
+    tag = "compute"
+    doc = "Drop LiDAR points less than `height` m above the lowest point of their grid cell."
+    reuses_output_buffers = True
+    params = (
+        Param("x_range", list, [0.0, 69.12], "[low, high) forward, m", item_type=float,
+              length=2),
+        Param("y_range", list, [-39.68, 39.68], "[low, high) left, m", item_type=float,
+              length=2),
+        Param("cell", float, 1.0, "grid cell side, m"),
+        Param("height", float, 0.25, "points this far above their cell's lowest are kept, m"),
+        Param("capacity", int, 200_000, "most points kept per scan (the rest are counted)"),
+    )
+
+    def check(self) -> None:
+        for name in ("x_range", "y_range"):
+            low, high = self.p[name]
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise ParamProblem(name, f"must be [low, high] with low < high, got "
+                                         f"{self.p[name]}")
+        if not (math.isfinite(self.p["cell"]) and self.p["cell"] > 0):
+            raise ParamProblem("cell", f"must be a positive number of metres, got "
+                                       f"{self.p['cell']!r}")
+        if not (math.isfinite(self.p["height"]) and self.p["height"] >= 0):
+            raise ParamProblem("height", f"must be a number of metres >= 0, got "
+                                         f"{self.p['height']!r}")
+        if not 1 <= self.p["capacity"] <= 10_000_000:
+            raise ParamProblem("capacity", f"must be within 1..10000000, got "
+                                           f"{self.p['capacity']!r}")
+        nx, ny = self._grid()
+        if nx * ny > MAX_CELLS:
+            raise ParamProblem("cell", f"{nx} x {ny} cells is more than {MAX_CELLS}; use a "
+                                       f"bigger cell")
+
+    def _grid(self) -> tuple[int, int]:
+        (x0, x1), (y0, y1), cell = self.p["x_range"], self.p["y_range"], self.p["cell"]
+        return math.ceil((x1 - x0) / cell), math.ceil((y1 - y0) / cell)
+
+    def static(self) -> dict:
+        """The kernel's static parameters (one compiled kernel per distinct set)."""
+        nx, ny = self._grid()
+        return {"x0": self.p["x_range"][0], "y0": self.p["y_range"][0], "cell": self.p["cell"],
+                "nx": nx, "ny": ny, "height": self.p["height"], "capacity": self.p["capacity"],
+                "cells": nx * ny}
+
+    def input_ports(self) -> tuple[PortSpec, ...]:
+        return (PortSpec("points", "float32", (None, 4), "x, y, z, reflectance (LiDAR frame)"),)
+
+    def output_ports(self) -> tuple[PortSpec, ...]:
+        return (PortSpec("points", "float32", (None, 4), "the non-ground points, in order"),)
+
+    def kernels(self) -> list:
+        return [remove_ground.spec(**self.static())]
+
+    def open(self, ctx: RunContext) -> None:
+        nx, ny = self._grid()
+        self._kernel = get_kernel(self.kernels()[0])  # prewarmed: a memory hit here
+        self._lowest = np.empty(nx * ny, np.float32)
+        self._out = np.zeros((self.p["capacity"], 4), np.float32)
+        self._addr = (self._lowest.ctypes.data, self._out.ctypes.data)
+        self._warn = ctx.warn
+        self.overflow = 0
+
+    def process(self, inputs: dict, frame: FrameInfo) -> dict:
+        points = np.ascontiguousarray(inputs["points"], np.float32)
+        passed = self._kernel(points.ctypes.data, len(points), *self._addr)
+        return {"points": self._out[:self._count(passed, frame)]}
+
+    def reference_process(self, inputs: dict, frame: FrameInfo) -> dict:
+        """``process`` computed by the numpy twin (for `bench` and tests)."""
+        nx, ny = self._grid()
+        out = np.zeros((self.p["capacity"], 4), np.float32)
+        points = np.ascontiguousarray(inputs["points"], np.float32)
+        passed = reference.remove_ground(points, len(points), np.empty(nx * ny, np.float32),
+                                         out, **self.static())
+        return {"points": out[:min(passed, self.p["capacity"])]}
+
+    def _count(self, passed: int, frame: FrameInfo) -> int:
+        capacity = self.p["capacity"]
+        if passed > capacity:
+            self.overflow += passed - capacity
+            if self._warn is not None:
+                self._warn(f"example.ground_removal: frame {frame.index}: {passed} points kept, "
+                           f"capacity {capacity}; {passed - capacity} dropped")
+        return min(passed, capacity)

@@ -1,0 +1,162 @@
+"""The custom-op tutorial (docs/custom-kernel-op.md): the example ground-removal kernel against
+its numpy twin, its op on the sample drive through ``op: package.module:Class``, bad params, and
+op plugins (entry points, import paths)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuvil_perception.errors import PipelineError
+from cuvil_perception.graph import Pipeline, load_pipeline, plugins, register
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+from ground_removal import reference  # noqa: E402
+from ground_removal.kernel import remove_ground  # noqa: E402
+
+STATIC = dict(x0=0.0, y0=-39.68, cell=1.0, nx=70, ny=80, height=0.25, capacity=4096,
+              cells=70 * 80)
+NAN, INF = float("nan"), float("inf")
+
+
+def _both(points: np.ndarray, **static):
+    """(native, reference, interpreted) results: (passed, out, lowest) each."""
+    runs = []
+    for fn in (remove_ground, reference.remove_ground, remove_ground.py_func):
+        low = np.zeros(static["cells"], np.float32)
+        out = np.zeros((static["capacity"], 4), np.float32)
+        with np.errstate(invalid="ignore"):  # inf - inf in the interpreted kernel
+            runs.append((fn(points, len(points), low, out, **static), out, low))
+    return runs
+
+
+def _random_points(rng, n: int) -> np.ndarray:
+    pts = np.column_stack([rng.uniform(-5, 75, n), rng.uniform(-45, 45, n),
+                           rng.uniform(-3, 1, n), rng.uniform(0, 1, n)]).astype(np.float32)
+    pts[rng.choice(n, 20, replace=False), rng.integers(0, 3, 20)] = NAN
+    pts[rng.choice(n, 5, replace=False), 2] = INF
+    return pts
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kernel_equals_numpy_twin_on_random_points(seed):
+    native, ref, _ = _both(_random_points(np.random.default_rng(seed), 3000), **STATIC)
+    assert native[0] == ref[0] and 0 < native[0] < 3000
+    np.testing.assert_array_equal(native[1], ref[1])  # exact: only float32 +, -, / and moves
+    np.testing.assert_array_equal(native[2], ref[2])
+
+
+def test_interpreted_kernel_equals_compiled_on_small_input():
+    native, _, interpreted = _both(_random_points(np.random.default_rng(5), 200),
+                                   **{**STATIC, "capacity": 50, "height": 0.0})
+    assert native[0] == interpreted[0] > 50  # overflow: only the first 50 are written
+    np.testing.assert_array_equal(native[1], interpreted[1])
+
+
+def test_kernel_equals_numpy_twin_on_real_kitti(kitti_frames):
+    for path in kitti_frames[:3]:
+        points = np.fromfile(path, np.float32).reshape(-1, 4)
+        native, ref, _ = _both(points, **{**STATIC, "capacity": len(points)})
+        assert native[0] == ref[0] and native[0] < len(points)
+        np.testing.assert_array_equal(native[1], ref[1])
+
+
+def _config(repo_root, tmp_path, **params) -> Path:
+    text = (EXAMPLES / "ground_removal.yaml").read_text()
+    text = text.replace("../runs/ground_removal/points.jsonl", str(tmp_path / "out.jsonl"))
+    text = text.replace("../datasets/", f"{repo_root}/datasets/")
+    for name, value in params.items():
+        text = text.replace("      height: 0.25", f"      height: 0.25\n      {name}: {value}")
+    path = EXAMPLES / f".test-{tmp_path.name}.yaml"  # beside the package: imported by path
+    path.write_text(text)
+    return path
+
+
+def test_tutorial_config_runs_on_the_sample_drive(repo_root, tmp_path):
+    from cuvil_perception.rt import RunOptions, run_pipeline
+
+    config = _config(repo_root, tmp_path)
+    try:
+        result = run_pipeline(load_pipeline(config),
+                              RunOptions(frames=2, workers=1, write_record=False))
+    finally:
+        config.unlink()
+    assert result.compiles_after_frame0 == 0
+    assert [r["name"] for r in result.prewarm] == ["example.ground_removal"]
+    lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert len(lines) == 2
+    kept = lines[0]["outputs"]["points"]["shape"]
+    assert kept[1] == 4 and 1000 < kept[0]
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("cell", NAN, "must be a finite number"),
+    ("cell", INF, "must be a finite number"),
+    ("cell", 0.0, "must be a positive number of metres"),
+    ("cell", 1e-4, "cells is more than"),
+    ("cell", "x", "must be a number"),
+    ("height", NAN, "must be a finite number"),
+    ("height", -1.0, "must be a number of metres >= 0"),
+    ("capacity", 0, "must be within 1..10000000"),
+    ("capacity", 10**12, "must be within 1..10000000"),
+    ("x_range", [5.0, 5.0], "low < high"),
+    ("x_range", [NAN, 5.0], "must be a finite number"),
+    ("y_range", [], "length 2"),
+])
+def test_bad_params_name_the_field(name, value, message):
+    p = Pipeline("bad")
+    p.add("drive", "replay", path="datasets/sample_drive")
+    p.add("ground", "ground_removal.op:GroundRemoval", inputs={"points": "drive/points"},
+          **{name: value})
+    with pytest.raises(PipelineError) as info:
+        p.validate()
+    assert name in str(info.value) and message in str(info.value)
+
+
+@pytest.mark.parametrize("path, message", [
+    ("no_such_pkg.ops:Thing", "cannot import 'no_such_pkg.ops'"),
+    ("ground_removal.op:Missing", "has no attribute 'Missing'"),
+    ("json:loads", "is not an Op subclass"),
+    ("ground_removal.op:", "write package.module:Class"),
+])
+def test_op_import_path_errors_are_pipeline_errors(path, message):
+    p = Pipeline("bad")
+    p.add("drive", "replay", path="datasets/sample_drive")
+    p.add("x", path, inputs={"points": "drive/points"})
+    with pytest.raises(PipelineError, match=message) as info:
+        p.validate()
+    assert "stage 'x'" in str(info.value) and "'op'" in str(info.value)
+
+
+def test_entry_points_register_ops_and_a_broken_plugin_only_warns(monkeypatch):
+    from cuvil_perception.graph.op import Op
+
+    class _Plugin(Op):
+        name = "test.plugin_from_entry_point"
+
+    module = type(sys)("fake_plugin_pkg")
+    module.Plugin = _Plugin
+    monkeypatch.setitem(sys.modules, "fake_plugin_pkg", module)
+    eps = [metadata.EntryPoint("good", "fake_plugin_pkg:Plugin", plugins.GROUP),
+           metadata.EntryPoint("broken", "fake_missing_pkg_xyz", plugins.GROUP)]
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: eps)
+    with pytest.warns(UserWarning, match="op plugin 'broken'"):
+        names = plugins.load_entry_points(register)
+    assert names == ["good", "broken"]
+    from cuvil_perception.graph import lookup
+    assert lookup("test.plugin_from_entry_point") is _Plugin
+
+
+def test_builtin_ops_are_entry_points_and_graph_does_not_import_ops():
+    declared = {ep.value for ep in metadata.entry_points(group=plugins.GROUP)}
+    assert "cuvil_perception.ops.pillars" in declared and "cuvil_perception.ops.yolo" in declared
+    graph = Path(plugins.__file__).parent
+    for source in graph.glob("*.py"):
+        text = source.read_text()
+        assert "from .. import ops" not in text and "from ..ops" not in text, source.name
