@@ -260,6 +260,12 @@ def test_bag_info_convert_and_make_drive(bags, tmp_path):
     assert {t["name"]: t["count"] for t in as_json["topics"]} == {
         "/camera/camera_info": 8, "/camera/image_raw": 8, "/tf_static": 1,
         "/velodyne_points": 8}
+    cut = _cut(bags["mcap"], tmp_path / "cut.mcap", 0.5)
+    damaged = _in_process("bag", "info", str(cut))
+    assert damaged.exit_code == 0, damaged.output
+    assert "no index (the file was not closed): read front to back" in damaged.stdout
+    assert f"damage: {cut}: damaged or truncated at byte" in damaged.stdout
+    cut.unlink()
     out = tmp_path / "synth.mcap"
     made = _in_process("make-drive", str(out), "--frames", "2", "--format", "mcap")
     assert made.exit_code == 0, made.output
