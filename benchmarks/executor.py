@@ -1,7 +1,9 @@
-"""Benchmark the real-time executor: its own overhead per frame and per stage, and end-to-end
-latency of the demo pipeline on the bundled sample drive (1 vs 2 workers).
+"""Benchmark the real-time executor: its own overhead per frame and per stage, end-to-end
+latency of the demo pipeline on the bundled sample drive (1 vs 2 workers), and overload
+shedding (the fusion pipeline replayed faster than it can run, admission control off vs on).
 
-Run: ``python benchmarks/executor.py [--frames 2000] [--repeat 5]``.
+Run: ``python benchmarks/executor.py [--frames 2000] [--repeat 5] [--overload-frames 40]
+[--only overhead|overload]``.
 
 Definitions (printed with the tables):
 * empty pipeline: ``test.scripted`` (8 floats a frame) -> K ``test.pass`` stages (``y = x``), no
@@ -12,6 +14,13 @@ Definitions (printed with the tables):
 * e2e p99/p50 on the demo: pooled over ``repeat`` runs; at ``rate 1.0`` (real time, frames do not
   queue, so e2e is one frame's latency) and at ``rate 0`` (throughput: e2e includes the frames
   queued ahead). Target p99/p50 <= 1.25 at real time.
+* overload: ``configs/fusion.yaml`` (two detectors + fusion, 2 workers, deadlines enforced) on a
+  synthetic drive of ``--overload-frames`` frames (10 Hz, seed 9001) replayed at ``rate`` 1, 1.5
+  and 2, with ``shed`` off (every frame admitted: today's executor before admission control) and
+  on, side by side in one run. A frame is *on time* when it reached the sink (not dropped by a
+  stage's ``on_miss``, not skipped at admission) within the pipeline's ``e2e_deadline_ms``
+  counted from its arrival (its paced release time). e2e p50/p99 are over the frames that
+  reached the sink.
 """
 
 from __future__ import annotations
@@ -103,6 +112,36 @@ def demo_rows(out_dir: Path, repeat: int, per: dict) -> list:
     return rows
 
 
+def overload_rows(out_dir: Path, frames: int, rates=(1.0, 1.5, 2.0)) -> tuple[list, float]:
+    from cuvil_perception.drives.synth import make_drive
+
+    drive = out_dir / "overload_drive"
+    make_drive(drive, frames, 9001)
+    rows, deadline = [], None
+    for rate in rates:
+        for shed in (False, True):
+            pipeline = load_pipeline(REPO / "configs" / "fusion.yaml", validate=False)
+            apply_cli_sources(pipeline, replay=drive, out=out_dir / f"overload-{rate}-{shed}.jsonl")
+            pipeline.validate()
+            deadline = pipeline.e2e_deadline_ms or 100.0
+            result = run_pipeline(pipeline, RunOptions(workers=2, rate=rate, shed=shed,
+                                                       write_record=False))
+            rows.append(_overload_row(result, rate, shed, frames, deadline))
+    return rows, deadline
+
+
+def _overload_row(result, rate: float, shed: bool, frames: int, deadline: float) -> tuple:
+    dropped = {d["frame"] for d in result.decisions if d["kind"] == "deadline_miss"
+               and d["action"] in ("drop", "fail")}
+    skipped = {d["frame"] for d in result.decisions if d["kind"] == "admission_skip"}
+    e2e = {e["frame"]: (e["end_ns"] - e["start_ns"]) / 1e6 for e in result.recorder.e2e}
+    delivered = [ms for frame, ms in e2e.items() if frame not in dropped | skipped]
+    on_time = sum(1 for ms in delivered if ms <= deadline)
+    p50, p99 = np.percentile(delivered, [50, 99]) if delivered else (float("nan"),) * 2
+    return (f"{rate:g}x", "on" if shed else "off", frames, len(skipped), len(dropped),
+            len(delivered), on_time, f"{on_time / frames:.0%}", p50, p99)
+
+
 def _e2e(recorder) -> tuple:
     """p50, p99, p99/p50 over all frames, and p99/p50 without each run's frame 0 (warm-up)."""
     values = np.array([(e["end_ns"] - e["start_ns"]) / 1e6 for e in recorder.e2e])
@@ -117,17 +156,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--overload-frames", type=int, default=40)
+    parser.add_argument("--only", choices=("overhead", "overload"))
     args = parser.parse_args()
-    rows, per = overhead_rows(args.frames, 3)
-    print_table(f"executor overhead, empty pipeline ({args.frames} frames, rate 0, us/frame)",
-                ("executor", "1 stage", "9 stages", "per stage"), rows)
     import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        print_table(f"demo pipeline on the sample drive ({args.repeat} runs pooled, ms)",
-                    ("executor", "rate", "frame time", "e2e p50", "e2e p99", "p99/p50",
-                     "p99/p50 frames>=1", "executor overhead"),
-                    demo_rows(Path(tmp), args.repeat, per))
+    if args.only != "overload":
+        rows, per = overhead_rows(args.frames, 3)
+        print_table(f"executor overhead, empty pipeline ({args.frames} frames, rate 0, us/frame)",
+                    ("executor", "1 stage", "9 stages", "per stage"), rows)
+        with tempfile.TemporaryDirectory() as tmp:
+            print_table(f"demo pipeline on the sample drive ({args.repeat} runs pooled, ms)",
+                        ("executor", "rate", "frame time", "e2e p50", "e2e p99", "p99/p50",
+                         "p99/p50 frames>=1", "executor overhead"),
+                        demo_rows(Path(tmp), args.repeat, per))
+    if args.only != "overhead":
+        with tempfile.TemporaryDirectory() as tmp:
+            rows, deadline = overload_rows(Path(tmp), args.overload_frames)
+            print_table(f"overload: configs/fusion.yaml, 2 workers, e2e deadline {deadline:g} ms "
+                        "(shed off = every frame admitted; ms)",
+                        ("rate", "shed", "frames", "skipped", "dropped late", "delivered",
+                         "on time", "on time %", "e2e p50", "e2e p99"), rows)
 
 
 if __name__ == "__main__":

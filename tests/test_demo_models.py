@@ -24,8 +24,9 @@ FLOORS = {("yolo", "2d"): 0.6, ("pillars", "bev"): 0.6, ("fusion", "2d"): 0.6,
           ("fusion", "bev"): 0.6}
 
 
-def test_yolo_demo_model_loads_and_is_cut_for_the_native_head():
-    model = YoloV8.from_onnx(builtin_models_dir() / "yolov8_cuvil_demo.onnx")
+@pytest.mark.parametrize("name", ["yolov8_cuvil_demo.onnx", "yolov8_cuvil_demo.int8.onnx"])
+def test_yolo_demo_model_loads_and_is_cut_for_the_native_head(name):
+    model = YoloV8.from_onnx(builtin_models_dir() / name)
     assert model.cut, model.fallback_reason
     image = np.full((375, 1242, 3), 114, np.uint8)
     assert model.detect(image).shape[1] == 6

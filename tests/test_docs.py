@@ -13,8 +13,8 @@ Blocks by their info string:
   option values and arguments must all be valid); the cheap ones (``ops``, ``inspect`` without
   ``--profile``, ``cache info``, ``convert``, ``bag info``, ``--version``, ``make-drive`` of
   <= 2 frames into a new folder, ``run`` with ``--frames`` <= 4) are also run in order (a later
-  line may read what an earlier one wrote) and must exit 0. ``[...]`` marks optional parts (parsed with them), ``#`` starts a
-  comment, a trailing ``\\`` continues the line;
+  line may read what an earlier one wrote) and must exit 0. ``[...]`` marks optional parts
+  (parsed with them), ``#`` starts a comment, a trailing ``\\`` continues the line;
 * ``json``: parsed; ``text``: a layout or output listing, not run.
 
 A block that cannot run here (a live camera, an hour of training) is preceded by a visible
@@ -296,5 +296,15 @@ def test_env_switches_in_the_docs_exist():
     source = Path(config.__file__).read_text(encoding="utf-8")
     for doc in DOCS:
         for name in set(re.findall(r"\bCUVIL_[A-Z_]+\b", doc.read_text(encoding="utf-8"))):
-            assert f'"{name}"' in source, f"{doc.relative_to(REPO)}: {name} is not read in config.py"
+            assert f'"{name}"' in source, \
+                f"{doc.relative_to(REPO)}: {name} is not read in config.py"
 
+
+
+def test_docs_ops_md_is_what_the_ops_declare():
+    from cuvil_perception.cli.ops_markdown import ops_markdown
+
+    page = REPO / "docs" / "ops.md"
+    assert page.read_text(encoding="utf-8") == ops_markdown(), (
+        "docs/ops.md is out of date with the ops' declarations: run "
+        "`cuvil-perception ops --markdown > docs/ops.md`")

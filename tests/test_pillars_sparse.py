@@ -86,9 +86,12 @@ def test_native_twin_signatures_match_the_reference():
     heads = CellHeadWeights(*(rng.normal(0, 0.2, s).astype(np.float32)
                               for s in ((42, 24), 42, (12, 24), 12)))
     cls_map = rng.normal(-4, 1.5, (1, 20, 30, 18)).astype(np.float32)
+    cls_map[0, 0, 0, :4] = [np.nan, -9, -9, 5]  # anchor 0 NaN first, anchor 1 passes
+    cls_map[0, 0, 1, :] = -9
+    cls_map[0, 0, 1, 1] = np.nan  # a NaN after the first logit is passed over
     feat = rng.normal(0, 1, (1, 24, 20, 30)).astype(np.float32)
     want = reference.head_cells(cls_map, feat, heads, head)
-    assert 0 < want.count < 600
+    assert 0 < want.count < 600 and want.cells[0] == 0 and 1 not in want.cells
     # F whole, and F in channel parts (what the network gives after onnx_rewrite.split_concat)
     for parts in (feat, [feat[:, :16], feat[:, 16:20], feat[:, 20:]]):
         got = head_cells(cls_map, parts, heads, head)
@@ -240,3 +243,53 @@ def test_bad_sparse_values_name_the_line_and_field(tmp_path, value, words):
 def test_sparse_mode_is_checked_in_the_python_api():
     with pytest.raises(ConfigError, match="sparse must be True or False, got 'auto'"):
         PointPillars.from_onnx(RANDOM_MODEL, sparse="auto")
+
+
+def test_inspect_says_which_path_the_model_takes(repo_root):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "cuvil_perception", "inspect",
+                             str(repo_root / "configs" / "lidar_pillars.yaml")],
+                            capture_output=True, text=True, timeout=300,
+                            env={**__import__("os").environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "detect: sparse: scatter fused into Conv '/block1/block1.0/Conv'" in result.stdout
+    assert "detect: sparse: box and direction heads (1x1, 128 -> 42 + 12)" in result.stdout
+
+
+def test_sparse_detect_is_deterministic(repo_root):
+    scans = _scans((repo_root / DRIVE_SCANS).glob("*.bin"), 2)
+    model = PointPillars.from_onnx(DEMO, PillarConfig(max_pillars=16000)).open()
+    first = [a.copy() for a in model.detect(scans[0])]
+    model.detect(scans[1])
+    again = model.detect(scans[0])
+    for a, b in zip(first, again):
+        assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("k, stride, pads", [(3, 2, (1, 1, 1, 1)), (3, 1, (0, 1, 1, 0)),
+                                             (1, 2, (0, 0, 0, 0))])
+def test_the_reference_is_onnx_conv_semantics(k, stride, pads):
+    """reference.conv_scatter against ONNX Runtime's own Conv + Relu on the dense canvas."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    config = PillarConfig(SMALL.point_cloud_range, SMALL.voxel_size, max_pillars=900,
+                          num_features=16)
+    layer = random_layer(16, 8, k, stride, pads, seed=20 + k)
+    frame = random_frame(config, 700, 21)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[k, k], pads=list(pads),
+                          strides=[stride, stride]),
+         helper.make_node("Relu", ["y"], ["z"])], "layer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, config.ny, config.nx])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(layer.weight, "w"), numpy_helper.from_array(layer.bias, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 7
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    canvas = reference.scatter(*frame, config)
+    want = session.run(None, {"x": canvas[None]})[0][0].transpose(1, 2, 0)
+    assert_close(reference.conv_scatter(*frame, layer, config), want)
+    assert_close(ConvScatterKernel(config, layer).open()(*frame), want)

@@ -27,10 +27,12 @@ _COMMANDS = (
     ("cache_cmd", "cache_group"),
     ("bench_cmd", "bench_cmd"),
     ("eval_cmd", "eval_cmd"),
+    ("quantize_cmd", "quantize_cmd"),
     ("render_cmd", "render_cmd"),
     ("bag_cmd", "bag_group"),
     ("convert_cmd", "convert_cmd"),
     ("rt_cmd", "rt_group"),
+    ("fleet_cmd", "fleet_group"),
 )
 
 

@@ -3,7 +3,10 @@
 Runs PIPELINE over a labelled drive (deadlines measured, not enforced; the pipeline's own sinks
 are left out) and scores every detector stage: 2D AP@IoU per class for ``yolo.detect``, rotated
 BEV AP for ``pillars.detect``, both for ``fusion.associate``. Prints a table; ``--out`` writes
-the same numbers as JSON (format ``cuvil-eval/1``). Exit codes: 0 done, 2 usage error.
+the same numbers as JSON (format ``cuvil-eval/1``). ``--compare-model STAGE=MODEL`` (repeatable)
+evaluates twice — as configured, then with those stages' models swapped (an INT8 file from
+``quantize``) — and prints both APs, their difference and the swapped stages' speed ratio side
+by side (``--out``: format ``cuvil-eval-compare/1``). Exit codes: 0 done, 2 usage error.
 """
 
 from __future__ import annotations
@@ -34,25 +37,42 @@ from ..output_files import write_text_atomic
 @click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
 @click.option("--overwrite", is_flag=True,
               help="Let --out replace an existing file cuvil-perception did not write.")
+@click.option("--compare-model", "compare", metavar="STAGE=MODEL", multiple=True,
+              help="Evaluate again with STAGE's model replaced (e.g. its INT8 file) and print "
+                   "both, the AP difference and the stage's speed ratio; repeatable.")
 def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_height,
-             workers, overwrite) -> None:
+             workers, overwrite, compare) -> None:
     """Score the detector stages of PIPELINE against a drive's labels (AP per class)."""
-    from ..eval import METHOD_NAMES, evaluate_pipeline
+    from ..eval import METHOD_NAMES, compare_models, evaluate_pipeline, parse_swaps
     from ..graph import apply_cli_sources, load_pipeline
 
-    p = load_pipeline(pipeline, validate=False)
-    apply_cli_sources(p, replay=replay)
+    def load():
+        return apply_cli_sources(load_pipeline(pipeline, validate=False), replay=replay)
+
+    p = load()
+    swaps = parse_swaps(compare, p)
     errors = Console(stderr=True)
     if out:
-        _check_out(p, Path(out), overwrite)
+        _check_out(p, Path(out), overwrite, swaps)
 
     def warn(message: str) -> None:
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
-    report = evaluate_pipeline(p, frames=frames, iou_threshold=iou_threshold,
-                               method=interpolation, min_height=min_height, workers=workers,
-                               warn=warn)
+    options = dict(frames=frames, iou_threshold=iou_threshold, method=interpolation,
+                   min_height=min_height, workers=workers, warn=warn)
     console = Console()
+    if swaps:
+        comparison = compare_models(load, swaps, **options)
+        report = comparison.base
+        console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} "
+                      f"frames, AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}",
+                      highlight=False)
+        console.print(compare_table(comparison))
+        if out:
+            path = write_text_atomic(Path(out), json.dumps(comparison.as_dict(), indent=1) + "\n")
+            console.print(f"  scores  {path}", highlight=False)
+        return
+    report = evaluate_pipeline(p, **options)
     console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} frames, "
                   f"AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}", highlight=False)
     console.print(score_table(report))
@@ -61,11 +81,12 @@ def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_he
         console.print(f"  scores  {path}", highlight=False)
 
 
-def _check_out(pipeline, out: Path, overwrite: bool) -> None:
+def _check_out(pipeline, out: Path, overwrite: bool, swaps: dict) -> None:
     """The output-path policy for --out, before the (long) evaluation starts."""
     from ..rt import Claim, check_outputs
 
     inputs = [Claim("the pipeline file", Path(pipeline.source))]
+    inputs += [Claim(f"--compare-model {stage}", model) for stage, model in swaps.items()]
     for stage in pipeline.stages:
         path = stage.params.get("path") if stage.op == "replay" else None
         if path:
@@ -86,6 +107,26 @@ def score_table(report) -> Table:
                           str(result.num_det), str(result.tp))
         table.add_row(score.stage, metric, "[bold]mean[/bold]", f"[bold]{_ap(score.mean_ap)}"
                       "[/bold]", "", "", "", end_section=True)
+    return table
+
+
+def compare_table(comparison) -> Table:
+    """Per stage, metric and class: AP as configured, with the swapped models, difference;
+    then each swapped stage's p50 time in both runs and the speed ratio."""
+    table = Table(title=None, show_lines=False)
+    swapped = ", ".join(f"{k}={v.name}" for k, v in comparison.swaps.items())
+    for name, justify in (("stage", "left"), ("metric", "left"), ("class", "left"),
+                          ("AP", "right"), (f"AP {swapped}", "right"), ("difference", "right")):
+        table.add_column(name, justify=justify)
+    for stage, metric, name, base, other, diff in comparison.rows():
+        label = "2D" if metric == "2d" else "BEV"
+        cells = (_ap(base), _ap(other), "n/a" if math.isnan(diff) else f"{diff:+.3f}")
+        if name == "mean":
+            cells = tuple(f"[bold]{c}[/bold]" for c in cells)
+        table.add_row(stage, label, name, *cells, end_section=name == "mean")
+    for stage, (base, other, ratio) in comparison.speed().items():
+        table.add_row(stage, "speed", "p50 ms", f"{base:.1f}", f"{other:.1f}",
+                      f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower")
     return table
 
 

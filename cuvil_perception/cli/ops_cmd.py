@@ -21,8 +21,17 @@ from ..graph.params import REQUIRED
 
 @click.command("ops")
 @click.argument("name", required=False)
-def ops_cmd(name: str | None) -> None:
+@click.option("--markdown", is_flag=True,
+              help="Print the reference of every op as Markdown (the text of docs/ops.md).")
+def ops_cmd(name: str | None, markdown: bool) -> None:
     """List the ops a pipeline can use, or describe op NAME (params, defaults, ports)."""
+    if markdown:
+        if name is not None:
+            raise UsageError("--markdown prints every op; leave out NAME")
+        from .ops_markdown import ops_markdown
+
+        click.echo(ops_markdown(), nl=False)
+        return
     console = Console() if sys.stdout.isatty() else Console(width=140)
     if name is None:
         table = Table(title="ops (cuvil-perception ops NAME for params and ports)")
@@ -30,21 +39,28 @@ def ops_cmd(name: str | None) -> None:
             table.add_column(column)
         for op_name, cls in registered().items():
             if not op_name.startswith("test."):
-                table.add_row(op_name, cls.tag, _first_line(cls))
+                table.add_row(op_name, cls.tag, first_line(cls))
         console.print(table)
         return
     cls = lookup(name)
     if cls is None:
         raise UsageError(f"unknown op '{name}'{suggest(name, registered())}")
-    console.print(f"[bold]{cls.name}[/bold] (default tag {cls.tag}): {_first_line(cls)}",
+    console.print(f"[bold]{cls.name}[/bold] (default tag {cls.tag}): {first_line(cls)}",
                   highlight=False, soft_wrap=True)
     console.print(_params_table(cls))
+    inputs, outputs, variadic = describe_ports(cls)
+    console.print(_ports_table("inputs", inputs, variadic))
+    console.print(_ports_table("outputs (with default params)", outputs, False))
+
+
+def describe_ports(cls) -> tuple[tuple, tuple, bool]:
+    """(input specs, output specs, variadic inputs) of ``cls`` with its default params."""
     op = cls({p.name: p.default for p in cls.params if not p.required}, {})
-    console.print(_ports_table("inputs", _safe(op.input_ports), cls.variadic_inputs))
-    console.print(_ports_table("outputs (with default params)", _safe(op.output_ports), False))
+    return _safe(op.input_ports), _safe(op.output_ports), cls.variadic_inputs
 
 
-def _first_line(cls) -> str:
+def first_line(cls) -> str:
+    """The first line of an op's doc (its one-line description)."""
     text = cls.doc or (cls.__doc__ or "").strip()
     return text.splitlines()[0] if text else ""
 

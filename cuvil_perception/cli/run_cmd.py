@@ -41,6 +41,9 @@ from .live_view import apply_foxglove, foxglove_option
                    "is a pure function of the drive].")
 @click.option("--no-deadlines", is_flag=True,
               help="Measure deadlines but never act on misses, even when paced or live.")
+@click.option("--no-shed", is_flag=True,
+              help="Admit every frame even when the measured stage costs say it will be late "
+                   "(by default a real-time run skips such frames at admission, newest wins).")
 @click.option("--overwrite", is_flag=True,
               help="Let outputs replace existing files/folders that cuvil-perception did not "
                    "write (inputs and this run's other outputs stay protected).")
@@ -54,7 +57,7 @@ from .live_view import apply_foxglove, foxglove_option
               help="Serve Prometheus metrics at http://HOST:PORT/metrics during the run "
                    "(HOST defaults to 127.0.0.1).")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            enforce_deadlines, no_deadlines, overwrite, summary, viz, metrics,
+            enforce_deadlines, no_deadlines, no_shed, overwrite, summary, viz, metrics,
             foxglove) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
@@ -90,7 +93,7 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
     options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
                          enforce_deadlines=enforce, trace=trace, record=record,
                          decisions=decisions, warn=warn, overwrite=overwrite,
-                         extra_outputs=viz_claims)
+                         extra_outputs=viz_claims, shed=not no_shed)
     note = functools.partial(errors.print, highlight=False, soft_wrap=True)
     with serve_for_run(metrics, options, note), _progress(options) as options.progress:
         try:
@@ -123,7 +126,7 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
 
 
 def print_result(console: Console, result, pipeline) -> None:
-    """Outputs, record, trace, prewarm summary, decisions and the timing table."""
+    """Outputs, record, trace, prewarm summary, placement, decisions and the timing table."""
     from ..rt.report import timing_table
 
     console.print(f"[bold]{pipeline.name}[/bold]: {result.frames} frames in "
@@ -139,6 +142,9 @@ def print_result(console: Console, result, pipeline) -> None:
     console.print(f"  prewarm {summary['kernels']} kernel(s): {summary['hits']} cache hit(s), "
                   f"{summary['misses']} compiled; {result.compiles_after_frame0} compile(s) "
                   "after frame 0", highlight=False, soft_wrap=True)
+    for number, line in enumerate(result.placement):
+        console.print(f"  {'placement' if number == 0 else '   '} {line}", highlight=False,
+                      soft_wrap=True)
     if result.actions:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(result.actions.items()))
         console.print(f"  deadline decisions: {counts}", highlight=False, soft_wrap=True)

@@ -21,17 +21,20 @@ cyclist 2. The replay source turns a file into float32 [M, 12] rows, see ``LABEL
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DriveError
+from .points import MAX_REACH_M
 
 FORMAT = "cuvil-labels-1"
 LABELS_DIR = "labels"
 CLASSES = ("car", "pedestrian", "cyclist")
 LABEL_COLUMNS = ("class_id", "x", "y", "z", "dx", "dy", "dz", "heading", "x1", "y1", "x2", "y2")
 """Columns of the replay ``labels`` output; x1..y2 are -1 when the box is not in the image."""
+MAX_SIZE_M = 100.0  # a labelled object's length, width or height
 
 
 def label_path(drive: Path, index: int) -> Path:
@@ -52,20 +55,35 @@ def read_labels(path: Path) -> np.ndarray:
     for number, obj in enumerate(doc.get("objects", [])):
         try:
             rows.append(_row(obj))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise DriveError(f"{path}: object {number}: bad field ({exc})") from None
     return np.array(rows, dtype=np.float32).reshape(-1, len(LABEL_COLUMNS))
 
 
 def _row(obj: dict) -> list[float]:
-    box3d = [float(v) for v in obj["box3d"]]
-    if len(box3d) != 7:
-        raise ValueError("box3d needs 7 numbers")
+    """One object as a row; values that cannot be a real object (NaN, a size <= 0 or over
+    ``MAX_SIZE_M``, a centre beyond ``MAX_REACH_M``) are refused, as in point files."""
+    box3d = _finite(obj["box3d"], 7, "box3d")
+    if not all(0 < size <= MAX_SIZE_M for size in box3d[3:6]):
+        raise ValueError(f"box3d sizes dx, dy, dz must be in (0, {MAX_SIZE_M:g}] m, got "
+                         f"{box3d[3:6]}")
+    if not all(abs(v) <= MAX_REACH_M for v in box3d[:3]):
+        raise ValueError(f"box3d centre {box3d[:3]} is beyond {MAX_REACH_M:g} m")
     box2d = obj.get("box2d")
-    box2d = [-1.0] * 4 if box2d is None else [float(v) for v in box2d]
-    if len(box2d) != 4:
-        raise ValueError("box2d needs 4 numbers")
-    return [float(int(obj["class_id"]))] + box3d + box2d
+    box2d = [-1.0] * 4 if box2d is None else _finite(box2d, 4, "box2d")
+    class_id = obj["class_id"]
+    if isinstance(class_id, bool) or not isinstance(class_id, int) or not 0 <= class_id <= 9999:
+        raise ValueError(f"class_id must be an integer 0..9999, got {class_id!r}")
+    return [float(class_id)] + box3d + box2d
+
+
+def _finite(values, count: int, name: str) -> list[float]:
+    numbers = [float(v) for v in values]
+    if len(numbers) != count:
+        raise ValueError(f"{name} needs {count} numbers")
+    if not all(math.isfinite(v) for v in numbers):
+        raise ValueError(f"{name} has a NaN or infinite value")
+    return numbers
 
 
 def write_labels(path: Path, frame: int, timestamp_ns: int, image_timestamp_ns: int,

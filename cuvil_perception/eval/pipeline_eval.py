@@ -42,6 +42,8 @@ class EvalReport:
     method: str
     min_height: float
     scores: list[StageScore] = field(default_factory=list)
+    stage_ms: dict = field(default_factory=dict)  # detector stage -> p50 wall time of the run (ms)
+    run: object = field(default=None, repr=False)  # the rt.RunResult (latencies, warnings)
 
     def score(self, stage: str, metric: str) -> StageScore:
         for item in self.scores:
@@ -54,7 +56,8 @@ class EvalReport:
                 "frames": self.frames, "iou_threshold": self.iou_threshold,
                 "interpolation": self.method, "interpolation_name": METHOD_NAMES[self.method],
                 "min_height_px": self.min_height,
-                "results": [s.as_dict() for s in self.scores]}
+                "results": [s.as_dict() for s in self.scores],
+                "stage_p50_ms": {k: round(v, 4) for k, v in self.stage_ms.items()}}
 
 
 def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
@@ -79,10 +82,11 @@ def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
         wiring = _add_capture(pipeline, replay, detectors, capture)
         options = RunOptions(frames=frames, workers=workers, enforce_deadlines=False,
                              write_record=False, warn=warn)
-        run_pipeline(pipeline, options)
+        result = run_pipeline(pipeline, options)
         captured = read_run(capture)
     report = EvalReport(pipeline.name, str(drive), len(captured), iou_threshold, method,
-                        min_height)
+                        min_height, run=result)
+    report.stage_ms = {s.id: result.report.row(s.id).p50 for s in detectors}
     for stage in detectors:
         report.scores.extend(_score_stage(pipeline, stage, wiring, captured, report))
     return report

@@ -178,15 +178,7 @@ def _stage(reader: "_Reader", node: yaml.Node) -> Stage:
             locs[f"key:params.{name}"] = reader.loc(key_node)
         stage.params = {name: reader.plain(v) for name, (_, v) in params.items()}
     if "inputs" in fields:
-        inputs = reader.submapping(fields["inputs"][1], stage_id, "inputs")
-        for port, (_, value_node) in inputs.items():
-            loc = reader.loc(value_node)
-            locs[f"inputs.{port}"] = loc
-            value = reader.plain(value_node)
-            try:
-                stage.inputs[port] = PortRef.parse(value if isinstance(value, str) else repr(value))
-            except ValueError as exc:
-                raise PipelineError(str(exc), loc, stage_id, f"inputs.{port}") from None
+        stage.inputs = _inputs(reader, fields["inputs"][1], stage_id, locs)
     if "tag" in fields:
         stage.tag = reader.plain(fields["tag"][1])
     if "deadline_ms" in fields:
@@ -198,6 +190,20 @@ def _stage(reader: "_Reader", node: yaml.Node) -> Stage:
     if "degrade" in fields:
         stage.degrade = _degrade(reader, fields["degrade"][1], stage_id, locs)
     return stage
+
+
+def _inputs(reader: "_Reader", node: yaml.Node, stage_id: str, locs: dict) -> dict:
+    """port -> PortRef of a stage's ``inputs:`` mapping (locations recorded in ``locs``)."""
+    wired = {}
+    for port, (_, value_node) in reader.submapping(node, stage_id, "inputs").items():
+        loc = reader.loc(value_node)
+        locs[f"inputs.{port}"] = loc
+        value = reader.plain(value_node)
+        try:
+            wired[port] = PortRef.parse(value if isinstance(value, str) else repr(value))
+        except ValueError as exc:
+            raise PipelineError(str(exc), loc, stage_id, f"inputs.{port}") from None
+    return wired
 
 
 def _peek_id(node: yaml.Node) -> str | None:

@@ -4,6 +4,13 @@
 ONNX Runtime's CPU provider (the ``ort`` extra); ``"auto"`` takes ONNX Runtime when it is
 installed — about twice as fast as OpenCV 5's DNN on the demo backbones here — and OpenCV
 otherwise. ``OnnxRunner.runtime`` says which one was chosen. Inputs and outputs are float32.
+
+Execution providers (ONNX Runtime only): ``cpu`` (always there), ``cuda``, ``tensorrt``,
+``openvino`` — each needs the onnxruntime build that has it (``onnxruntime-gpu``,
+``onnxruntime-openvino``); ``provider_problem`` says in one line what is missing. A session is
+placed for a pipeline that runs several stages at once: ``threads`` intra-op threads (the
+executor gives each network its share of the cores, ``rt.placement``), one inter-op thread, and
+no spin-waiting, so an idle network does not burn the core another stage is computing on.
 """
 
 from __future__ import annotations
@@ -16,6 +23,11 @@ import onnx
 from ..errors import ModelError
 
 RUNTIMES = ("auto", "opencv", "onnxruntime")
+# execution_provider param value -> ONNX Runtime provider name; what provides it
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
+             "tensorrt": "TensorrtExecutionProvider", "openvino": "OpenVINOExecutionProvider"}
+_PACKAGES = {"cuda": "onnxruntime-gpu (with CUDA and cuDNN)",
+             "tensorrt": "onnxruntime-gpu with TensorRT", "openvino": "onnxruntime-openvino"}
 
 
 def resolve_runtime(runtime: str) -> str:
@@ -25,15 +37,48 @@ def resolve_runtime(runtime: str) -> str:
     return runtime
 
 
+def available_providers() -> list[str]:
+    """The ``execution_provider`` values this machine's onnxruntime offers ([] without it)."""
+    if importlib.util.find_spec("onnxruntime") is None:
+        return []
+    import onnxruntime as ort
+
+    names = set(ort.get_available_providers())
+    return [key for key, name in PROVIDERS.items() if name in names]
+
+
+def provider_problem(runtime: str, provider: str) -> str | None:
+    """Why ``provider`` cannot run here (one line), or None. ``cpu`` is always fine."""
+    if provider not in PROVIDERS:
+        return f"must be one of {', '.join(repr(k) for k in PROVIDERS)}, got {provider!r}"
+    if provider == "cpu":
+        return None
+    chosen = resolve_runtime(runtime)
+    if chosen != "onnxruntime":
+        return (f"execution provider '{provider}' needs runtime onnxruntime (runtime is "
+                f"{runtime!r}{' -> opencv' if runtime == 'auto' else ''})")
+    available = available_providers()
+    if provider not in available:
+        return (f"execution provider '{provider}' ({PROVIDERS[provider]}) is not in this "
+                f"onnxruntime (available: {', '.join(available) or 'none'}); install "
+                f"{_PACKAGES[provider]}")
+    return None
+
+
 class OnnxRunner:
     """One loaded network. ``where`` names the model file in error messages; ``threads`` caps the
-    runtime's intra-op threads (None: the runtime's default)."""
+    runtime's intra-op threads (None: the runtime's default); ``provider`` is an
+    ``execution_provider`` value (ONNX Runtime only)."""
 
     def __init__(self, model: onnx.ModelProto, outputs: list[str], runtime: str = "auto",
-                 where: str = "<model>", threads: int | None = None):
+                 where: str = "<model>", threads: int | None = None, provider: str = "cpu"):
         if runtime not in RUNTIMES:
             raise ModelError(f"{where}: unknown runtime {runtime!r}; use one of {RUNTIMES}")
+        problem = provider_problem(runtime, provider)
+        if problem is not None:
+            raise ModelError(f"{where}: {problem}")
         self.runtime = resolve_runtime(runtime)
+        self.threads = threads
         self.outputs = list(outputs)
         self.input_name = model.graph.input[0].name
         data = model.SerializeToString()
@@ -41,13 +86,23 @@ class OnnxRunner:
             if self.runtime == "opencv":
                 self._net = _opencv_net(data, threads)
             else:
-                self._session = _ort_session(data, where, threads)
+                self._session = _ort_session(data, where, threads, PROVIDERS[provider])
         except ModelError:
             raise
         except Exception as exc:  # the runtime rejected the graph: say which and why
             detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
             raise ModelError(f"{where}: {self.runtime} cannot load the model ({detail})") \
                 from None
+
+    def describe(self) -> str:
+        """Where the network runs, for ``run``'s placement lines."""
+        if self.runtime == "opencv":
+            threads = "default threads" if self.threads is None else f"{self.threads} thread(s)"
+            return f"OpenCV DNN, {threads}"
+        providers = [p.replace("ExecutionProvider", "") for p in self._session.get_providers()]
+        threads = "default" if self.threads is None else str(self.threads)
+        return (f"onnxruntime {'+'.join(providers)}, intra-op threads {threads}, inter-op 1, "
+                "no spin-wait")
 
     def run(self, blob: np.ndarray) -> list[np.ndarray]:
         """float32 input (e.g. [1, 3, H, W]) -> the outputs, in the order given at construction."""
@@ -66,7 +121,7 @@ def _opencv_net(data: bytes, threads: int | None):
     return cv2.dnn.readNetFromONNX(np.frombuffer(data, dtype=np.uint8))
 
 
-def _ort_session(data: bytes, where: str, threads: int | None):
+def _ort_session(data: bytes, where: str, threads: int | None, provider: str):
     try:
         import onnxruntime as ort
     except ImportError as exc:
@@ -75,6 +130,11 @@ def _ort_session(data: bytes, where: str, threads: int | None):
     options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     # Idle worker threads would otherwise spin and steal the cores the other stages run on.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    providers = [provider] + (["CPUExecutionProvider"] if provider != "CPUExecutionProvider"
+                              else [])
+    return ort.InferenceSession(data, options, providers=providers)

@@ -17,11 +17,13 @@ from dataclasses import replace
 
 from ..errors import DeadlineFailure, OutputWriteError, UsageError
 from ..graph import RunContext, preflight
+from .admission import KIND as ADMISSION_SKIP, AdmissionControl
 from .clock import MonotonicClock
 from .feed import RunFeed
 from .knobs import apply_process_knobs, parse_knobs
-from .lifecycle import all_ops, build_instances, close_ops, open_all, sink_outputs
+from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all, sink_outputs
 from .options import RunOptions, RunResult
+from .placement import intra_op_threads, placement_lines
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
 from .record_build import build_record, run_status
@@ -83,9 +85,11 @@ def _run(pipeline, options, knobs, recorded, record, warnings, warn) -> RunResul
                             pipeline.e2e_deadline_ms)
     instances = build_instances(pipeline)
     recorder = LatencyRecorder()
+    threads = intra_op_threads(options.worker_count())
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,
                      extra={"clock": options.clock,
-                            "feed": RunFeed(recorder, policy, options.clock)})
+                            "feed": RunFeed(recorder, policy, options.clock),
+                            "intra_op_threads": threads})
     prewarm_rows = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
@@ -93,7 +97,10 @@ def _run(pipeline, options, knobs, recorded, record, warnings, warn) -> RunResul
     open_all(instances, ctx)
     if record is not None:
         options.progress = _with_record_progress(options.progress, record)
-    scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn)
+    scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn,
+                          _admission(pipeline, options, recorded))
+    scheduler.placement = placement_lines(pipeline, instances, options.worker_count(), knobs,
+                                          threads)
     try:
         apply_process_knobs(knobs, warn)
         if options.monitor is not None:
@@ -113,6 +120,16 @@ def _with_record_progress(progress, record):
             progress(done, total)
 
     return both
+
+
+def _admission(pipeline, options: RunOptions, recorded) -> AdmissionControl:
+    """Shedding acts on enforced real-time runs; a ``--decisions`` replay re-applies the
+    recorded skips instead (see ``admission``)."""
+    workers = [s for s in pipeline.ordered() if not is_source(s)]
+    active = options.shed and options.deadlines_enforced() and (options.rate > 0 or options.live)
+    skips = None if recorded is None else \
+        {d["frame"] for d in recorded if d.get("kind") == ADMISSION_SKIP}
+    return AdmissionControl(workers, pipeline.e2e_deadline_ms, active, skips)
 
 
 def _schedule(scheduler) -> float:
@@ -184,7 +201,8 @@ def _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows, counte
                        prewarm=prewarm_rows, compiles_after_frame0=compiles,
                        decisions=list(policy.decisions), actions=policy.counts(),
                        warnings=warnings, recorder=recorder, t0_ns=scheduler.t0_ns,
-                       interrupted=scheduler.interrupted, stop_signal=scheduler.stop_signal)
+                       interrupted=scheduler.interrupted, stop_signal=scheduler.stop_signal,
+                       placement=list(scheduler.placement))
     if options.trace is not None:
         ops = {s.id: s.op for s in stages}
         result.trace_path = write_trace(options.trace, recorder.timings, ops, scheduler.t0_ns)

@@ -4,8 +4,9 @@ Nothing here times anything: a scrape reads what the executor already keeps - th
 recorder's timings and end-to-end entries, the deadline policy's decision log, the scheduler's
 frame counters and queues, the compile counters - and folds the entries added since the last
 scrape into histograms. The HTTP server (prometheus-client's, on its own daemon thread) is on
-the io side; compute threads never wait for it (list slices and ``qsize()`` take no lock they
-hold). Exposed (all names prefixed ``cuvil_``)::
+the io side; a scrape reads only the records added since the last one (one short read of the
+recorder's spool under its lock, ``qsize()`` of the queues), so a compute thread appending a
+timing waits microseconds at most. Exposed (all names prefixed ``cuvil_``)::
 
     stage_latency_seconds{stage,variant}      histogram of process() wall time per stage
     e2e_latency_seconds                       histogram, frame release -> last stage done

@@ -34,6 +34,8 @@ class RunOptions:
     max_in_flight: frames admitted but not finished (default ``workers + 2``).
     read_ahead: samples a replay source may read ahead of the pipeline at ``rate 0`` (paced
         replays read one sample ahead).
+    shed: skip frames at admission when the measured stage costs say they cannot make their
+        deadline (``rt.admission``); acts only with enforced deadlines at ``rate > 0`` or live.
     monitor: an observer with ``attach(scheduler, recorder, policy, counters)``, called once
         before frame 0 (``counters``: the compile counters the record's ``compiles_after_frame0``
         counts from); it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
@@ -58,6 +60,7 @@ class RunOptions:
     reference_stages: tuple[str, ...] = ()
     max_in_flight: int | None = None
     read_ahead: int = 4
+    shed: bool = True
     monitor: Any = None
     overwrite: bool = False
     extra_outputs: tuple = ()
@@ -98,6 +101,7 @@ class RunResult:
     recorder: LatencyRecorder | None = None  # the raw timings (plots, merged bench runs)
     t0_ns: int = 0  # run-clock origin of the timings
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (frames: what finished before)
+    placement: list[str] = field(default_factory=list)  # rt.placement: header + one per stage
     stop_signal: str | None = None  # "SIGINT" or "SIGTERM" when interrupted
 
     def prewarm_summary(self) -> dict[str, int]:

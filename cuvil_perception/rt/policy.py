@@ -37,6 +37,7 @@ from ..errors import UsageError
 from .record import read_record
 
 ACTIONS = ("drop", "reuse_last", "degrade", "fail")
+KINDS = ("deadline_miss", "e2e_miss", "admission_skip")  # admission_skip: see rt.admission
 
 
 class DeadlinePolicy:
@@ -109,7 +110,8 @@ class DeadlinePolicy:
         return True
 
     def note(self, entry: dict) -> None:
-        """Log a decision that changes no output (an ``e2e_miss``, a live frame skip)."""
+        """Log a decision taken outside ``decide``: an ``e2e_miss`` (changes no output) or an
+        ``admission_skip`` (the frame was shed before any stage ran, ``rt.admission``)."""
         with self._lock:
             self.decisions.append(entry)
 
@@ -128,7 +130,10 @@ def load_decisions(path, pipeline, warn) -> list[dict]:
         raise UsageError(f"{path}: run record has no 'decisions' list")
     ids = {s.id for s in pipeline.stages}
     for entry in decisions:
-        if not isinstance(entry, dict) or entry.get("kind") not in ("deadline_miss", "e2e_miss"):
+        if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
+            raise UsageError(f"{path}: malformed decision entry {entry!r}")
+        if entry["kind"] == "admission_skip" and (not isinstance(entry.get("frame"), int)
+                                                  or isinstance(entry.get("frame"), bool)):
             raise UsageError(f"{path}: malformed decision entry {entry!r}")
         if entry["kind"] == "deadline_miss":
             if entry.get("stage") not in ids:

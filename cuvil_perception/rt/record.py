@@ -26,7 +26,8 @@ Top-level fields::
     timings       per frame and stage: start/end ns, cpu ns, worker, tid, variant, outcome
     e2e           per frame: start/end ns, sensor_ns (the frame's sensor time)
     decisions     every deadline decision: {frame, stage, kind, elapsed_ms, deadline_ms,
-                  action, variant}; ``kind`` is "deadline_miss" or "e2e_miss"
+                  action, variant}; ``kind`` is "deadline_miss", "e2e_miss" or
+                  "admission_skip" (a frame shed before any work: predicted_ms, deadline_ms)
     summary       the latency table (per stage and e2e: p50/p90/p99/max ms, cpu/wall, misses)
 
 ``--decisions RECORD`` reads back only ``decisions`` (and warns when the pipeline differs).
@@ -152,13 +153,15 @@ def record_status(record: dict) -> str:
     host), "unknown" for records written before statuses existed."""
     status = record.get("status", "unknown")
     run = record.get("run") or {}
-    if status == "running" and run.get("host") == platform.node():
+    pid = run.get("pid")
+    if status == "running" and run.get("host") == platform.node() and isinstance(pid, int) \
+            and pid > 0:
         try:
-            os.kill(int(run.get("pid", 0)), 0)
-        except (ProcessLookupError, ValueError, OverflowError):
+            os.kill(pid, 0)
+        except (ProcessLookupError, OverflowError):
             return "killed"
         except PermissionError:
-            pass
+            pass  # alive, owned by another user
     return status
 
 

@@ -56,6 +56,7 @@ def _options(options) -> dict:
 
     return {"frames": options.frames, "workers": options.worker_count(), "rate": options.rate,
             "live": options.live, "enforce_deadlines": options.deadlines_enforced(),
+            "shed": options.shed,
             "decisions": path(options.decisions), "trace": path(options.trace),
             "clock": type(options.clock).__name__,
             "reference_stages": list(options.reference_stages)}

@@ -16,7 +16,7 @@ may hand them out again later). An op that writes its outputs into persistent bu
 class attribute ``reuses_output_buffers = True``; the executor then copies them on the worker.
 
 Dropped frames: every decision that removes a stage's value for a frame (a deadline ``drop``, a
-``reuse_last`` with nothing to reuse, an ``e2e_miss`` before the sinks, and any future admission
+``reuse_last`` with nothing to reuse, an ``e2e_miss`` before the sinks, and an admission
 skip) goes through ``drop(frame, stage_id, reason)``; ``reason`` is ``{"stage", "policy",
 "reason"}``. Stages downstream of a dropped value are skipped, except sinks that implement
 ``process_dropped(frame, reason)``: they get the frame in order and write a line saying which
@@ -47,12 +47,13 @@ class _Frame:
     index: int
     timestamp_ns: int
     stamps: dict
-    release_ns: int
+    release_ns: int  # arrival on the run clock: paced release time, live read time, else admission
     values: dict = field(default_factory=dict)  # stage id -> outputs dict | DROPPED
     stale: dict = field(default_factory=dict)  # "stage/port" -> original frame index
     stale_owner: dict = field(default_factory=dict)  # "stage/port" -> stage id
     drops: dict = field(default_factory=dict)  # stage id -> reason it was dropped (see drop())
     e2e_checked: bool = False  # the e2e deadline was checked when its first sink became ready
+    skipped: bool = False  # shed at admission: no stage runs it, no e2e is recorded
 
 
 @dataclass
@@ -70,7 +71,8 @@ class Scheduler:
     """One run's scheduling state. ``run()`` returns when the sources end, the frame limit is
     reached, a ``fail`` decision fires (``self.failure``) or a stage raises (``self.error``)."""
 
-    def __init__(self, pipeline, instances, policy, recorder, options, knobs, warn):
+    def __init__(self, pipeline, instances, policy, recorder, options, knobs, warn,
+                 admission=None):
         self.stages = pipeline.ordered()
         self.instances = instances
         self.policy = policy
@@ -86,6 +88,9 @@ class Scheduler:
         self.frames: dict[int, _Frame] = {}
         self.next_frame = {s.id: 0 for s in self.workers}
         self.busy: set[str] = set()
+        self.busy_since: dict[str, tuple[int, int]] = {}  # stage id -> (frame, start ns)
+        self.admission = admission  # AdmissionControl or None (admit every frame)
+        self.placement: list[str] = []  # rt.placement lines, set by the executor
         self.last_good: dict[str, tuple[dict, int]] = {}
         self.pending: dict[str, object] = {}
         self.admitted = 0
@@ -150,10 +155,12 @@ class Scheduler:
         while True:
             if not self.stopping:
                 self._admit()
+            completed = self.completed
             self._dispatch()
             if not self.busy and self._finished():
                 return
-            self._wait()
+            if self.completed == completed:  # else frames finished (skipped) while dispatching:
+                self._wait()                 # admit again before blocking on events
 
     def _finished(self) -> bool:
         """Nothing left to do. After a ``fail`` decision or an error on frame k, the frames
@@ -185,7 +192,7 @@ class Scheduler:
 
     def _admit(self) -> None:
         max_in_flight = self.options.max_in_flight or self.options.worker_count() + 2
-        while not self.ended and len(self.frames) < max_in_flight:
+        while not self.ended and self._in_flight() < max_in_flight:
             if self._limit_reached():
                 self.ended = True
                 return
@@ -197,6 +204,10 @@ class Scheduler:
                         return
             if not self._admit_pending():
                 return
+
+    def _in_flight(self) -> int:
+        """Admitted frames not finished; shed ones only wait for the stages to pass them."""
+        return sum(1 for frame in self.frames.values() if not frame.skipped)
 
     def _admit_pending(self) -> bool:
         reads = [self.pending[s.id] for s in self.sources]
@@ -217,18 +228,44 @@ class Scheduler:
         else:  # several sources: prefix each stream with its stage id
             stamps = {f"{s.id}/{k}": v for s, r in zip(self.sources, reads)
                       for k, v in r.sample.stamps.items()}
-        frame = _Frame(self.admitted, first.timestamp_ns, stamps, self.clock.now_ns())
+        now = self.clock.now_ns()
+        # A paced frame "arrives" at its release time even when the pipeline was too busy to
+        # take it then; a live one when it was read. End-to-end latency counts from there.
+        arrival = target if target is not None else \
+            min(now, max(r.end_ns for r in reads)) if self.options.live else now
+        frame = _Frame(self.admitted, first.timestamp_ns, stamps, arrival)
         if self.ts0_ns is None:
-            self.ts0_ns, self.pace0_ns = first.timestamp_ns, frame.release_ns
+            self.ts0_ns, self.pace0_ns = first.timestamp_ns, now
+        skip = self._admission_decision(frame.index, arrival, now)
         self.frames[frame.index] = frame
         self.admitted += 1
-        if self.idle is not None:
+        if self.idle is not None and skip is None:
             self.idle.clear()
         for stage, read in zip(self.sources, reads):
             timing = self._timing(frame.index, stage.id, "normal", read.start_ns, read.end_ns,
                                   read.cpu_ns, read.worker, read.tid)
-            self._settle(frame, stage.id, read.sample.outputs, timing)
+            if skip is None:
+                self._settle(frame, stage.id, read.sample.outputs, timing)
+            else:  # shed: its sources' samples feed nothing, so no stage runs this frame
+                timing["outcome"] = "skipped"
+                self.recorder.add(timing)
+                self.drop(frame, stage.id, {"stage": None, "policy": "skip",
+                                            "reason": "admission_skip"})
+        if skip is not None:
+            frame.skipped = frame.e2e_checked = True  # shed: not an e2e miss as well
+            self.policy.note(skip)
+            self._maybe_complete(frame)
         return True
+
+    def _admission_decision(self, index: int, arrival_ns: int, now_ns: int) -> dict | None:
+        """The admission controller's skip decision for this frame (None: admit)."""
+        if self.admission is None or not self.admission.enabled:
+            return None
+        in_flight = [(f.index, {sid: f.values.get(sid) is not None for sid in self.next_frame})
+                     for f in sorted(self.frames.values(), key=lambda f: f.index)
+                     if not f.skipped and f.index < self.stop_at]
+        return self.admission.decide(index, arrival_ns, now_ns, in_flight,
+                                     dict(self.busy_since), self.policy.variant)
 
     def _pacing_target(self) -> int | None:
         """Release time (run clock, ns) of the next frame under ``rate``, or None."""
@@ -313,6 +350,7 @@ class Scheduler:
         reference = stage.id in self.options.reference_stages
         pool = self.io_threads.get(stage.id, self.pool)
         self.busy.add(stage.id)
+        self.busy_since[stage.id] = (frame.index, self.clock.now_ns())
         if dropped is not None:
             pool.submit(self._execute_dropped, stage.id, op, info, dropped)
             return
@@ -362,6 +400,7 @@ class Scheduler:
     # -- settling results ----------------------------------------------------------------------
     def _settle_done(self, done: _Done) -> None:
         self.busy.discard(done.stage)
+        self.busy_since.pop(done.stage, None)
         self.next_frame[done.stage] += 1
         frame = self.frames[done.frame]
         if done.dropped and done.error is None:
@@ -382,6 +421,8 @@ class Scheduler:
         action = self.policy.decide(stage_id, frame.index, elapsed, timing["variant"])
         timing["outcome"] = "ok" if action is None else f"miss:{action}"
         self.recorder.add(timing)
+        if self.admission is not None:
+            self.admission.observe(stage_id, timing["variant"], elapsed)
         if action in (None, "degrade"):
             frame.values[stage_id] = outputs
             self.last_good[stage_id] = (outputs, frame.index)
@@ -407,7 +448,8 @@ class Scheduler:
         if len(frame.values) < len(self.stages):
             return
         end = self.clock.now_ns()
-        self.recorder.add_e2e(frame.index, frame.release_ns, end, frame.timestamp_ns)
+        if not frame.skipped:
+            self.recorder.add_e2e(frame.index, frame.release_ns, end, frame.timestamp_ns)
         del self.frames[frame.index]
         self.completed += 1
         if self.idle is not None and not self.frames:

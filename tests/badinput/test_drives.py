@@ -161,7 +161,24 @@ def _truncated_scan(drive: Path):
     return path, "not a multiple of 16"
 
 
-FRAME_ROWS = {"png-header-frame-2": _giant_later_png, "scan-truncated": _truncated_scan}
+def _label(field: str, value: str, fragment: str):
+    """Replace the first object's ``field`` in frame 1's label file by ``value``."""
+    def damage(drive: Path):
+        path = drive / "labels" / "0000000001.json"
+        text = path.read_text()
+        start = text.index(f'"{field}": ') + len(field) + 4
+        end = text.index("]", start) + 1 if text[start] == "[" else text.index(",", start)
+        path.write_text(text[:start] + value + text[end:])
+        return path, f"object 0: bad field ({fragment}"
+    return damage
+
+
+FRAME_ROWS = {"png-header-frame-2": _giant_later_png, "scan-truncated": _truncated_scan,
+              "label-nan-box": _label("box3d", "[NaN, 0, 0, 4, 2, 1.5, 0]", "box3d has a NaN"),
+              "label-negative-size": _label("box3d", "[10, 0, 0, -4, 2, 1.5, 0]",
+                                            "box3d sizes"),
+              "label-far-away": _label("box3d", "[1e9, 0, 0, 4, 2, 1.5, 0]", "box3d centre"),
+              "label-class-text": _label("class_id", '"car"', "class_id must be an integer")}
 
 
 @pytest.mark.parametrize("damage", list(FRAME_ROWS.values()), ids=list(FRAME_ROWS))

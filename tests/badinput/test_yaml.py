@@ -103,3 +103,19 @@ def test_every_float_option_of_every_verb_refuses_nan():
     assert not floats, f"float options without the finite check: {floats}"
     wrapped = [p for c in walk(group) for p in c.params if isinstance(p.type, FiniteFloat)]
     assert len(wrapped) >= 3
+
+
+@pytest.mark.parametrize(("text", "where", "fragment"), [
+    ("budgets: !!python/object/apply:os.system ['touch HACKED']\n", "1:10", "!!python/object"),
+    ("frames: " + "9" * 400 + "\nbudgets: []\n", "1:9", "400 digits"),
+    ("budgets:\n  - <<: {stage: e2e}\n    p99_ms: 5\n", "2:5", "merge keys"),
+], ids=["tag", "huge-int", "merge-key"])
+def test_budgets_file_gets_the_same_strict_yaml(tmp_path, text, where, fragment):
+    pipeline, budgets = tmp_path / "p.yaml", tmp_path / "b.yaml"
+    pipeline.write_text(f"stages:\n{GOOD_STAGE}")
+    budgets.write_text(text)
+    before = snapshot(tmp_path)
+    result = cli("bench", str(pipeline), "--budgets", str(budgets), cwd=tmp_path)
+    assert_one_line_error(result, f"{budgets}:{where}", fragment)
+    assert_unchanged(before)
+    assert sorted(tmp_path.iterdir()) == [budgets, pipeline]

@@ -10,9 +10,9 @@ channel parts (``feats[k]``: f32[C_k, HW], NCHW as the runtime returns them; sta
 (C_1, .., C_N), C_f their sum: the parts of a Concat the network no longer builds, see
 onnx_rewrite.split_concat); JB = A*7 box and JD = A*2 direction values per cell, J = JB + JD
 rounded up to 16 (``weights[:, j]`` = the j-th head row, zero-padded). Semantics
-(``reference.head_cells``): a cell is a candidate when its best logit reaches ``gate`` (the
-decode kernel's own logit gate, ``kernel_decode.logit_gate``: every anchor decode decodes lies in
-a candidate cell); for candidates, box[c] | dir[c] = weights.T @ F[:, c] + bias, summed over
+(``reference.head_cells``): a cell is a candidate when one of its anchors' best class logit
+(taken as decode takes it) reaches ``gate`` (decode's own logit gate, ``config.logit_gate``:
+every anchor decode decodes lies in a candidate cell); for candidates, box[c] | dir[c] = weights.T @ F[:, c] + bias, summed over
 channels in order; their indices go to ``cells`` ascending; returns how many. Rows of other
 cells are left as they were (decode never reads them). ``cells`` has a row per cell: no overflow.
 
@@ -44,8 +44,8 @@ def padded(width: int) -> int:
     return -(-width // LANES) * LANES
 
 
-def build_head_cells(module: ir.Module, fn_name: str, *, cells: int, groups: int, parts: list,
-                     jb: int, jd: int, gate: float) -> None:
+def build_head_cells(module: ir.Module, fn_name: str, *, cells: int, groups: int, classes: int,
+                     parts: list, jb: int, jd: int, gate: float) -> None:
     fn = ir.Function(module, ir.FunctionType(u.I64, [u.PTR] * 7), name=fn_name)
     cls, table, weights, bias, box, dirs, found = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -56,8 +56,7 @@ def build_head_cells(module: ir.Module, fn_name: str, *, cells: int, groups: int
     biases = [u.load_vec(b, bias, off, vty) for off in range(0, width, LANES)]
     n_slot = u.entry_alloca(b, u.I64, init=u.const_i64(0))
     with u.for_range(b, 0, cells, name="c") as c:
-        best = _best_logit(b, cls, c, groups)
-        with b.if_then(b.fcmp_ordered(">=", best, u.const_f32(gate))):
+        with b.if_then(_passes(b, cls, c, groups, classes, gate)):
             n = b.load(n_slot)
             u.store_at(b, b.trunc(c, u.I32), found, n)
             b.store(b.add(n, u.const_i64(1)), n_slot)
@@ -67,12 +66,19 @@ def build_head_cells(module: ir.Module, fn_name: str, *, cells: int, groups: int
     b.ret(b.load(n_slot))
 
 
-def _best_logit(b, cls, c, groups: int) -> ir.Value:
+def _passes(b, cls, c, groups: int, classes: int, gate: float) -> ir.Value:
+    """Whether some anchor of cell ``c`` has its best class logit >= gate, the best taken the
+    way the decode kernel takes it (first logit, replaced only by a strictly greater one), so
+    every anchor decode looks at - NaN logits included - lies in a candidate cell."""
     base = b.mul(c, u.const_i64(groups))
-    best = u.load_at(b, cls, base, u.F32)
-    for g in range(1, groups):
-        best = u.fmax(b, u.load_at(b, cls, b.add(base, u.const_i64(g)), u.F32), best)
-    return best
+    flag = ir.Constant(u.I1, 0)
+    for first in range(0, groups, classes):
+        best = u.load_at(b, cls, b.add(base, u.const_i64(first)), u.F32)
+        for k in range(first + 1, first + classes):
+            value = u.load_at(b, cls, b.add(base, u.const_i64(k)), u.F32)
+            best = b.select(b.fcmp_ordered(">", value, best), value, best)
+        flag = b.or_(flag, b.fcmp_ordered(">=", best, u.const_f32(gate)))
+    return flag
 
 
 def _gather_matvec(b, feats: list, weights, c, biases, cells: int, width: int) -> list:
@@ -115,6 +121,6 @@ def head_cells_spec(map_size: tuple, head: HeadConfig, parts: tuple) -> KernelSp
     return KernelSpec(
         name="pillars.head_cells", build=build_head_cells,
         static={"cells": map_size[0] * map_size[1], "groups": per_cell * head.num_classes,
-                "parts": [int(c) for c in parts], "jb": per_cell * 7, "jd": per_cell * 2,
+                "classes": head.num_classes, "parts": [int(c) for c in parts], "jb": per_cell * 7, "jd": per_cell * 2,
                 "gate": logit_gate(head.score_threshold)},
-        args=head_cells_args(), ret="i64", fastmath=FLAGS, version=2)
+        args=head_cells_args(), ret="i64", fastmath=FLAGS, version=3)

@@ -35,11 +35,13 @@ class BevRunner:
     cells (elsewhere the returned box / dir maps hold stale values that decode never reads)."""
 
     def __init__(self, plan: SparsePlan, heads: HeadCellsKernel | None, runtime: str = "auto",
-                 source: str = "<model>"):
+                 source: str = "<model>", threads: int = 1, provider: str = "cpu"):
         names = [plan.outputs["cls"]] + (plan.feat if heads is not None else
                                          [plan.outputs["box"], plan.outputs["dir"]])
-        # One intra-op thread: the other stages of a pipeline run on the other cores.
-        self.net = OnnxRunner(plan.rest, names, runtime, f"{source} (BEV part)", threads=1)
+        # One intra-op thread by default: the other stages of a pipeline run on the other cores
+        # (a run passes its placement, rt.placement).
+        self.net = OnnxRunner(plan.rest, names, runtime, f"{source} (BEV part)", threads,
+                              provider)
         self.runtime = self.net.runtime
         self.heads = heads
         self.cells = 0  # candidate cells of the last call (sparse heads)
@@ -71,7 +73,8 @@ class PointPillars:
     """
 
     def __init__(self, split: SplitModel, config: PillarConfig, head: HeadConfig,
-                 runtime: str = "auto", source: str = "<model>", sparse: bool = True):
+                 runtime: str = "auto", source: str = "<model>", sparse: bool = True,
+                 threads: int = 1, provider: str = "cpu"):
         if split.dense_shape != (config.ny, config.nx):
             raise ModelError(f"{source}: PPScatterPlugin dense_shape {list(split.dense_shape)} "
                              f"does not match the config grid [ny, nx] = "
@@ -94,22 +97,25 @@ class PointPillars:
         heads = self.plan.heads
         self.heads = HeadCellsKernel(head.map_size(config), head, heads,
                                      self.plan.feat_channels) if heads else None
-        self.runner = BevRunner(self.plan, self.heads, runtime, source)
+        self.runner = BevRunner(self.plan, self.heads, runtime, source, threads, provider)
         self.stats: dict = {}
 
     @classmethod
     def from_onnx(cls, path: str | Path, config: PillarConfig | None = None,
                   head: HeadConfig | None = None, runtime: str = "auto",
-                  sparse: bool = True) -> "PointPillars":
+                  sparse: bool = True, threads: int = 1,
+                  provider: str = "cpu") -> "PointPillars":
         """Load a CUDA-PointPillars-layout ONNX file (see onnx_split). ``config`` defaults to the
         KITTI grid with ``max_pillars`` = the model's P; ``head`` to the KITTI anchors;
-        ``sparse`` as in the class docstring."""
+        ``sparse`` as in the class docstring; ``threads`` and ``provider`` place the BEV part's
+        session (``OnnxRunner``)."""
         path = Path(path)
         split = load_split(path)
         if config is None:
             config = PillarConfig(max_pillars=split.max_voxels or 12000,
                                   num_features=split.pfn.channels)
-        return cls(split, config, head or HeadConfig(), runtime, str(path), sparse)
+        return cls(split, config, head or HeadConfig(), runtime, str(path), sparse, threads,
+                   provider)
 
     def _kernels(self) -> list:
         steps = [self.pillarize, self.pfn, self.scatter, self.decode, self.nms]
@@ -131,6 +137,11 @@ class PointPillars:
         self.stats = pillars.stats()
         features = self.pfn(pillars)
         return self.scatter(features, pillars.coords, pillars.count)
+
+    def ort_inputs(self, points: np.ndarray) -> dict[str, np.ndarray]:
+        """What the runtime is fed for one scan: ``{input name: float32 [1, ...]}``, a copy of
+        the network's input map (``bev``). INT8 calibration (``quantize``) uses it."""
+        return {self.runner.net.input_name: np.array(self.bev(points)[None], np.float32)}
 
     def postprocess(self, cls_map, box_map, dir_map):
         """Head maps -> (boxes [N, 7], scores [N], labels [N]) (copies)."""

@@ -55,7 +55,7 @@ def split_pointpillars(model: onnx.ModelProto, source: str = "<model>") -> Split
     pfn, features = _walk_pfn(graph, inits, scatter, source)
     dense = _dense_shape(scatter, source)
     max_voxels = _dims(inputs["voxels"])[0]
-    bev_nodes = _downstream(graph, scatter.output[0])
+    bev_nodes = _downstream(graph, scatter.output[0], inits)
     _check_closed(bev_nodes, inits, scatter.output[0], source)
     outputs = _roles(graph, source)
     used = {name for node in bev_nodes for name in node.input}
@@ -192,14 +192,20 @@ def _dense_shape(scatter, source: str) -> tuple:
     return int(dense[0]), int(dense[1])
 
 
-def _downstream(graph, start: str) -> list:
-    """Nodes that depend on tensor ``start``, in the graph's (topological) order."""
-    live, nodes = {start}, []
-    for node in graph.node:
+def _downstream(graph, start: str, inits: dict) -> list:
+    """Nodes that depend on tensor ``start``, plus the nodes that compute their weights from
+    stored tensors only (an INT8 QDQ model's weight DequantizeLinear), in graph order."""
+    all_nodes = list(graph.node)
+    live, chosen = {start}, set()
+    for index, node in enumerate(all_nodes):
         if any(name in live for name in node.input):
-            nodes.append(node)
+            chosen.add(index)
             live.update(node.output)
-    return nodes
+    needed = {name for i in chosen for name in all_nodes[i].input} - live
+    chosen |= {i for i, node in enumerate(all_nodes) if node.op_type != "Constant"
+               and all(not name or name in inits for name in node.input)
+               and any(name in needed for name in node.output)}
+    return [node for i, node in enumerate(all_nodes) if i in chosen]
 
 
 def _check_closed(nodes: list, inits: dict, start: str, source: str) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range, RunContext, register
-from ..onnx_runner import RUNTIMES
+from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
 from ..summary import count_by_class
 from .bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
@@ -53,6 +53,9 @@ class PillarsDetect(Op):
               doc="CUDA-PointPillars ONNX file (builtin:pointpillars_cuvil_demo.onnx is the "
                   "demo model trained on the project's synthetic drives)", must_exist=True),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the backbone + head run"),
+        Param("execution_provider", str, "cpu", choices=tuple(PROVIDERS),
+              doc="ONNX Runtime execution provider of the backbone + head (cpu, cuda, "
+                  "tensorrt, openvino: the ones this machine's onnxruntime build has)"),
         Param("sparse", bool, True,
               doc="true: where the network fits, the scatter is fused into its first Conv "
                   "(+BN)+ReLU and its 1x1 box / direction heads run at candidate cells only "
@@ -95,6 +98,9 @@ class PillarsDetect(Op):
 
     def check(self) -> None:
         self._configs()
+        problem = provider_problem(self.p["runtime"], self.p.get("execution_provider", "cpu"))
+        if problem is not None:
+            raise ParamProblem("execution_provider", problem)
 
     def _configs(self) -> tuple[PillarConfig, HeadConfig]:
         try:
@@ -121,8 +127,10 @@ class PillarsDetect(Op):
         """The loaded model (built once: kernels() needs its layer shapes before open())."""
         if getattr(self, "_model", None) is None:
             config, head = self._configs()
-            self._model = PointPillars.from_onnx(self.p["model"], config, head,
-                                                 self.p["runtime"], self.p["sparse"])
+            self._model = PointPillars.from_onnx(
+                self.p["model"], config, head, self.p["runtime"], self.p["sparse"],
+                threads=getattr(self, "_threads", 1),
+                provider=self.p.get("execution_provider", "cpu"))
         return self._model
 
     def kernels(self) -> list:
@@ -147,10 +155,18 @@ class PillarsDetect(Op):
     def open(self, ctx: RunContext) -> None:
         self._ctx = ctx
         self._warned: set = set()
+        threads = int(ctx.extra.get("intra_op_threads", 1))  # rt.placement
+        if threads != getattr(self, "_threads", 1):  # prewarm built the session with 1
+            self._threads, self._model = threads, None
         self._model = self._detector().open()
         # One pass on an empty cloud before frame 0: the backbone runtime allocates on its first
         # call, which would otherwise land on (and blow the deadline of) the first frame.
         self._model.detect(np.zeros((0, 4), np.float32))
+
+    def placement(self) -> str | None:
+        """Where the backbone + head run (``run`` prints it with the stage's thread group)."""
+        model = getattr(self, "_model", None)
+        return None if model is None else model.runner.net.describe()
 
     summary_port = "labels"
 

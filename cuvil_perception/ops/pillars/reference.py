@@ -249,14 +249,19 @@ def conv_scatter(features: np.ndarray, coords: np.ndarray, count: int, conv: Con
 
 def head_cells(cls_map: np.ndarray, feat, weights: CellHeadWeights,
                head: HeadConfig) -> CellHeads:
-    """Box and direction 1x1 heads at candidate cells: cells whose best class logit (NHWC class
-    map, [.., G] per cell) reaches ``logit_gate(head.score_threshold)``; ``feat`` the map F
+    """Box and direction 1x1 heads at candidate cells: cells where an anchor's best class logit
+    (NHWC class map, A x K per cell; first maximum, NaN never replaces a value, as the decode
+    kernel takes it) reaches ``logit_gate(head.score_threshold)``; ``feat`` the map F
     [1, C_f, H, W] they read, or its channel parts (a list, concatenated in order). Rows of
     other cells are zero here (not meaningful)."""
     parts = feat if isinstance(feat, (list, tuple)) else [feat]
     f = np.concatenate([p.reshape(p.shape[1], -1) for p in parts]).reshape(weights.features, -1)
-    logits = cls_map.reshape(f.shape[1], -1).astype(np.float32)
-    cells = np.flatnonzero(logits.max(axis=1) >= np.float32(logit_gate(head.score_threshold)))
+    logits = cls_map.reshape(f.shape[1], head.anchors_per_cell, -1).astype(np.float32)
+    best = logits[..., 0]  # as the decode kernel: the first logit, replaced by greater ones
+    for k in range(1, logits.shape[2]):
+        best = np.where(logits[..., k] > best, logits[..., k], best)
+    gate = np.float32(logit_gate(head.score_threshold))
+    cells = np.flatnonzero((best >= gate).any(axis=1))
     box = np.zeros((f.shape[1], len(weights.box_bias)), np.float32)
     dirs = np.zeros((f.shape[1], len(weights.dir_bias)), np.float32)
     gathered = f[:, cells].T.astype(np.float32)

@@ -57,8 +57,9 @@ class YoloV8:
     def from_onnx(cls, path: str | Path, conf: float = 0.25, iou: float = 0.7,
                   max_det: int = 300, classes: Sequence[int] | None = None,
                   agnostic: bool = False, runtime: str = "auto", max_nms: int = 30000,
-                  threads: int | None = None) -> "YoloV8":
-        """Load an ultralytics YOLOv8 detect export (ModelError if it is not one)."""
+                  threads: int | None = None, provider: str = "cpu") -> "YoloV8":
+        """Load an ultralytics YOLOv8 detect export (ModelError if it is not one); ``threads``
+        and ``provider`` place the trunk's session (``OnnxRunner``)."""
         check_options(conf, iou, max_det, max_nms)
         model = load_model(Path(path))
         where = str(path)
@@ -70,11 +71,12 @@ class YoloV8:
         except HeadNotCuttable as why:
             reason = f"head not cut ({why}); using the full output and numpy postprocess"
             log.warning("%s: %s", where, reason)
-            runner = OnnxRunner(model, [info.output_name], runtime, where, threads)
+            runner = OnnxRunner(model, [info.output_name], runtime, where, threads, provider)
             detector = cls(runner, info.input_hw, info.nc, None, options, reason)
         else:
             outputs = [t for i in range(len(layout.grids)) for t in (f"box{i}", f"cls{i}")]
-            runner = OnnxRunner(cut_model(model, layout), outputs, runtime, where, threads)
+            runner = OnnxRunner(cut_model(model, layout), outputs, runtime, where, threads,
+                                provider)
             head = NativeHead(layout.grids, layout.strides, info.nc, **options)
             detector = cls(runner, info.input_hw, info.nc, head, options, None, layout)
         detector.names = class_names(model)
@@ -87,6 +89,12 @@ class YoloV8:
         """Compile or load the native kernels now (else on the first `detect`)."""
         if self.head is not None:
             self.head.open()
+
+    def ort_inputs(self, image_bgr: np.ndarray) -> dict[str, np.ndarray]:
+        """What the runtime is fed for one image: ``{input name: float32 [1, 3, H, W]}`` (the
+        letterboxed RGB image / 255). INT8 calibration (``quantize``) uses it."""
+        _check_image(image_bgr)
+        return {self.runner.input_name: reference.letterbox(image_bgr, self.input_hw)}
 
     def detect(self, image_bgr: np.ndarray) -> np.ndarray:
         """uint8 [H, W, 3] BGR -> float32 [N, 6] (x1, y1, x2, y2, score, cls) in the image's

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...graph import FrameInfo, Op, Param, PortSpec, Range, RunContext, register
-from ..onnx_runner import RUNTIMES
+from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range, RunContext, register
+from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
 from ..summary import count_by_class
 from .model import YoloV8
 from .surgery import class_names, load_model
@@ -41,12 +41,16 @@ class YoloDetect(Op):
               doc="only these class indices (null: all)", range=Range(0, 9999), min_items=1),
         Param("agnostic", bool, False, doc="class-agnostic NMS"),
         Param("runtime", str, "auto", choices=RUNTIMES, doc="where the trunk runs"),
+        Param("execution_provider", str, "cpu", choices=tuple(PROVIDERS),
+              doc="ONNX Runtime execution provider of the trunk (cpu, cuda, tensorrt, openvino: "
+                  "the ones this machine's onnxruntime build has)"),
     )
 
     def __init__(self, params, inputs):
         super().__init__(params, inputs)
         self._model: YoloV8 | None = None  # loaded at prewarm/open time, never here (no IO)
         self._names: tuple[str, ...] | None = None
+        self._threads = 1  # intra-op threads; open() takes the run's placement (rt.placement)
 
     def input_ports(self):
         return (PortSpec("image", "uint8", (None, None, 3), "camera image, BGR, pixels"),)
@@ -56,20 +60,32 @@ class YoloDetect(Op):
                          "x1, y1, x2, y2 (image pixels, x right, y down), score, class index; "
                          "by descending score"),)
 
+    def check(self) -> None:
+        problem = provider_problem(self.p["runtime"], self.p.get("execution_provider", "cpu"))
+        if problem is not None:
+            raise ParamProblem("execution_provider", problem)
+
     def _detector(self) -> YoloV8:
         if self._model is None:
             self._model = YoloV8.from_onnx(
                 self.p["model"], conf=self.p["conf"], iou=self.p["iou"],
                 max_det=self.p["max_det"], classes=self.p["classes"],
                 agnostic=self.p["agnostic"], runtime=self.p["runtime"],
-                # One runtime thread: the pool's other workers own the other cores.
-                max_nms=self.p["max_nms"], threads=1)
+                max_nms=self.p["max_nms"], threads=self._threads,
+                provider=self.p.get("execution_provider", "cpu"))
         return self._model
+
+    def placement(self) -> str | None:
+        """Where the trunk runs (``run`` prints it with the stage's thread group)."""
+        return None if self._model is None else self._model.runner.describe()
 
     def kernels(self) -> list:
         return self._detector().kernels()
 
     def open(self, ctx: RunContext) -> None:
+        threads = int(ctx.extra.get("intra_op_threads", 1))
+        if threads != self._threads:  # prewarm built the session with the default
+            self._threads, self._model = threads, None
         model = self._detector()
         if model.fallback_reason is not None:
             ctx.warning(f"{self.p['model']}: {model.fallback_reason}")

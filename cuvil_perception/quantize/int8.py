@@ -1,0 +1,190 @@
+"""``quantize_model``: a detector's ONNX file -> the same file with its network in static INT8
+(QDQ), calibrated on frames of a drive.
+
+What is quantised is the part ONNX Runtime runs for the op, nothing else:
+
+* YOLOv8 export: the trunk up to the raw per-level box / class convolutions (the part
+  ``surgery.cut_model`` keeps). The head after it (DFL, anchors, concat) stays in float — the
+  native head replaces it at run time anyway, and ``find_head`` still recognises it.
+* CUDA-PointPillars model: the BEV part after the scatter (``onnx_split``). The PFN and the
+  ``PPScatterPlugin`` node are untouched (the native kernels run them from the float weights).
+  Layers the sparse path computes natively (``onnx_sparse``: the first Conv + BN + ReLU, the
+  box / direction heads) stay in float, so the int8 file keeps the sparse path.
+
+The result is a file of the same layout, loaded by the same op (``model: X.int8.onnx``); ONNX
+Runtime fuses each DequantizeLinear -> Conv -> QuantizeLinear group into an integer convolution.
+Settings: per-channel symmetric int8 weights, uint8 activations (ONNX Runtime's recommended
+"U8S8" for x86), min/max calibration, ``Conv`` and ``MatMul`` quantised (the element-wise ops
+around them stay float, avoiding a quantise / dequantise pair per activation function).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from onnx import version_converter
+
+from ..drives import Drive
+from ..errors import ModelError, UsageError
+from .calibration import DriveFrames, frame_indices
+from .splice import replace_subgraph
+
+OP_TYPES = ("Conv", "MatMul")
+QDQ_OPSET = 13
+
+
+@dataclass
+class QuantizeSummary:
+    """What ``quantize_model`` did: model kind, calibration frames, node counts, sizes (bytes)."""
+
+    kind: str
+    frames: int
+    quantized_nodes: int
+    float_nodes: int
+    bytes_in: int
+    bytes_out: int
+    out: Path
+
+
+def model_kind(model: onnx.ModelProto, where: str) -> str:
+    """``"pillars"`` (CUDA-PointPillars layout) or ``"yolo"`` (YOLOv8 detect export)."""
+    if any(node.op_type == "PPScatterPlugin" for node in model.graph.node):
+        return "pillars"
+    from ..ops.yolo.surgery import inspect_interface
+
+    try:
+        inspect_interface(model, where)
+    except ModelError as exc:
+        raise ModelError(f"{where}: neither a CUDA-PointPillars model (no PPScatterPlugin node) "
+                         f"nor a YOLOv8 detect export ({str(exc).split(': ', 1)[-1]})") from None
+    return "yolo"
+
+
+def quantize_model(model_path: Path, drive_path: Path, frames: int = 32,
+                   progress=None) -> tuple[bytes, QuantizeSummary]:
+    """The int8 model (serialized) and a summary; the caller writes it (output-path policy)."""
+    from ..ops.yolo.surgery import load_model
+
+    if frames < 1:
+        raise UsageError(f"--frames must be at least 1, got {frames}")
+    model = load_model(Path(model_path))
+    where = str(model_path)
+    kind = model_kind(model, where)
+    drive = Drive(Path(drive_path))
+    indices = frame_indices(len(drive), frames)
+    if kind == "yolo":
+        target, excluded, keep_float, inputs_of = _yolo_part(model, model_path)
+    else:
+        target, excluded, keep_float, inputs_of = _pillars_part(model, model_path)
+    reader = DriveFrames(drive, indices, inputs_of, progress)
+    quantized = float_tensors(_quantize(target, reader, excluded), keep_float)
+    result = quantized if kind == "yolo" else replace_subgraph(model, target, quantized)
+    data = result.SerializeToString()
+    qdq = sum(1 for n in result.graph.node if n.op_type == "DequantizeLinear")
+    summary = QuantizeSummary(kind, len(indices), qdq, len(excluded), len(model.SerializeToString()),
+                              len(data), Path(model_path))
+    return data, summary
+
+
+def _yolo_part(model: onnx.ModelProto, path: Path):
+    """The whole export, its head nodes excluded; inputs: the letterboxed image."""
+    from ..ops.yolo.model import YoloV8
+    from ..ops.yolo.surgery import HeadNotCuttable, cut_model, find_head, inspect_interface
+
+    info = inspect_interface(model, str(path))
+    try:
+        layout = find_head(model, info)
+        trunk = {n.name for n in cut_model(model, layout).graph.node}
+        level_outputs = list(layout.box_tensors) + list(layout.cls_tensors)
+    except HeadNotCuttable:  # the runtime runs the whole graph
+        trunk, level_outputs = {n.name for n in model.graph.node}, []
+    excluded = [n.name for n in model.graph.node if n.name not in trunk]
+    detector = YoloV8.from_onnx(path, runtime="onnxruntime", threads=1)
+    return model, excluded, level_outputs, lambda frame: detector.ort_inputs(frame.image)
+
+
+def _pillars_part(model: onnx.ModelProto, path: Path):
+    """The BEV part after the split, without the layers the sparse path peels off (they stay
+    float: the native kernels run them); inputs: the dense scatter output of a LiDAR scan — the
+    quantised tensors see exactly the values they see behind the sparse path, which equals the
+    dense one."""
+    from ..ops.pillars.model import PointPillars
+    from ..ops.pillars.onnx_sparse import plan_bev
+
+    detector = PointPillars.from_onnx(path, runtime="onnxruntime", sparse=False,
+                                      threads=1).open()
+    split, head = detector.split, detector.head
+    plan = plan_bev(split, head.map_size(detector.config), head.anchors_per_cell, True,
+                    rewrite=False)
+    rest = {n.name for n in plan.rest.graph.node}
+    peeled = [n.name for n in split.bev.graph.node if n.name not in rest]
+    if plan.heads is not None:  # the class conv beside the peeled heads stays float too, so
+        peeled += _class_head(split)  # the sparse path still recognises the three heads
+    return split.bev, peeled, [], lambda frame: detector.ort_inputs(frame.points)
+
+
+def _class_head(split) -> list[str]:
+    """Names of the Transpose behind the class output and of the Conv feeding it."""
+    producer = {out: node for node in split.bev.graph.node for out in node.output}
+    transpose = producer.get(split.outputs["cls"])
+    conv = producer.get(transpose.input[0]) if transpose is not None else None
+    return [n.name for n in (transpose, conv) if n is not None]
+
+
+def float_tensors(model: onnx.ModelProto, tensors: list[str]) -> onnx.ModelProto:
+    """Remove the QuantizeLinear -> DequantizeLinear pair the quantiser put on each of
+    ``tensors`` (their readers get the float tensor again). The YOLO head's per-level conv
+    outputs stay float this way, so ``find_head`` finds them as Conv outputs."""
+    graph = model.graph
+    drop, rename = set(), {}
+    for tensor in tensors:
+        for q in (n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == tensor):
+            for dq in (n for n in graph.node if n.op_type == "DequantizeLinear"
+                       and n.input[0] == q.output[0]):
+                rename[dq.output[0]] = tensor
+                drop.add(dq.name)
+            drop.add(q.name)
+    nodes = [n for n in graph.node if n.name not in drop]
+    for node in nodes:
+        for i, name in enumerate(node.input):
+            node.input[i] = rename.get(name, name)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
+def _quantize(model: onnx.ModelProto, reader: DriveFrames, excluded: list[str]):
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, \
+        quantize_static
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < QDQ_OPSET:  # per-channel DequantizeLinear (its axis) needs opset 13
+        model = version_converter.convert_version(model, QDQ_OPSET)
+    with tempfile.TemporaryDirectory(prefix="cuvil-quantize-") as tmp, _quiet_root_logger():
+        source, target = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
+        onnx.save(model, str(source))
+        quantize_static(str(source), str(target), reader, quant_format=QuantFormat.QDQ,
+                        op_types_to_quantize=list(OP_TYPES), per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        nodes_to_exclude=list(excluded),
+                        calibrate_method=CalibrationMethod.MinMax,
+                        extra_options={"WeightSymmetric": True, "ActivationSymmetric": False})
+        return onnx.load(str(target))
+
+
+@contextmanager
+def _quiet_root_logger():
+    """onnxruntime.quantization logs advice ("consider pre-processing") on the root logger; the
+    pre-processing would rename nodes this module selects by name, so it is not wanted here."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)

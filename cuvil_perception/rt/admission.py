@@ -1,0 +1,140 @@
+"""Overload shedding at admission: skip a frame before any work when it cannot make its deadline.
+
+Without it, an overloaded real-time run admits every frame, queues it behind the frames still in
+flight, computes it late and only then drops it: every core is spent on frames nobody will use.
+``AdmissionControl`` is asked once per frame, when the frame is due (its paced arrival time in a
+replay, its read time live), before any stage runs:
+
+* measured costs: a sliding window of the last ``WINDOW`` wall times of each stage (per variant),
+  fed by the scheduler as results settle; a stage's predicted cost is the ``QUANTILE`` of its
+  window (0 before its first measurement, so the first frames are always admitted).
+* prediction: the frames in flight are played forward through the stages with those costs — a
+  stage runs its frames in order, one at a time, a frame's stage starts when the stage is free
+  and the stage's inputs are done — and the new frame after them. Its predicted end-to-end time
+  is the end of its last stage minus its arrival time.
+* budget: the pipeline's ``e2e_deadline_ms``; without one, the sum of the stage deadlines along
+  the longest path (a stage without a deadline contributes its predicted cost). A pipeline with
+  no deadline at all has no budget and sheds nothing.
+* decision: skip when the prediction exceeds the budget although the frame alone (the stage
+  costs along the longest path, as if the pipeline had been free when it arrived) fits in it —
+  the frame is late because of the work ahead of it, which shedding it removes. A pipeline too
+  slow for its budget even when free sheds a frame only while others are in flight, so it
+  keeps running frames (and measuring costs) instead of starving. The next frame is considered
+  when it arrives, so the newest frame wins, as with a depth-1 sensor queue.
+
+Each skip is a decision ``{"frame", "stage": None, "kind": "admission_skip", "action": "skip",
+"predicted_ms", "deadline_ms"}`` in the run record. Replaying with ``--decisions`` skips exactly
+the recorded frames (and nothing is predicted), which reproduces the run's outputs. Admission
+control acts only when deadlines are enforced on a real-time run (``rate > 0`` or live input);
+``--no-shed`` turns it off.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+WINDOW = 20
+QUANTILE = 90.0
+KIND = "admission_skip"
+
+
+class AdmissionControl:
+    """Cost estimates and the admit/skip decision for one run.
+
+    ``stages``: the worker stages (not sources) in topological order; ``e2e_deadline_ms``: the
+    pipeline's (None: derived from the stage deadlines); ``active``: predict and skip; ``recorded``:
+    frame indices to skip verbatim (a ``--decisions`` replay; overrides ``active``).
+    """
+
+    def __init__(self, stages, e2e_deadline_ms: float | None, active: bool,
+                 recorded: set[int] | None = None):
+        self.stages = list(stages)
+        self.ids = {s.id for s in self.stages}
+        self.active = active
+        self.recorded = recorded
+        self.e2e_deadline_ms = e2e_deadline_ms
+        self._costs: dict[tuple[str, str], deque] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.recorded is not None or self.active
+
+    def observe(self, stage_id: str, variant: str, elapsed_ns: int) -> None:
+        """One measured wall time of a worker stage (sources and reference timings are not)."""
+        if stage_id in self.ids and variant in ("normal", "degraded"):
+            self._costs.setdefault((stage_id, variant), deque(maxlen=WINDOW)).append(elapsed_ns)
+
+    def cost_ns(self, stage_id: str, variant: str = "normal") -> int:
+        """Predicted wall time (ns) of one run of the stage; 0 before it was measured."""
+        window = self._costs.get((stage_id, variant)) or self._costs.get((stage_id, "normal"))
+        if not window:
+            return 0
+        return int(np.percentile(np.fromiter(window, np.int64), QUANTILE))
+
+    def budget_ms(self) -> float | None:
+        """The end-to-end budget of a frame (ms), None without any deadline: see the module
+        docstring."""
+        if self.e2e_deadline_ms is not None:
+            return float(self.e2e_deadline_ms)
+        if all(stage.deadline_ms is None for stage in self.stages):
+            return None
+        path: dict[str, float] = {}
+        for stage in self.stages:
+            own = stage.deadline_ms if stage.deadline_ms is not None \
+                else self.cost_ns(stage.id) / 1e6
+            before = [path[ref.stage] for ref in stage.inputs.values() if ref.stage in path]
+            path[stage.id] = own + max(before, default=0.0)
+        return max(path.values(), default=0.0)
+
+    def decide(self, index: int, arrival_ns: int, now_ns: int, in_flight, busy,
+               variant_of) -> dict | None:
+        """A skip decision for frame ``index`` (None: admit it).
+
+        ``in_flight``: ``[(frame index, {stage id: done?})]`` oldest first; ``busy``: ``{stage id:
+        (frame index, start_ns)}``; ``variant_of(stage_id, frame)`` -> "normal" | "degraded".
+        """
+        if self.recorded is not None:
+            if index not in self.recorded:
+                return None
+            return {"frame": index, "stage": None, "kind": KIND, "action": "skip",
+                    "predicted_ms": None, "deadline_ms": None, "variant": None,
+                    "replayed": True}
+        budget = self.budget_ms()
+        if not self.active or budget is None:
+            return None
+        finish = self.predict_finish_ns(now_ns, in_flight, busy, variant_of, index)
+        predicted_ms = (finish - arrival_ns) / 1e6
+        alone_ms = (self.predict_finish_ns(arrival_ns, [], {}, variant_of, index)
+                    - arrival_ns) / 1e6
+        if predicted_ms <= budget or (alone_ms > budget and not in_flight):
+            return None
+        return {"frame": index, "stage": None, "kind": KIND, "action": "skip",
+                "predicted_ms": round(predicted_ms, 4), "deadline_ms": round(budget, 4),
+                "variant": None}
+
+    def predict_finish_ns(self, now_ns: int, in_flight, busy, variant_of, index: int) -> int:
+        """When frame ``index`` would finish if admitted now, behind the frames in flight."""
+        # A stage not measured yet costs at least what its running call has taken so far.
+        floor = {sid: now_ns - start for sid, (frame, start) in busy.items()}
+        free = {sid: max(now_ns, start + self.cost_ns(sid, variant_of(sid, frame)))
+                for sid, (frame, start) in busy.items()}
+        finish = now_ns
+        for frame, done in list(in_flight) + [(index, {})]:
+            ends: dict[str, int] = {}
+            for stage in self.stages:
+                sid = stage.id
+                if done.get(sid):
+                    ends[sid] = now_ns
+                    continue
+                if sid in busy and busy[sid][0] == frame:
+                    ends[sid] = free[sid]
+                    continue
+                ready = max((ends.get(ref.stage, now_ns) for ref in stage.inputs.values()),
+                            default=now_ns)
+                start = max(free.get(sid, now_ns), ready)
+                cost = self.cost_ns(sid, variant_of(sid, frame)) or floor.get(sid, 0)
+                ends[sid] = free[sid] = start + cost
+            finish = max(ends.values(), default=now_ns)
+        return finish

@@ -1,0 +1,58 @@
+"""Where a run's threads go, so the networks, the compute pool and the io threads do not fight
+over the same cores.
+
+The compute pool has ``workers`` threads (default: one per core this process may use), so up to
+``workers`` compute stages run at once. An ONNX network inside a stage gets
+``cores // workers`` intra-op threads (at least 1), one inter-op thread and no spin-waiting
+(``ops.onnx_runner``): with the default pool that is one thread per network, so two detectors on
+two cores each own one core instead of four runtime threads time-slicing two cores; with
+``--workers 1`` the single stage running at a time may use every core. Sources and io stages
+block on the outside world and are left to the OS scheduler unless the pipeline's ``rt:`` block
+pins them (``cpu_affinity``). ``run`` prints the chosen placement, one line per stage.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .lifecycle import is_source
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def intra_op_threads(workers: int, cores: int | None = None) -> int:
+    """Intra-op threads for each network: its share of the cores when ``workers`` stages may
+    compute at once."""
+    cores = usable_cores() if cores is None else cores
+    return max(1, cores // max(1, workers))
+
+
+def placement_lines(pipeline, instances, workers: int, knobs, threads: int) -> list[str]:
+    """A header line, then one line per stage: its thread group, where it runs, and what the
+    op reports about its own runtime (``placement()``, e.g. a network's ONNX session)."""
+    stages = pipeline.ordered()
+    io = sum(1 for s in stages if s.effective_tag == "io")
+    lines = [f"{usable_cores()} core(s): compute pool of {workers} worker(s), {io} io thread(s), "
+             f"{threads} intra-op thread(s) per network"]
+    width = max(len(s.id) for s in stages)
+    for stage in stages:
+        group = "io" if is_source(stage) or stage.effective_tag == "io" else "compute"
+        if is_source(stage):
+            where = f"reader thread cuvil-io-{stage.id}"
+        elif group == "io":
+            where = f"own thread cuvil-io-{stage.id}"
+        else:
+            where = f"compute pool ({workers} worker(s))"
+        cpus = knobs.affinity.get(group)
+        if cpus:
+            where += f", CPUs {','.join(str(c) for c in cpus)}"
+        describe = getattr(instances[stage.id]["normal"], "placement", None)
+        note = describe() if callable(describe) else None
+        lines.append(f"{stage.id:<{width}}  {group:<7}  {where}" + (f"; {note}" if note else ""))
+    return lines
