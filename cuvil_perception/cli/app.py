@@ -32,6 +32,7 @@ _COMMANDS = (
     ("bag_cmd", "bag_group"),
     ("convert_cmd", "convert_cmd"),
     ("rt_cmd", "rt_group"),
+    ("fleet_cmd", "fleet_group"),
 )
 
 

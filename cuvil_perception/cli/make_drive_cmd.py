@@ -1,4 +1,8 @@
-"""``cuvil-perception make-drive OUT --frames N --seed S``: write a synthetic drive."""
+"""``cuvil-perception make-drive OUT --frames N --seed S [--count K]``: write synthetic drives.
+
+With ``--count K`` OUT is a fleet folder: drives ``OUT/drive_0000`` .. ``OUT/drive_<K-1>`` with
+seeds S .. S+K-1 (``fleet`` takes ``OUT/drive_*``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from ..drives.labels import LABELS_DIR
 from ..drives.reader import IMAGE_STREAM, LIDAR_STREAM
 from ..errors import UsageError
 
+# --count K names its drives OUT/drive_0000<suffix> ..
+_SUFFIX = {"kitti": "", "mcap": ".mcap", "sqlite3": ".db3", "ros1": ".bag"}
 # What make-drive writes; --force removes exactly these, never anything else in OUT.
 _DRIVE_ENTRIES = (IMAGE_STREAM, LIDAR_STREAM, LABELS_DIR, CAM_TO_CAM, VELO_TO_CAM)
 
@@ -56,23 +62,43 @@ def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool):
               help="Number of frames (10 Hz).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Random seed; the same seed writes the same bytes.")
+@click.option("--count", type=click.IntRange(1, 10_000), default=None,
+              help="Write K drives OUT/drive_0000.. with seeds SEED..SEED+K-1 (a fleet).")
 @click.option("--force", is_flag=True,
               help="Overwrite the drive in a non-empty OUT (removes its drive folders first).")
 @click.option("--format", "fmt", type=click.Choice(("kitti", "mcap", "sqlite3", "ros1")),
               default="kitti", show_default=True,
               help="kitti: a KITTI-raw folder; mcap / sqlite3 / ros1: one ROS bag file at OUT "
                    "(ROS 2 MCAP, ROS 2 .db3, ROS 1 .bag; no labels).")
-def make_drive_cmd(out: str, frames: int, seed: int, force: bool, fmt: str) -> None:
+def make_drive_cmd(out: str, frames: int, seed: int, count: int | None, force: bool,
+                   fmt: str) -> None:
     """Write a synthetic drive in KITTI raw layout to OUT (camera PNGs, LiDAR scans,
-    calibration, timestamps and ground-truth labels), or as a ROS bag (--format)."""
+    calibration, timestamps and ground-truth labels), or as a ROS bag (--format), or --count K
+    of them in OUT."""
     from ..drives.synth import make_drive  # keeps `--help` fast
 
-    target = Path(out)
-    if fmt != "kitti":
-        summary = _make_bag(target, frames, seed, fmt, force)
-    else:
-        _prepare(target, force)
-        summary = make_drive(target, frames, seed)
-    mean_points = sum(summary.points) / len(summary.points)
-    click.echo(f"wrote {summary.frames} frames to {target} ({summary.bytes / 1e6:.1f} MB, "
-               f"{mean_points:,.0f} points per scan, {summary.seconds:.1f} s)")
+    if count is not None and Path(out).exists() and not Path(out).is_dir():
+        raise UsageError(f"{out}: exists and is not a folder (--count writes drives into it)")
+    targets = [(Path(out), seed)] if count is None else \
+        [(Path(out) / f"drive_{i:04d}{_SUFFIX[fmt]}", seed + i) for i in range(count)]
+    if not force:
+        for target, _ in targets:  # refuse before writing any drive
+            _refuse_existing(target, fmt)
+    for target, drive_seed in targets:
+        if fmt != "kitti":
+            summary = _make_bag(target, frames, drive_seed, fmt, force)
+        else:
+            _prepare(target, force)
+            summary = make_drive(target, frames, drive_seed)
+        mean_points = sum(summary.points) / len(summary.points)
+        click.echo(f"wrote {summary.frames} frames to {target} ({summary.bytes / 1e6:.1f} MB, "
+                   f"{mean_points:,.0f} points per scan, seed {drive_seed}, "
+                   f"{summary.seconds:.1f} s)")
+
+
+def _refuse_existing(target: Path, fmt: str) -> None:
+    """The check ``--force`` skips: a KITTI folder must be empty, a bag must not exist."""
+    if fmt == "kitti":
+        _prepare(target, force=False)
+    elif target.exists():
+        raise UsageError(f"{target}: exists (pass --force to replace a bag file)")

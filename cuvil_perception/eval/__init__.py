@@ -10,7 +10,8 @@ recall points (``method="r40"``); matching and don't-care rules are in ``ap`` an
 the second time with other model files for some stages (``eval --compare-model``: INT8 vs fp32).
 """
 
-from .ap import METHOD_NAMES, METHODS, ClassAP, average_precision, evaluate, match_frame, mean_ap
+from .ap import (METHOD_NAMES, METHODS, ClassAP, average_precision, evaluate, match_frame,
+                 mean_ap, pool)
 from .compare import Comparison, compare_models, parse_swaps
 from .iou import iou_2d, iou_bev
 from .pipeline_eval import EvalReport, evaluate_pipeline
@@ -21,5 +22,5 @@ __all__ = [
     "ClassAP", "Comparison", "EvalReport", "METHODS", "METHOD_NAMES", "RunFrame", "StageScore",
     "average_precision", "compare_models", "decode_array", "evaluate", "evaluate_pipeline", "fused_as_2d",
     "fused_as_bev", "gt_2d", "gt_bev", "iou_2d", "iou_bev", "load_record", "match_frame",
-    "mean_ap", "parse_swaps", "read_run", "record_path", "score_2d", "score_bev",
+    "mean_ap", "parse_swaps", "pool", "read_run", "record_path", "score_2d", "score_bev",
 ]

@@ -33,7 +33,10 @@ METHOD_NAMES = {"all": "all-point interpolation (PASCAL VOC 2010+)",
 @dataclass
 class ClassAP:
     """AP of one class: ``num_gt`` ground-truth boxes (ignored ones excluded), ``num_det``
-    scored detections (dropped ones excluded), ``tp`` true positives."""
+    scored detections (dropped ones excluded), ``tp`` true positives.
+
+    ``scores`` float64 [num_det] and ``hits`` bool [num_det] are the matched detections in frame
+    order (as accumulated, not sorted): what ``pool`` needs to score several drives together."""
 
     cls: int
     name: str
@@ -41,6 +44,8 @@ class ClassAP:
     num_gt: int
     num_det: int
     tp: int
+    scores: np.ndarray | None = field(default=None, repr=False, compare=False)
+    hits: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict:
         return {"class": self.name, "class_id": self.cls,
@@ -68,7 +73,23 @@ class Accumulator:
         hits = np.concatenate(self.hits) if self.hits else np.zeros(0, bool)
         order = np.argsort(-scores, kind="stable")
         ap = average_precision(hits[order], self.num_gt, method)
-        return ClassAP(self.cls, self.name, ap, self.num_gt, int(len(hits)), int(hits.sum()))
+        return ClassAP(self.cls, self.name, ap, self.num_gt, int(len(hits)), int(hits.sum()),
+                       scores, hits)
+
+
+def pool(results: list[ClassAP], method: str = "all") -> ClassAP:
+    """AP of one class over several runs (drives) scored separately: their matched detections
+    and ground-truth counts pooled, in the order given — the same AP as scoring all their frames
+    in one run, not the mean of the runs' APs. Every result needs ``scores`` and ``hits``."""
+    if not results:
+        raise ValueError("pool() needs at least one ClassAP")
+    acc = Accumulator(results[0].cls, results[0].name)
+    for result in results:
+        if result.scores is None or result.hits is None or result.cls != acc.cls:
+            raise ValueError(f"cannot pool class {result.name!r}: no matches kept, or another "
+                             "class")
+        acc.add(result.scores, result.hits, result.num_gt)
+    return acc.result(method)
 
 
 def average_precision(hits: np.ndarray, num_gt: int, method: str = "all") -> float:

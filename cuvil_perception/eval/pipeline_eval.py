@@ -43,6 +43,7 @@ class EvalReport:
     min_height: float
     scores: list[StageScore] = field(default_factory=list)
     stage_ms: dict = field(default_factory=dict)  # detector stage -> p50 wall time of the run (ms)
+    run: object = field(default=None, repr=False)  # the rt.RunResult (latencies, warnings)
 
     def score(self, stage: str, metric: str) -> StageScore:
         for item in self.scores:
@@ -84,7 +85,7 @@ def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
         result = run_pipeline(pipeline, options)
         captured = read_run(capture)
     report = EvalReport(pipeline.name, str(drive), len(captured), iou_threshold, method,
-                        min_height)
+                        min_height, run=result)
     report.stage_ms = {s.id: result.report.row(s.id).p50 for s in detectors}
     for stage in detectors:
         report.scores.extend(_score_stage(pipeline, stage, wiring, captured, report))

@@ -48,14 +48,16 @@ class Verdict:
 
 @dataclass
 class BudgetReport:
-    """Verdicts plus what they were computed from: ``report`` (clean runs) and, when references
-    were timed, ``reference_report`` (the runs that also timed them)."""
+    """Verdicts plus what they were computed from: ``report`` (clean runs, raw timings in
+    ``recorder``) and, when references were timed, ``reference_report`` (the runs that also
+    timed them, raw timings in ``reference_recorder``)."""
 
     verdicts: list[Verdict]
     report: LatencyReport
     runs: list[RunResult] = field(default_factory=list)
     recorder: LatencyRecorder | None = None
     reference_report: LatencyReport | None = None
+    reference_recorder: LatencyRecorder | None = None
 
     @property
     def passed(self) -> bool:
@@ -118,7 +120,7 @@ def bench_pipeline(pipeline, spec: BudgetSpec, replay=None, frames=None, repeat:
     report = clean.report(stages, pipeline.e2e_deadline_ms)
     reference_report = timed.report(stages, pipeline.e2e_deadline_ms) if references else None
     return BudgetReport(evaluate(spec, report, reference_report), report, runs, clean,
-                        reference_report)
+                        reference_report, timed if references else None)
 
 
 def _redirect_sinks(pipeline, folder: Path) -> None:

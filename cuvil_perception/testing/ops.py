@@ -19,6 +19,11 @@ test.native_spin   compute   a native kernel (``example.exp_accumulate``, GIL re
                              ``y += exp(x)`` ``reps`` times; ``reference_process`` = numpy
 test.pass          compute   ``y = x`` (no copy): an empty stage, for executor-overhead benchmarks
 test.fail          compute   passes ``x`` through, raises RuntimeError on frame ``fail_at``
+test.exit          compute   passes LiDAR ``points`` through (after ``sleep_ms``); on frame
+                             ``at_frame`` ends its
+                             whole process (``os._exit`` or SIGKILL): a worker that dies. With
+                             ``marker`` only while that file is missing (it is created first),
+                             so a retried run goes through
 test.lines         io        Sink: one JSON line per frame (frame, stale map, every input as a
                              list) flushed per frame; the file is what determinism tests hash
 =================  ========  ===============================================================
@@ -28,6 +33,8 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -195,6 +202,40 @@ class FailOp(_OneInput):
         if frame.index == self.p["fail_at"]:
             raise RuntimeError(f"scripted failure on frame {frame.index}")
         return {"y": inputs["x"]}
+
+
+@register
+class ExitOp(Op):
+    """Passes ``points`` float32 [N, 4] through; ends the process on frame ``at_frame``."""
+
+    name = "test.exit"
+    params = (Param("at_frame", int, 0, "frame index that ends the process",
+                    range=Range(0, 10**9)),
+              Param("how", str, "exit", "exit = os._exit(code); kill = SIGKILL to itself",
+                    choices=("exit", "kill")),
+              Param("code", int, 17, "exit code for how: exit", range=Range(1, 255)),
+              Param("sleep_ms", float, 0.0, "sleep this long on every frame (a slow drive)",
+                    range=Range(0.0, 60_000.0), unit="ms"),
+              # str, not Path: a file that appears is not an input of the pipeline's results
+              Param("marker", str, None, "absolute path of a file: die only while it is "
+                    "missing (then create it)", optional=True))
+
+    def input_ports(self):
+        return (PortSpec("points", "float32", (None, 4)),)
+
+    def output_ports(self):
+        return (PortSpec("y", "float32", (None, 4)),)
+
+    def process(self, inputs, frame):
+        time.sleep(self.p["sleep_ms"] / 1e3)
+        marker = self.p.get("marker")
+        if frame.index == self.p["at_frame"] and (marker is None or not Path(marker).exists()):
+            if marker is not None:
+                Path(marker).touch()
+            if self.p["how"] == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(self.p["code"])
+        return {"y": inputs["points"]}
 
 
 @register

@@ -1,0 +1,119 @@
+"""Benchmark fleet replay: drives per minute for 1 process vs the local pool vs a local Ray, and
+the per-drive overhead of the fleet layer against the drive's own run time.
+
+Run: ``python benchmarks/fleet.py [--drives 6] [--frames 4] [--pipeline configs/fusion.yaml]``.
+
+Definitions (printed with the tables):
+* 1 process: ``fleet.execute`` (the drive's own eval run) called for each drive in turn in this
+  process — no fleet layer at all; the baseline.
+* local pool: ``fleet eval --local N`` (N = cores); local Ray: ``--ray local`` on a fresh Ray
+  (its start-up time shown apart, not in the wall time; 1 CPU per drive).
+* overhead per drive = (fleet wall time - the sum of the drives' own run times) / drives, with
+  ONE drive at a time (local pool of 1 process; Ray with every CPU for one task), so it is what
+  the fleet layer adds: process start-up, prewarm, scheduling, pickling and result transfer,
+  writing the results row. The drive's own run time is ``seconds`` of its row (measured inside
+  the worker around the single-drive function).
+The machine is shared: absolute seconds are noisy; the ratios are measured side by side in one
+run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import print_table  # noqa: E402
+
+from cuvil_perception.drives.synth import make_drive  # noqa: E402
+from cuvil_perception.fleet import (DriveTask, LocalPool, ResultsFile, discover,  # noqa: E402
+                                    execute, job_hash, make_job, run_fleet)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def one_process(job, drives) -> tuple[float, float]:
+    """(wall s, sum of the drives' own run s) calling ``execute`` for each drive here."""
+    started, own = time.perf_counter(), 0.0
+    for index, drive in enumerate(drives):
+        outcome = execute(job, DriveTask(index, str(drive.path), drive.name))
+        assert outcome["status"] == "ok", outcome.get("error")
+        own += outcome["seconds"]
+    return time.perf_counter() - started, own
+
+
+def fleet(job, pipeline, drives, backend, out: Path) -> tuple[float, float]:
+    """(wall s, sum of the drives' own run s) of one fleet run through ``backend``."""
+    results = ResultsFile(out / "results.jsonl", {"mode": job.mode}, resume=False)
+    started = time.perf_counter()
+    run = run_fleet(job, drives, backend, results, job_hash(job, pipeline), out)
+    wall = time.perf_counter() - started
+    results.close()
+    assert all(row and row["status"] == "ok" for row in run.rows), run.rows
+    return wall, sum(row["seconds"] for row in run.rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--drives", type=int, default=6)
+    parser.add_argument("--frames", type=int, default=4)
+    parser.add_argument("--pipeline", default=str(REPO / "configs" / "fusion.yaml"))
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="cuvil-bench-fleet-") as tmp:
+        root = Path(tmp)
+        for i in range(args.drives):
+            make_drive(root / "drives" / f"drive_{i:04d}", args.frames, 300 + i)
+        drives = discover([str(root / "drives" / "drive_*")])
+        job, pipeline, _ = make_job("eval", args.pipeline, drives, None, workers=1)
+        execute(job, DriveTask(0, str(drives[0].path), drives[0].name))  # warm the disk cache
+        rows, overhead = measure_all(job, pipeline, drives, root, cores)
+    n = len(drives)
+    base = rows[0][1]
+    print_table(f"fleet eval of {Path(args.pipeline).name}: {n} drives x {args.frames} frames, "
+                f"{cores} cores (shared machine: compare the ratios)",
+                ["configuration", "wall s", "drives/min", "speed vs 1 process"],
+                [[name, f"{wall:.2f}", f"{n * 60 / wall:.1f}", f"{base / wall:.2f}x"]
+                 for name, wall in rows])
+    print_table("fleet-layer overhead, one drive at a time",
+                ["backend", "drive's own run s (mean)", "fleet wall s per drive",
+                 "overhead s per drive", "overhead / own run"],
+                [[name, f"{own / n:.3f}", f"{wall / n:.3f}", f"{(wall - own) / n:.3f}",
+                  f"{(wall - own) / own:.1%}"] for name, wall, own in overhead])
+
+
+def measure_all(job, pipeline, drives, root: Path, cores: int):
+    """Throughput rows [(name, wall)] and overhead rows [(name, wall, own)]."""
+    from cuvil_perception.fleet.ray_backend import RayBackend
+
+    rows, overhead = [], []
+    wall, own = one_process(job, drives)
+    rows.append(("1 process (no fleet layer)", wall))
+    overhead.append(("none (1 process)", wall, own))
+    wall, _ = fleet(job, pipeline, drives, LocalPool(cores), root / "pool")
+    rows.append((f"local pool, {cores} processes", wall))
+    wall, own = fleet(job, pipeline, drives, LocalPool(1), root / "pool1")
+    overhead.append(("local pool, 1 process", wall, own))
+    import ray
+
+    for cpus in (1, cores):  # a fresh Ray each time: cold workers, like the pool's processes
+        backend = RayBackend("local", cpus)
+        started = time.perf_counter()
+        backend.connect()
+        init_s = time.perf_counter() - started
+        backend._owned = False  # stop Ray after the timing: a cluster is already running
+        wall, own = fleet(job, pipeline, drives, backend, root / f"ray{cpus}")
+        if cpus == 1:
+            rows.append((f"local Ray, {cores} CPUs (+{init_s:.1f} s to start Ray)", wall))
+        else:
+            overhead.append((f"local Ray, {cpus} CPUs per task", wall, own))
+        ray.shutdown()
+    return rows, overhead
+
+
+if __name__ == "__main__":
+    main()

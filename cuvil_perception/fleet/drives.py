@@ -1,0 +1,128 @@
+"""Which drives a fleet run covers: folders, bag files, globs and list files, expanded in order.
+
+A DRIVES argument is
+
+- a path (a drive folder, a bag file, anything ``--replay`` accepts: the replay source decides
+  what it can read, per drive, so a new drive format needs no change here);
+- a glob (``drives/drive_*``, ``**/*.mcap``): every match, sorted; no match is an error;
+- a list file, ``@FILE`` or a file ending in ``.txt`` / ``.list``: one path or glob per line,
+  relative to the list file's folder; blank lines and ``#`` comments are skipped.
+
+The same drive named twice is kept once (first position wins). A missing path is an error
+naming it (and the list file's line); nothing starts until every argument resolves.
+
+A drive is identified by its resolved path plus a **fingerprint**: sha256 over every file in it
+(relative path, size, mtime in ns). A re-recorded or regenerated drive gets a new fingerprint
+and ``--resume`` runs it again. File metadata rather than bytes, because reading a terabyte
+fleet twice just to decide what to skip would cost more than the runs it saves.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+
+LIST_SUFFIXES = (".txt", ".list")
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class DriveRef:
+    """One drive of a fleet: ``path`` (resolved), ``name`` (unique within the fleet: the
+    folder or file name, with a short hash of the path when two drives share a name)."""
+
+    path: Path
+    name: str
+
+
+def discover(arguments: list[str]) -> list[DriveRef]:
+    """Expand DRIVES arguments (see the module docstring) into unique drives, in order."""
+    if not arguments:
+        raise UsageError("no drives given: pass drive folders, bag files, globs or a list file")
+    found: list[Path] = []
+    for argument in arguments:
+        found.extend(_expand(argument, Path.cwd(), argument))
+    unique = list(dict.fromkeys(found))
+    return _named(unique)
+
+
+def _expand(argument: str, base: Path, where: str) -> list[Path]:
+    if not argument.strip():
+        raise UsageError(f"{where}: empty drive path")
+    if argument.startswith("@"):
+        return _read_list(_absolute(argument[1:], base))
+    path = _absolute(argument, base)
+    if _GLOB_CHARS & set(argument):
+        matches = sorted(glob.glob(str(path), recursive=True))
+        if not matches:
+            raise UsageError(f"{where}: the pattern matches no drive")
+        return [Path(m).resolve() for m in matches]
+    if path.is_file() and path.suffix.lower() in LIST_SUFFIXES:
+        return _read_list(path)
+    if not path.exists():
+        raise UsageError(f"{where}: no such drive (folder or file)")
+    return [path.resolve()]
+
+
+def _absolute(text: str, base: Path) -> Path:
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _read_list(path: Path) -> list[Path]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such drive list") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the drive list ({exc})") from None
+    found: list[Path] = []
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if text.startswith("@") or Path(text).suffix.lower() in LIST_SUFFIXES:
+            raise UsageError(f"{path}:{number}: a list file cannot name another list file")
+        found.extend(_expand(text, path.parent, f"{path}:{number}: {text}"))
+    if not found:
+        raise UsageError(f"{path}: the drive list names no drive")
+    return found
+
+
+def _named(paths: list[Path]) -> list[DriveRef]:
+    counts: dict[str, int] = {}
+    for path in paths:
+        counts[path.name] = counts.get(path.name, 0) + 1
+    refs = []
+    for path in paths:
+        name = path.name
+        if counts[name] > 1:
+            name = f"{name}-{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
+        refs.append(DriveRef(path, name))
+    return refs
+
+
+def fingerprint(path: Path) -> str:
+    """sha256 hex of every file under ``path`` (or the file itself): relative path, size and
+    mtime_ns, in sorted order. Raises UsageError when the drive is gone."""
+    digest = hashlib.sha256()
+    try:
+        if path.is_file():
+            entries = [(path.name, path.stat())]
+        else:
+            entries = []
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                for name in sorted(files):
+                    full = Path(root, name)
+                    entries.append((str(full.relative_to(path)), full.stat()))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the drive ({exc.strerror or exc})") from None
+    for relative, stat in entries:
+        digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()

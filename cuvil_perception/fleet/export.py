@@ -1,0 +1,91 @@
+"""The fleet report as JSON (``OUT/report.json``, format ``cuvil-fleet-report/1``).
+
+::
+
+    {"format", "mode", "pipeline", "interpolation", "exit_code", "backend", "wall_s",
+     "drives": {"total", "ok", "failed", "unfinished", "resumed"},
+     "pooled": {"scores": [eval stage scores], "latency": [rt latency rows],
+                "budgets": [verdicts]},
+     "per_drive": [{"name", "drive", "status", "error", "frames", "seconds", "where",
+                    "attempts", "outputs", "scores", "latency", "budgets"}],
+     "worst": [{"stage", "budget", "breaches", "drives": [{"name", "value", "p50", "p99",
+                                                          "passed"}]}],
+     "prewarm": [{"where", "kernels", "compiled", "seconds"}]}
+
+Scores use the ``cuvil-eval/1`` per-stage layout (AP null when a class has no ground truth);
+latency rows the ``rt`` layout (ms); a non-finite number is written as null.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from .report import FleetReport, budget_label
+
+FORMAT = "cuvil-fleet-report/1"
+
+
+def report_dict(report: FleetReport, run=None, backend: str = "") -> dict:
+    """``run``: the ``FleetRun`` (resumed count, prewarm rows, wall time) when there is one."""
+    ok = sum(1 for d in report.drives if d.ok)
+    return {
+        "format": FORMAT, "mode": report.mode, "pipeline": report.pipeline,
+        "interpolation": report.method, "exit_code": report.exit_code, "backend": backend,
+        "wall_s": _num(run.wall_s) if run else None,
+        "drives": {"total": len(report.drives) + report.unfinished, "ok": ok,
+                   "failed": len(report.failed), "unfinished": report.unfinished,
+                   "resumed": run.resumed if run else 0},
+        "pooled": {"scores": [s.as_dict() for s in report.pooled_scores],
+                   "latency": _latency(report.pooled_latency),
+                   "budgets": [verdict_dict(v) for v in report.verdicts]},
+        "per_drive": [_drive(d) for d in report.drives],
+        "worst": [{"stage": w["budget"].stage, "budget": budget_label(w["budget"]), "breaches":
+                   w["breaches"], "drives": [dict(verdict_dict(v), name=name)
+                                             for name, v in w["drives"]]}
+                  for w in report.worst],
+        "prewarm": run.prewarm if run else [],
+    }
+
+
+def _drive(drive) -> dict:
+    row = drive.row
+    return {"name": row["name"], "drive": row["drive"], "status": row["status"],
+            "error": row.get("error"), "frames": row.get("frames"),
+            "seconds": row.get("seconds"), "where": row.get("where"),
+            "attempts": len(row.get("attempts", [])) or None, "resumed": row.get("resumed",
+                                                                               False),
+            "outputs": row.get("outputs", []),
+            "scores": [s.as_dict() for s in drive.scores],
+            "latency": _latency(drive.latency),
+            "budgets": [verdict_dict(v) for v in drive.verdicts]}
+
+
+def _latency(table) -> list[dict]:
+    if table is None:
+        return []
+    return [{k: _num(v) if isinstance(v, float) else v for k, v in row.as_dict().items()}
+            for row in table.rows]
+
+
+def verdict_dict(verdict) -> dict:
+    return {"stage": verdict.budget.stage, "budget": verdict.budget_text(),
+            "p50_ms": _num(verdict.p50), "p99_ms": _num(verdict.p99),
+            "value": _num(verdict.value), "allowed_ms": _num(verdict.allowed_ms),
+            "passed": verdict.passed}
+
+
+def _num(value):
+    if value is None:
+        return None
+    value = float(value)
+    return round(value, 6) if math.isfinite(value) else None
+
+
+def write_json(path: Path, data: dict) -> Path:
+    """Write atomically (temp + rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
