@@ -39,7 +39,7 @@ def model_set() -> list:
     installed; [] otherwise (their factories live in ops/, which this script does not own)."""
     try:
         from cuvil_perception.ops.pillars import (kernel_decode, kernel_nms, kernel_pfn,
-                                                  kernel_pillarize, kernel_scatter)
+                                                  kernel_pillarize, native)
         from cuvil_perception.ops.pillars.config import HeadConfig, PillarConfig
         from cuvil_perception.ops.yolo import kernel_decode as y_decode
         from cuvil_perception.ops.yolo import kernel_nms as y_nms
@@ -47,7 +47,7 @@ def model_set() -> list:
 
         pc, hc, grids = PillarConfig(), HeadConfig(), [(80, 80), (40, 40), (20, 20)]
         return [kernel_pillarize.pillarize_spec(pc), kernel_pfn.pfn_spec(pc),
-                kernel_scatter.scatter_spec(pc), kernel_decode.decode_spec(pc, hc),
+                native.scatter_kernel_spec(pc), kernel_decode.decode_spec(pc, hc),
                 kernel_nms.nms_spec(hc), y_scan.scan_spec(grids, 80),
                 y_decode.decode_spec(grids, (8, 16, 32), 80), y_nms.nms_spec()]
     except (ImportError, AttributeError, TypeError) as exc:
@@ -119,26 +119,37 @@ import sys, time
 sys.path.insert(0, {bench!r})
 import compile as bench
 from cuvil_perception.compile import prewarm
-specs = bench.{which}()
+import cuvil_perception.ops.pillars.native, cuvil_perception.ops.yolo  # imports are not timed
 t0 = time.perf_counter()
+specs = bench.{which}()
+t1 = time.perf_counter()
 rows = prewarm(specs)
-print((time.perf_counter() - t0) * 1e3, sum(r.status == "hit" for r in rows), len(rows))
+t2 = time.perf_counter()
+print((t1 - t0) * 1e3, (t2 - t1) * 1e3, sum(r.status == "hit" for r in rows), len(rows))
 """
 
 
 def fresh_process_start(which: str, label: str) -> None:
-    """Warm start measured in a new interpreter (includes the one-off source fingerprint and
-    LLVM target initialisation, excludes Python imports)."""
+    """Warm start measured in a new interpreter: building the specs (kernel-language kernels
+    read their signature and hash their sources once per process) and prewarming them
+    (includes the one-off source fingerprint and LLVM target initialisation; excludes Python
+    imports). Target: <= 25 ms for all kernels of a pipeline."""
     import subprocess
     code = _FRESH.format(bench=str(Path(__file__).resolve().parent), which=which)
-    times = []
-    for _ in range(3):
+    specs_ms, prewarm_ms = [], []
+    for _ in range(5):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              check=True).stdout.split()
-        times.append(float(out[-3]))
+        specs_ms.append(float(out[-4]))
+        prewarm_ms.append(float(out[-3]))
         hits, total = out[-2], out[-1]
-    print_table(f"warm start in a fresh process: {label}", ["runs", "hits", "median ms", "best ms"],
-                [(len(times), f"{hits}/{total}", float(np.median(times)), min(times))])
+    total_ms = [a + b for a, b in zip(specs_ms, prewarm_ms)]
+    print_table(f"warm start in a fresh process: {label}",
+                ["runs", "hits", "specs ms", "prewarm ms", "total median", "total best",
+                 "target"],
+                [(len(total_ms), f"{hits}/{total}", float(np.median(specs_ms)),
+                  float(np.median(prewarm_ms)), float(np.median(total_ms)), min(total_ms),
+                  "<= 25")])
 
 
 def gil_release() -> None:

@@ -3,7 +3,9 @@ the KITTI folder; topic choice, stamps, damaged bags, and the bag / convert / ma
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +18,7 @@ from cuvil_perception.drives import Calibration, load_calibration, write_calibra
 from cuvil_perception.drives.bag import BagDrive, bag_image_size, rigid_extrinsic, write_bag
 from cuvil_perception.drives.bag.write import _Msgs
 from cuvil_perception.errors import DriveError
-from cuvil_perception.graph import Pipeline, apply_cli_sources, load_pipeline
+from cuvil_perception.graph import Pipeline, RunContext, apply_cli_sources, load_pipeline
 from cuvil_perception.rt import RunOptions, run_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,6 +76,10 @@ def test_fusion_config_on_a_bag_matches_the_kitti_folder(bags, rigid_drive, tmp_
                                                      write_record=False))
         outputs.append(out.read_bytes())
     assert outputs[0].count(b"\n") == 3 and outputs[0] == outputs[1]
+    from cuvil_perception.viz import render_run
+
+    pictures = render_run(tmp_path / "1.jsonl", tmp_path / "viz", drive=bags["mcap"], video=False)
+    assert len(list(pictures.camera_dir.glob("*.png"))) == 3 and not pictures.skipped
 
 
 def test_bag_is_recognised_by_content_not_extension(bags, tmp_path):
@@ -91,6 +97,16 @@ def test_bag_op_with_topics_and_log_stamps(bags, tmp_path):
     drive = BagDrive(bags["mcap"], topics={"image": "/camera/image_raw"})
     assert drive.topics["camera_info"] == "/camera/camera_info"
     assert any("points from /velodyne_points (the only" in n for n in drive.notes)
+
+
+def test_bag_op_loops_with_increasing_times(bags):
+    p = Pipeline("loop")
+    stage = p.add("drive", "bag", path=str(bags["rosbag2-mcap"]), loop=True)
+    op = p.validate().stage("drive").make_op()
+    op.open(RunContext())
+    stamps = [op.read().timestamp_ns for _ in range(11)]
+    op.close()
+    assert stamps == sorted(stamps) and len(set(stamps)) == 11 and stage.op == "bag"
 
 
 def _custom_bag(path: Path, messages: list[tuple[str, str, int, object]]) -> Path:
@@ -200,9 +216,18 @@ def test_damaged_bags_are_one_line_errors_with_exit_2(bags, tmp_path):
     _one_line_error(_cli("run", "configs/fusion.yaml", "--replay", str(cut), "--out",
                          str(tmp_path / "x.jsonl"), "--no-deadlines"),
                     str(cut), "damaged or truncated at byte", "frame(s) before it were replayed")
-    ros1 = _cut(bags["ros1"], tmp_path / "cut.bag", 0.5)
-    with pytest.raises(DriveError, match=rf"{ros1}: cannot open ros1 bag"):
-        BagDrive(ros1)
+    ros1 = BagDrive(_cut(bags["ros1"], tmp_path / "cut.bag", 0.5))  # no index: front to back
+    assert 2 <= len(ros1) < 8 and ros1.bag.recovered
+    assert re.fullmatch(rf"{tmp_path}/cut.bag: damaged or truncated at byte \d+ \(record data "
+                        r"cut off\)", ros1.damage.describe())
+    folder = tmp_path / "rosbag2"
+    shutil.copytree(bags["rosbag2-mcap"], folder)
+    _cut(folder / "d.mcap", folder / "d.mcap", 0.5)
+    cut_folder = BagDrive(folder)
+    assert 2 <= len(cut_folder) < 8 and cut_folder.damage.offset > 0
+    full = BagDrive(bags["ros1"])
+    for k in range(len(ros1)):
+        np.testing.assert_array_equal(ros1.read(k).image, full.read(k).image)
     sqlite = tmp_path / "bad.db3"
     data = bytearray(bags["sqlite3"].read_bytes())
     data[4096:12288] = b"\xff" * 8192  # wipe pages after the header
@@ -215,17 +240,36 @@ def test_damaged_bags_are_one_line_errors_with_exit_2(bags, tmp_path):
         BagDrive(garbage)
 
 
+def _in_process(*args: str):
+    from click.testing import CliRunner
+
+    from cuvil_perception.cli.app import cli
+
+    return CliRunner().invoke(cli, list(args), env={"COLUMNS": "200"})
+
+
 def test_bag_info_convert_and_make_drive(bags, tmp_path):
-    info = _cli("bag", "info", str(bags["ros1"]))
-    assert info.returncode == 0, info.stderr
+    info = _in_process("bag", "info", str(bags["ros1"]))
+    assert info.exit_code == 0, info.output
     for fragment in ("/velodyne_points", "sensor_msgs/msg/PointCloud2", "points", "10.00",
                      "/camera/image_raw/compressed", "camera_info", "/tf_static", "ros1"):
         assert fragment in info.stdout, info.stdout
-    _one_line_error(_cli("bag", "info", "README.md"), "README.md: not a ROS bag or MCAP file")
-    _one_line_error(_cli("convert", str(DRIVE), str(bags["mcap"])), "exists")
+    as_json = json.loads(_in_process("bag", "info", str(bags["mcap"]), "--json").stdout)
+    assert as_json["selection"] == {"points": "/velodyne_points", "image": "/camera/image_raw",
+                                    "camera_info": "/camera/camera_info"}
+    assert {t["name"]: t["count"] for t in as_json["topics"]} == {
+        "/camera/camera_info": 8, "/camera/image_raw": 8, "/tf_static": 1,
+        "/velodyne_points": 8}
+    cut = _cut(bags["mcap"], tmp_path / "cut.mcap", 0.5)
+    damaged = _in_process("bag", "info", str(cut))
+    assert damaged.exit_code == 0, damaged.output
+    assert "no index (the file was not closed): read front to back" in damaged.stdout
+    assert f"damage: {cut}: damaged or truncated at byte" in damaged.stdout
+    cut.unlink()
     out = tmp_path / "synth.mcap"
-    made = _cli("make-drive", str(out), "--frames", "2", "--format", "mcap")
-    assert made.returncode == 0, made.stderr
-    assert len(BagDrive(out)) == 2
-    _one_line_error(_cli("make-drive", str(REPO / "README.md"), "--format", "mcap", "--force"),
-                    "exists")
+    made = _in_process("make-drive", str(out), "--frames", "2", "--format", "mcap")
+    assert made.exit_code == 0, made.output
+    assert len(BagDrive(out)) == 2 and not [p for p in tmp_path.iterdir() if p != out]
+    converted = _in_process("convert", str(DRIVE), str(tmp_path / "c.db3"), "--image", "jpeg")
+    assert converted.exit_code == 0 and "wrote 25 messages" in converted.stdout
+    assert BagDrive(tmp_path / "c.db3").camera.msgtype == "sensor_msgs/msg/CompressedImage"

@@ -204,3 +204,46 @@ def test_never_writes_over_a_file_it_did_not_make(tmp_path):
     with pytest.raises(UsageError, match="exists and is not an output of cuvil-perception"):
         _sink(tmp_path, path=str(victim))
     assert victim.read_text() == "precious"
+
+
+def test_deadline_decisions_and_latency_get_their_own_topics(tmp_path):
+    import cuvil_perception.testing.ops  # noqa: F401  (registers test.*)
+    from cuvil_perception.testing.clock import FakeClock
+
+    p = Pipeline("deadlines")
+    src = p.add("src", "test.scripted", frames=6)
+    cost = p.add("cost", "test.cost", inputs={"x": src.out("value")}, cost_ms=[5.0, 50.0],
+                 deadline_ms=20, on_miss="reuse_last")
+    p.add("fx", "mcap", inputs={"scores": cost.out("y")}, path=str(tmp_path / "d.mcap"))
+    result = run_pipeline(p.validate(), RunOptions(workers=1, clock=FakeClock(),
+                                                   enforce_deadlines=True, write_record=False))
+    assert result.actions == {"reuse_last": 3}
+    assert _summary(tmp_path / "d.mcap") == {"/cuvil/latency": ("cuvil.FrameTimings", 6),
+                                             "/cuvil/deadlines": ("cuvil.DeadlineDecisions", 3)}
+    with open(tmp_path / "d.mcap", "rb") as f:
+        messages = {}
+        for _, channel, message in make_reader(f).iter_messages():
+            messages.setdefault(channel.topic, []).append(json.loads(message.data))
+    decisions = messages["/cuvil/deadlines"]
+    assert [d["frame"] for d in decisions] == [1, 3, 5]
+    assert decisions[0]["decisions"][0]["stage"] == "cost"
+    assert decisions[0]["decisions"][0]["action"] == "reuse_last"
+    latency = {m["frame"]: m["stages"]["cost"] for m in messages["/cuvil/latency"]}
+    assert latency[1]["outcome"] == "miss:reuse_last" and latency[1]["ms"] == 50.0
+    assert latency[0] == {**latency[0], "outcome": "ok", "ms": 5.0}
+
+
+def test_run_foxglove_end_to_end_serves_while_the_run_goes(tmp_path):
+    from click.testing import CliRunner
+
+    from cuvil_perception.cli.app import cli
+
+    (tmp_path / "p.yaml").write_text(
+        "pipeline: live\nstages:\n"
+        f"  - {{id: drive, op: replay, params: {{path: {DRIVE}}}}}\n"
+        "  - {id: log, op: jsonl, inputs: {points: drive/points}, params: {path: o.jsonl}}\n")
+    result = CliRunner().invoke(cli, ["run", str(tmp_path / "p.yaml"), "--frames", "2",
+                                      "--foxglove", "127.0.0.1:0"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "Foxglove live view: ws://127.0.0.1:" in result.stderr
+    assert "foxglove_live" in result.stdout  # the live stage's row in the timing table

@@ -185,3 +185,27 @@ def test_decisions_from_a_foreign_file_are_a_usage_error(tmp_path):
     missing = tmp_path / "missing.json"
     with pytest.raises(UsageError, match="not found"):
         run(pipeline(tmp_path / "o.jsonl", "drop"), decisions=missing)
+
+
+def test_dropped_frames_keep_their_jsonl_line_naming_the_decision(tmp_path):
+    from cuvil_perception.cli.frame_summary import Column, frame_summary_table
+    from cuvil_perception.eval.runlog import read_run
+
+    p = Pipeline("drops")
+    p.add("src", "test.scripted", frames=10, n=4)
+    p.add("slow", "test.cost", inputs={"x": "src/value"}, cost_ms=list(SLOW), scale=2.0,
+          deadline_ms=10, on_miss="drop")
+    p.add("after", "test.cost", inputs={"x": "slow/y"}, cost_ms=[0.0], scale=1.0)
+    p.add("out", "jsonl", inputs={"y": "after/y"}, path=str(tmp_path / "o.jsonl"))
+    run(p.validate())
+    got = lines(tmp_path / "o.jsonl")
+    assert [x["frame"] for x in got] == list(range(10))  # line k is frame k
+    dropped = {x["frame"]: x["dropped"] for x in got if "dropped" in x}
+    assert dropped == {k: {"stage": "slow", "policy": "drop", "reason": "deadline_miss"}
+                       for k in (2, 6)}
+    assert got[2]["outputs"] == {} and got[2]["timestamp_ns"] > got[1]["timestamp_ns"]
+    assert read_run(tmp_path / "o.jsonl")[6].dropped["stage"] == "slow"
+    column = Column("after", "y", lambda array: f"{len(array)} values")
+    table = frame_summary_table(tmp_path / "o.jsonl", [column])
+    assert table.columns[2]._cells[2] == "dropped (slow deadline_miss)"
+    assert table.columns[2]._cells[3] == "4 values"

@@ -58,7 +58,8 @@ def frame_summary_table(jsonl_path: str | Path, columns: list[Column] | None = N
     frames = read_run(jsonl_path)
     if not frames:
         return None
-    columns = [c for c in (columns or [Column(n, n) for n in frames[0].outputs])
+    first = next((f for f in frames if f.dropped is None), frames[0])
+    columns = [c for c in (columns or [Column(n, n) for n in first.outputs])
                if c.describe is not None or _listy(frames, c.name)]
     table = Table(title=f"detections per frame in {jsonl_path}")
     for title in ("frame", "t (s)", *(c.title for c in columns)):
@@ -74,6 +75,9 @@ def frame_summary_table(jsonl_path: str | Path, columns: list[Column] | None = N
 
 
 def _cell(frame, column: Column) -> str:
+    if frame.dropped is not None:
+        where = frame.dropped.get("stage") or "e2e"
+        return f"dropped ({where} {frame.dropped.get('reason')})"
     array = frame.outputs.get(column.name)
     if array is None:
         return "-"

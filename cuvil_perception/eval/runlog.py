@@ -1,7 +1,8 @@
 """Read back what a ``jsonl`` sink wrote (schema in ``ops.sinks``), and the run record beside it.
 
-Each line is one frame: ``{"frame", "timestamp_ns", "stamps", "stale", "outputs": {name:
-{"dtype", "shape", "data" | "sha256"}}}``. ``read_run`` decodes the arrays (the strings "NaN",
+Each line is one frame: ``{"frame", "timestamp_ns", "stamps", "stale"[, "dropped"], "outputs":
+{name: {"dtype", "shape", "data" | "sha256"}}}`` (a dropped frame: ``dropped`` names the
+decision, ``outputs`` is empty). ``read_run`` decodes the arrays (the strings "NaN",
 "Infinity", "-Infinity" back to floats); arrays written as a sha256 only decode to None.
 """
 
@@ -25,6 +26,7 @@ class RunFrame:
     stamps: dict[str, int] = field(default_factory=dict)
     stale: dict[str, int] = field(default_factory=dict)
     outputs: dict[str, np.ndarray | None] = field(default_factory=dict)
+    dropped: dict | None = None  # {"stage", "policy", "reason"} when a decision dropped it
 
 
 def decode_array(entry: dict, where: str) -> np.ndarray | None:
@@ -67,6 +69,7 @@ def read_run(path: str | Path) -> list[RunFrame]:
                              {k: int(v) for k, v in doc.get("stamps", {}).items()},
                              {k: int(v) for k, v in doc.get("stale", {}).items()})
             outputs = doc["outputs"]
+            frame.dropped = doc.get("dropped")
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{where}: not a jsonl run-output line ({exc})") from None
         for name, entry in outputs.items():

@@ -1,4 +1,4 @@
-"""Where ops come from: the ``cuvil_perception.ops`` entry-point group, and ``package.module:Class``.
+"""Where ops come from: the ``cuvil_perception.ops`` entry-point group, and import paths.
 
 Every op, built-in or third-party, reaches the registry the same way: a distribution declares
 entry points in the group ``cuvil_perception.ops`` (this package declares one per op module in

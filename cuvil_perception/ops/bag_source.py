@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..drives import Drive, drive_image_size
-from ..drives.bag.detect import is_bag
-from ..errors import DriveError
+from ..drives.recording import open_recording as drives_open_recording
+from ..drives.recording import recording_image_size as drives_image_size
 from ..graph import Param, ParamProblem, Range, register
 from .sources import Replay
 
@@ -26,24 +25,13 @@ def _bag_options(params: dict) -> dict:
 
 
 def open_recording(path: Path, params: dict):
-    """``BagDrive`` when ``path`` holds a bag (by its bytes), else the KITTI-raw ``Drive``."""
-    if is_bag(path):
-        from ..drives.bag import BagDrive
-
-        return BagDrive(path, params["sync_tolerance_ms"], **_bag_options(params))
-    if Path(path).is_file():
-        raise DriveError(f"{path}: neither a drive folder (KITTI raw layout) nor a ROS bag or "
-                         "MCAP file (judged by its first bytes)")
-    return Drive(path, params["sync_tolerance_ms"])
+    """The replay/bag stage's drive: KITTI-raw folder or bag, by content."""
+    return drives_open_recording(path, params["sync_tolerance_ms"], **_bag_options(params))
 
 
 def recording_image_size(path: Path, params: dict) -> tuple[int, int] | None:
-    """(width, height) of a recording's camera before it is opened, or None."""
-    if is_bag(path):
-        from ..drives.bag import bag_image_size
-
-        return bag_image_size(path, _bag_options(params)["topics"])
-    return drive_image_size(path)
+    """(width, height) of the stage's recording before it is opened, or None."""
+    return drives_image_size(path, _bag_options(params)["topics"])
 
 
 @register

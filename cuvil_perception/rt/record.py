@@ -153,13 +153,15 @@ def record_status(record: dict) -> str:
     host), "unknown" for records written before statuses existed."""
     status = record.get("status", "unknown")
     run = record.get("run") or {}
-    if status == "running" and run.get("host") == platform.node():
+    pid = run.get("pid")
+    if status == "running" and run.get("host") == platform.node() and isinstance(pid, int) \
+            and pid > 0:
         try:
-            os.kill(int(run.get("pid", 0)), 0)
-        except (ProcessLookupError, ValueError, OverflowError):
+            os.kill(pid, 0)
+        except (ProcessLookupError, OverflowError):
             return "killed"
         except PermissionError:
-            pass
+            pass  # alive, owned by another user
     return status
 
 

@@ -30,6 +30,7 @@ import cv2
 import numpy as np
 
 from ..drives import Drive
+from ..drives.recording import open_recording
 from ..errors import UsageError
 from ..eval.runlog import RunFrame, load_record, read_run
 from ..ops.fusion import SEEN_CAMERA
@@ -37,6 +38,8 @@ from ..output_files import mark_folder, write_bytes_atomic
 from .draw import GT_COLOUR, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d, draw_boxes_bev
 from .scene3d import Scene3D
 from .video import Mp4Writer, compose
+
+REPLAY_OPS = ("replay", "bag")  # stages that read a recorded drive (KITTI folder or bag)
 
 ROLES = {("fusion.associate", "objects"): "objects", ("yolo.detect", "detections"): "detections",
          ("pillars.detect", "boxes"): "boxes", ("pillars.detect", "scores"): "scores",
@@ -74,7 +77,7 @@ def render_run(run_output: str | Path, out_dir: str | Path, *, drive: str | Path
     record = load_record(run_output)
     if drive is None:
         _check_record_describes(run_output, record)
-    opened = Drive(_drive_path(run_output, record, drive), _tolerance(record))
+    opened = open_recording(_drive_path(run_output, record, drive), _tolerance(record))
     roles = _roles(run_output, record, frames[0])
     out = Path(out_dir)
     summary = RenderSummary(out, out / "camera", out / "bev", out / "drive.mp4" if video else None)
@@ -102,7 +105,7 @@ def render_result(pipeline, result, out_dir: str | Path, **options) -> RenderSum
     outputs = [o for o in result.outputs if o["op"] == "jsonl"]
     if not outputs:
         raise UsageError("--viz needs a 'jsonl' stage: the pictures are drawn from its output")
-    replays = [s for s in pipeline.ordered() if s.op == "replay"]
+    replays = [s for s in pipeline.ordered() if s.op in REPLAY_OPS]
     if not replays:
         raise UsageError("--viz needs a replayed drive (--replay): live camera frames are not "
                          "kept, so they cannot be drawn afterwards")
@@ -189,7 +192,7 @@ def _drive_path(run_output: Path, record: dict | None, drive) -> Path:
     if drive is not None:
         return Path(drive)
     stages = (record or {}).get("pipeline", {}).get("stages", [])
-    paths = [s.get("params", {}).get("path") for s in stages if s.get("op") == "replay"]
+    paths = [s.get("params", {}).get("path") for s in stages if s.get("op") in REPLAY_OPS]
     paths = [p for p in paths if p]
     if not paths:
         where = "its run record has no replay stage" if record else \
@@ -216,7 +219,7 @@ def _check_record_describes(run_output: Path, record: dict | None) -> None:
 def _tolerance(record: dict | None) -> float:
     stages = (record or {}).get("pipeline", {}).get("stages", [])
     for stage in stages:
-        if stage.get("op") == "replay":
+        if stage.get("op") in REPLAY_OPS:
             return float(stage.get("params", {}).get("sync_tolerance_ms", 50.0))
     return 50.0
 

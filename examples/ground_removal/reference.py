@@ -23,8 +23,8 @@ def remove_ground(points: np.ndarray, n: int, lowest: np.ndarray, out: np.ndarra
                   capacity: int, cells: int) -> int:
     """Keep the points at least ``height`` m above the lowest point of their grid cell.
 
-    points float32 [n, 4] (x, y, z, r; metres, LiDAR frame); lowest float32 [cells = ny * nx] scratch;
-    out float32 [capacity, 4]: the kept points, in input order. Returns how many points passed
+    points float32 [n, 4] (x, y, z, r; metres, LiDAR frame); lowest float32 [cells = ny * nx]
+    scratch; out float32 [capacity, 4]: the kept points, in input order. Returns how many points passed
     (may exceed ``capacity``: only the first ``capacity`` are written). Points outside the grid
     or with a non-finite coordinate are dropped.
     """

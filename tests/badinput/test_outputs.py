@@ -245,3 +245,35 @@ def test_decisions_of_another_drive_are_refused(work, tmp_path):
     assert_unchanged(before)
     same = _run(work, "--frames", "1", "--decisions", "rec.json", "--record", "rec3.json")
     assert same.code == 0, same.stderr
+
+
+PNG = ("pipeline: pictures\nstages:\n  - {id: drive, op: replay}\n"
+       "  - {id: pics, op: png, inputs: {image: drive/image}, params: {dir: %s}}\n")
+
+
+@pytest.mark.parametrize("folder, rule", [("photos", "not-ours"), ("drive", "input"),
+                                          ("notes.txt", "wrong-kind")])
+def test_png_sink_folder_follows_the_policy(work, folder, rule):
+    (work / "png.yaml").write_text(PNG % folder)
+    before = snapshot(work)
+    assert_one_line_error(_run(work, "--frames", "1", pipeline="png.yaml"),
+                          f"output-path rule '{rule}'", folder, "stage 'pics' (png.dir)")
+    assert_unchanged(before)
+
+
+def test_png_sink_folder_of_a_previous_run_is_reused(work):
+    (work / "png.yaml").write_text(PNG % "pictures")
+    for _ in range(2):
+        result = _run(work, "--frames", "1", pipeline="png.yaml")
+        assert result.code == 0, result.stderr
+    assert (work / "pictures" / ".cuvil-output").is_file()
+    assert (work / "pictures" / "image" / "000000.png").is_file()
+
+
+def test_compile_out_follows_the_policy(work):
+    before = snapshot(work)
+    for folder, rule in ((work / "photos", "not-ours"), (work, "input")):  # work holds p.yaml
+        result = cli("compile", str(work / "p.yaml"), "--target", "aarch64-linux-gnu", "--out",
+                     str(folder), cwd=work)
+        assert_one_line_error(result, f"output-path rule '{rule}'", str(folder))
+    assert_unchanged(before)

@@ -233,7 +233,8 @@ class CallsMixin:
     # -- helpers ------------------------------------------------------------------------
     def inline_call(self, fn, node: ast.Call):
         """Lower ``fn``'s body in place, its parameters bound to the arguments."""
-        from .lower import Frame, assigned_once
+        from .lower import Frame
+        from .names import assigned_once
 
         if self.inline_depth >= MAX_INLINE_DEPTH:
             self.fail(node, f"helpers nested deeper than {MAX_INLINE_DEPTH} (recursion?)",

@@ -22,6 +22,7 @@ one extra hidden argument, an int64[4] error record that ``__call__`` supplies.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import sys
@@ -35,7 +36,8 @@ from ... import config
 from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
 from ..spec import CTYPES, Arg, KernelSpec
-from .lower import Frame, Lowerer, Var, assigned_once
+from .lower import Frame, Lowerer, Var
+from .names import assigned_once
 from .source import Source
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 from .values import BufRef, Const, Val
@@ -283,8 +285,14 @@ def _digest_sources(fn) -> str:
     h = hashlib.sha256()
     for path in sorted(files):
         h.update(str(path).encode())
-        h.update(path.read_bytes())
+        h.update(_file_digest(path))
     return h.hexdigest()[:24]
+
+
+@functools.lru_cache(maxsize=None)
+def _file_digest(path: Path) -> bytes:
+    """sha256 of one file, once per process (kernels of one module share it)."""
+    return hashlib.sha256(path.read_bytes()).digest()
 
 
 _SYSTEM = tuple(str(Path(p).resolve()) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})

@@ -15,7 +15,6 @@ exactly once with a compile-time value is a constant (shape arithmetic folds in 
 from __future__ import annotations
 
 import ast
-from collections import Counter
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -24,6 +23,7 @@ from .. import irutil as u
 from .arith import binop, convert, fpow, power, truth
 from .calls import CallsMixin
 from .expr import ExprMixin
+from .names import STMT_HINTS
 from .simd_lower import SimdMixin
 from .source import Source, fail
 from .types import BOOL, I64, Scalar
@@ -50,31 +50,6 @@ class Frame:
     ret_slots: list | None = None   # helpers: where `return` stores
     exit: ir.Block | None = None    # helpers: where `return` jumps
     loops: list = field(default_factory=list)   # (continue block, break block)
-
-
-def assigned_once(tree: ast.FunctionDef) -> set:
-    """Names bound by exactly one plain assignment and nowhere else (``buf[i] = ...`` does not
-    bind ``buf``)."""
-    counts: Counter = Counter()
-    plain: Counter = Counter()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                for name in _bound(t):
-                    counts[name] += 1
-                    plain[name] += isinstance(t, ast.Name)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
-            for name in _bound(node.target):
-                counts[name] += 1
-    return {n for n, c in counts.items() if c == 1 and plain[n] == 1}
-
-
-def _bound(target: ast.expr) -> list:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [n for t in target.elts for n in _bound(t)]
-    return []
 
 
 class Lowerer(ExprMixin, CallsMixin, SimdMixin):
@@ -109,7 +84,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin):
         handler = getattr(self, f"s_{type(node).__name__}", None)
         if handler is None:
             self.fail(node, f"`{type(node).__name__}` statements are not supported in kernels",
-                      _STMT_HINTS.get(type(node).__name__))
+                      STMT_HINTS.get(type(node).__name__))
         handler(node)
 
     def s_Pass(self, node) -> None:
@@ -402,18 +377,3 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin):
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
            ast.RShift: ">>", ast.Pow: "**"}
-
-_STMT_HINTS = {
-    "With": "plain statements (kernels have no context managers)",
-    "Try": "checks that return an error code",
-    "Raise": "a returned error code (or a debug build for index errors)",
-    "FunctionDef": "a module-level helper decorated with @inline",
-    "Lambda": "a module-level helper decorated with @inline",
-    "Global": "a parameter or a static parameter",
-    "Nonlocal": "a parameter",
-    "Delete": "nothing (locals end with the kernel)",
-    "Assert": "an `if` that returns an error code",
-    "Import": "a module-level import",
-    "ImportFrom": "a module-level import",
-    "Match": "if/elif/else",
-}

@@ -6,9 +6,10 @@ message definitions (so a bag recorded without embedded definitions still decode
 writers need no ``.msg`` files), and (de)serialises CDR and ROS 1 messages itself.
 ``mcap`` + ``mcap-ros2-support`` covers only MCAP with ROS 2 messages: sqlite3 and ROS 1 would
 need two more libraries, and writing ROS messages there needs hand-written definitions.
-``mcap`` is still used for the one thing rosbags cannot do: an MCAP file without its summary
-(a recorder killed mid-write) is read sequentially with ``mcap``'s ``StreamReader`` up to its
-last complete record, so the frames before the cut still replay.
+``mcap`` is still used for one thing rosbags cannot do: an MCAP file without its summary (a
+recorder killed mid-write) is read sequentially with ``mcap``'s ``StreamReader`` up to its last
+complete record, so the frames before the cut still replay; ``ros1_stream`` does the same for a
+ROS 1 bag without its index.
 
 The kind of file is decided by its bytes (``detect.recording_kind``), not by its extension.
 Any read error becomes a ``Damage`` record (file, byte offset when known, what broke) instead
@@ -86,12 +87,10 @@ class BagFile:
         try:
             self._open_rosbags()
         except _read_errors() as exc:
-            if self.kind != "mcap":
+            self._stream = _front_to_back(self.path, self.kind)
+            if self._stream is None:
                 raise DriveError(f"{self.path}: cannot open {self.kind} bag ({exc})") from None
-            from .mcap_stream import McapStream
-
-            self._stream = McapStream(self.path)  # no usable summary: read it front to back
-            self.recovered = True
+            self.recovered = True  # no usable index: read front to back, up to any damage
             self.damage = self._stream.damage
         self.topics = self._stream.topics if self._stream else self._rosbags_topics()
         self.typestore = self._typestore()
@@ -190,6 +189,18 @@ class BagFile:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _front_to_back(path: Path, kind: str):
+    """A sequential reader for a bag whose index cannot be used (MCAP, ROS 1, or a rosbag2
+    folder holding one MCAP file), or None when the format has no such way (sqlite3)."""
+    from .mcap_stream import McapStream
+    from .ros1_stream import Ros1Stream
+
+    if kind == "rosbag2":
+        files = [p for p in sorted(path.iterdir()) if recording_kind(p) == "mcap"]
+        return McapStream(files[0]) if len(files) == 1 else None
+    return {"mcap": McapStream, "ros1": Ros1Stream}.get(kind, lambda p: None)(path)
 
 
 def _idl_types(text: str, parse) -> dict:

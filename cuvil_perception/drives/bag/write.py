@@ -180,46 +180,51 @@ def write_bag(drive_path: Path, out: Path, fmt: str | None = None,
     return BagSummary(out, count, size, time.perf_counter() - start)
 
 
-def _write_all(drive: Drive, target: _Out, image_encoding: str) -> int:
+def _camera_messages(msgs: _Msgs, drive: Drive, index: int, stamp: int, encoding: str,
+                     size: tuple[int, int]):
+    """(image message, CameraInfo, image size) of camera frame ``index``."""
     from ..images import read_image
 
+    header = msgs.header(stamp, CAMERA_FRAME, index)
+    image = read_image(drive.camera.files[index])
+    size = size if size != (0, 0) else (image.shape[1], image.shape[0])
+    message = (bgr_to_compressed(msgs.types, image, header, encoding)
+               if encoding in ("png", "jpeg") else bgr_to_image(msgs.types, image, header,
+                                                                encoding))
+    return message, msgs.camera_info(header, drive.calib, size), size
+
+
+def _write_all(drive: Drive, target: _Out, image_encoding: str) -> int:
     msgs = _Msgs(ros1=target.fmt == "ros1")
     compressed = image_encoding in ("png", "jpeg")
-    image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
-    image_topic = TOPICS["image"] + ("/compressed" if compressed else "")
+    types = {"points": "sensor_msgs/msg/PointCloud2", "info": "sensor_msgs/msg/CameraInfo",
+             "tf": "tf2_msgs/msg/TFMessage",
+             "image": "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"}
+    topics = {"points": TOPICS["points"], "info": TOPICS["camera_info"],
+              "tf": TOPICS["tf_static"],
+              "image": TOPICS["image"] + ("/compressed" if compressed else "")}
     size = drive.image_size or (0, 0)
     first = min(int(drive.lidar.stamps[0]), int(drive.camera.stamps[0]))
     with target.writer() as writer:
-        def connection(topic, msgtype, **extra):
-            return writer.add_connection(topic, msgtype, typestore=msgs.store, **extra)
+        conns = {key: writer.add_connection(
+            topics[key], types[key], typestore=msgs.store,
+            **({"latching": 1} if msgs.ros1 and key == "tf" else {})) for key in topics}
 
-        conns = {"points": connection(TOPICS["points"], "sensor_msgs/msg/PointCloud2"),
-                 "image": connection(image_topic, image_type),
-                 "info": connection(TOPICS["camera_info"], "sensor_msgs/msg/CameraInfo"),
-                 "tf": connection(TOPICS["tf_static"], "tf2_msgs/msg/TFMessage",
-                                  **({"latching": 1} if msgs.ros1 else {}))}
+        def put(key, stamp, msg):
+            writer.write(conns[key], stamp, msgs.serialize(msg, types[key]))
 
-        def put(key, msgtype, stamp, msg):
-            writer.write(conns[key], stamp, msgs.serialize(msg, msgtype))
-
-        put("tf", "tf2_msgs/msg/TFMessage", first,
-            msgs.tf_static(msgs.header(first, CAMERA_FRAME), drive.calib.Tr_velo_to_cam))
+        put("tf", first, msgs.tf_static(msgs.header(first, CAMERA_FRAME),
+                                        drive.calib.Tr_velo_to_cam))
         count = 1
         for stamp, _, stream, index in _events(drive):
             if stream == "points":
                 header = msgs.header(stamp, LIDAR_FRAME, index)
-                cloud = points_to_pointcloud2(msgs.types, _raw_points(drive.lidar.files[index]),
-                                              header)
-                put("points", "sensor_msgs/msg/PointCloud2", stamp, cloud)
+                put("points", stamp, points_to_pointcloud2(
+                    msgs.types, _raw_points(drive.lidar.files[index]), header))
                 count += 1
                 continue
-            header = msgs.header(stamp, CAMERA_FRAME, index)
-            image = read_image(drive.camera.files[index])
-            size = size if size != (0, 0) else (image.shape[1], image.shape[0])
-            message = (bgr_to_compressed(msgs.types, image, header, image_encoding)
-                       if compressed else bgr_to_image(msgs.types, image, header, image_encoding))
-            put("image", image_type, stamp, message)
-            put("info", "sensor_msgs/msg/CameraInfo", stamp,
-                msgs.camera_info(header, drive.calib, size))
+            image, info, size = _camera_messages(msgs, drive, index, stamp, image_encoding, size)
+            put("image", stamp, image)
+            put("info", stamp, info)
             count += 2
     return count
