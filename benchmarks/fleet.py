@@ -62,6 +62,8 @@ def main() -> None:
     parser.add_argument("--drives", type=int, default=6)
     parser.add_argument("--frames", type=int, default=4)
     parser.add_argument("--pipeline", default=str(REPO / "configs" / "fusion.yaml"))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="measure every configuration R times, keep the fastest")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="cuvil-bench-fleet-") as tmp:
@@ -71,11 +73,15 @@ def main() -> None:
         drives = discover([str(root / "drives" / "drive_*")])
         job, pipeline, _ = make_job("eval", args.pipeline, drives, None, workers=1)
         execute(job, DriveTask(0, str(drives[0].path), drives[0].name))  # warm the disk cache
-        rows, overhead = measure_all(job, pipeline, drives, root, cores)
+        rows, overhead = measure_all(job, pipeline, drives, root / "r0", cores)
+        for r in range(1, args.repeat):  # best of R: the machine is shared
+            more_rows, more_overhead = measure_all(job, pipeline, drives, root / f"r{r}", cores)
+            rows = [min(a, b, key=lambda x: x[1]) for a, b in zip(rows, more_rows)]
+            overhead = [min(a, b, key=lambda x: x[1]) for a, b in zip(overhead, more_overhead)]
     n = len(drives)
     base = rows[0][1]
     print_table(f"fleet eval of {Path(args.pipeline).name}: {n} drives x {args.frames} frames, "
-                f"{cores} cores (shared machine: compare the ratios)",
+                f"{cores} cores, best of {args.repeat} (shared machine: compare the ratios)",
                 ["configuration", "wall s", "drives/min", "speed vs 1 process"],
                 [[name, f"{wall:.2f}", f"{n * 60 / wall:.1f}", f"{base / wall:.2f}x"]
                  for name, wall in rows])

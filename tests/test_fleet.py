@@ -163,3 +163,24 @@ def test_results_file_drops_a_torn_line_and_refuses_a_foreign_file(tmp_path):
     with pytest.raises(UsageError, match="not a fleet results file"):
         ResultsFile(foreign, {}, resume=True)
     assert foreign.read_text() == '{"frame": 0}\n'
+
+
+def test_bench_budgets_pooled_and_worst_drives_exit_1(drives, tmp_path):
+    pipeline = exit_pipeline(tmp_path)  # never dies
+    budgets = tmp_path / "budgets.yaml"
+    budgets.write_text("budgets:\n  - {stage: die, p99_ms: 0.000001}\n"
+                       "  - {stage: e2e, p99_ms: 1000000}\n")
+    out = tmp_path / "out"
+    code, stdout, stderr = cli("fleet", "bench", str(pipeline), *map(str, drives), "--budgets",
+                               str(budgets), "--out", str(out), "--local", "2")
+    assert code == 1, stderr  # a budget is breached, no drive failed
+    report = _report(out)
+    assert [v["passed"] for v in report["pooled"]["budgets"]] == [False, True]
+    die, e2e = report["worst"]
+    assert die["budget"] == "die: p99 <= 1e-06 ms" and die["breaches"] == 3
+    values = [d["value"] for d in die["drives"]]
+    assert values == sorted(values, reverse=True) and len(values) == 3
+    assert e2e["breaches"] == 0
+    for drive in report["per_drive"]:
+        assert [v["passed"] for v in drive["budgets"]] == [False, True]
+    assert "worst drives per budget" in stdout and "BREACH" in stdout

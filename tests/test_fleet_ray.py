@@ -52,4 +52,8 @@ def test_ray_worker_death_is_retried_and_a_corrupt_drive_reported(local_ray, dri
     for drive in drives:
         expected = single_run_bytes(pipeline, drive, tmp_path / f"{drive.name}.jsonl")
         assert (out / "drives" / drive.name / "points.jsonl").read_bytes() == expected
+    record = json.loads((out / "drives" / drives[0].name / "points.jsonl.record.json")
+                        .read_text())
+    assert record["fleet"]["where"]["node"] == ray.get_runtime_context().get_node_id()
+    assert record["outputs"][0]["path"] == "points.jsonl"
     assert ray.is_initialized()  # a Ray the fleet did not start is left running

@@ -12,7 +12,9 @@ pickles to the parent and becomes the drive's results row::
 
 ``fleet run`` points every sink into a private temporary folder and returns the files' bytes,
 so outputs reach the parent the same way from a pool process or a Ray node without a shared
-file system, and a drive that fails half-way leaves no partial output behind.
+file system, and a drive that fails half-way leaves no partial output behind. Its run record
+gets a ``fleet`` section (host, pid, Ray node, attempt) and output paths relative to the drive's
+output folder.
 
 Errors: a ``CuvilError`` (bad input, a corrupt drive, a stage that raised) would fail the same
 way again and is not retryable; anything else (``OSError``, ``MemoryError``, ...) may be the
@@ -22,6 +24,7 @@ machine's fault and is.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import socket
 import tempfile
@@ -130,10 +133,24 @@ def _run(job: FleetJob, task: DriveTask, tmp: Path, warnings: list) -> dict:
     result = run_pipeline(pipeline, options)
     if result.interrupted:
         raise RuntimeError("the run was interrupted")
+    if result.record_path is not None and Path(result.record_path).is_file():
+        _annotate_record(Path(result.record_path), tmp / "out", task)
     files = {str(p.relative_to(tmp / "out")): p.read_bytes()
              for p in sorted((tmp / "out").rglob("*")) if p.is_file()}
     return {"frames": result.frames, "outputs": files,
             "latency": _latency(result.recorder, pipeline)}
+
+
+def _annotate_record(path: Path, out: Path, task: DriveTask) -> None:
+    """The run record as the fleet delivers it: output paths relative to the drive's output
+    folder (not this task's temporary one), and a ``fleet`` section saying where it ran."""
+    record = json.loads(path.read_text(encoding="utf-8"))
+    for output in record.get("outputs", []):
+        if Path(output["path"]).is_relative_to(out):
+            output["path"] = str(Path(output["path"]).relative_to(out))
+    record["fleet"] = {"where": where(), "drive": task.drive, "name": task.name,
+                       "attempt": task.attempt}
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
 def _eval(job: FleetJob, task: DriveTask, tmp: Path, warnings: list) -> dict:
