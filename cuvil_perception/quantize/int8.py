@@ -86,8 +86,8 @@ def quantize_model(model_path: Path, drive_path: Path, frames: int = 32,
     result = quantized if kind == "yolo" else replace_subgraph(model, target, quantized)
     data = result.SerializeToString()
     qdq = sum(1 for n in result.graph.node if n.op_type == "DequantizeLinear")
-    summary = QuantizeSummary(kind, len(indices), qdq, len(excluded), len(model.SerializeToString()),
-                              len(data), Path(model_path))
+    summary = QuantizeSummary(kind, len(indices), qdq, len(excluded),
+                              len(model.SerializeToString()), len(data), Path(model_path))
     return data, summary
 
 
