@@ -123,7 +123,8 @@ def _custom_bag(path: Path, messages: list[tuple[str, str, int, object]]) -> Pat
     return path
 
 
-def _sensor_messages(points_topics=("/lidar",), image_topics=("/cam/image",), stamp_shift=0):
+def _sensor_messages(points_topics=("/lidar",), image_topics=("/cam/image",), stamp_shift=0,
+                     cloud=None):
     from cuvil_perception.drives.bag import points_to_pointcloud2
     from cuvil_perception.drives.bag.image import bgr_to_image
 
@@ -136,9 +137,10 @@ def _sensor_messages(points_topics=("/lidar",), image_topics=("/cam/image",), st
     for k in range(3):
         t = 1_000_000_000 + k * 100_000_000
         for topic in points_topics:
-            cloud = points_to_pointcloud2(msgs.types, np.ones((5, 4), np.float32),
-                                          msgs.header(t + stamp_shift, "lidar"))
-            out.append((topic, "sensor_msgs/msg/PointCloud2", t, cloud))
+            points = np.ones((5, 4), np.float32) if cloud is None else cloud
+            message = points_to_pointcloud2(msgs.types, points,
+                                            msgs.header(t + stamp_shift, "lidar"))
+            out.append((topic, "sensor_msgs/msg/PointCloud2", t, message))
         for topic in image_topics:
             header = msgs.header(t + stamp_shift + 1000, "cam")
             out.append((topic, "sensor_msgs/msg/Image", t + 1000,
@@ -165,6 +167,17 @@ def test_topic_auto_selection_errors(tmp_path):
     none = _custom_bag(tmp_path / "none", _sensor_messages(points_topics=()))
     with pytest.raises(DriveError, match=r"no sensor_msgs/msg/PointCloud2 topic for points"):
         BagDrive(none)
+
+
+def test_bag_clouds_are_cleaned_like_kitti_scans(tmp_path):
+    """A bag is no back door for garbage: out-of-reach rows dropped, reflectance clamped."""
+    cloud = np.array([[5, 1, 0, 1e30], [2e3, 0, 0, 0.5], [4, 2, 0, -3], [6, 0, 0, 0.25]],
+                     np.float32)
+    drive = BagDrive(_custom_bag(tmp_path / "bad", _sensor_messages(cloud=cloud)))
+    frame = drive.read(0)
+    assert (frame.dropped_points, frame.clamped_points) == (1, 2)
+    np.testing.assert_array_equal(frame.points[:, 3], [1.0, 0.0, 0.25])
+    assert drive.scan_name(0).endswith("bad: /lidar message 0")
 
 
 def test_header_and_log_stamps_differ_when_the_recorder_lagged(tmp_path):

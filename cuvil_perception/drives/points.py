@@ -33,7 +33,13 @@ def read_points(path: Path) -> tuple[np.ndarray, int]:
     if len(raw) % ROW_BYTES:
         raise DriveError(f"{path}: size {len(raw)} bytes is not a multiple of {ROW_BYTES} "
                          "(N x 4 float32 expected)")
-    points = np.frombuffer(raw, dtype="<f4").reshape(-1, 4)
+    return keep_measured(np.frombuffer(raw, dtype="<f4").reshape(-1, 4))
+
+
+def keep_measured(points: np.ndarray) -> tuple[np.ndarray, int]:
+    """(a float32 [N', 4] C-contiguous copy of the rows of ``points`` [N, 4] that can be
+    measurements, number of rows dropped): a NaN/inf anywhere, or a coordinate beyond
+    ``MAX_REACH_M``, drops the row. Every reader (KITTI ``.bin``, bag PointCloud2) uses this."""
     with np.errstate(invalid="ignore"):  # NaN compares False: those rows go anyway
         keep = np.isfinite(points).all(axis=1) & (np.abs(points[:, :3]) <= MAX_REACH_M).all(1)
     dropped = int(points.shape[0] - np.count_nonzero(keep))

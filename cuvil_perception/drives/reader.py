@@ -164,6 +164,10 @@ class Drive:
                 f"({self.lidar.folder / 'timestamps.txt'} lines {first + 1} and {second + 1}; "
                 f"median frame period {median_s * 1e3:.0f} ms)")
 
+    def scan_name(self, scan: int) -> str:
+        """Where scan ``scan`` comes from, for messages: its ``.bin`` file."""
+        return str(self.lidar.files[scan])
+
     def read(self, index: int) -> DriveFrame:
         """Load synchronised frame ``index`` (0 <= index < len(self))."""
         scan, image_index = self.pairs[index]

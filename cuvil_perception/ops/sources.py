@@ -119,7 +119,7 @@ class Replay(Source):
         frame = self.drive.read(self._next)
         if getattr(frame, "clamped_points", 0) and not self._clamp_warned:
             self._clamp_warned = True
-            self._ctx.warning(f"{self.drive.lidar.files[frame.scan_index]}: "
+            self._ctx.warning(f"{self.drive.scan_name(frame.scan_index)}: "
                               f"{frame.clamped_points} point(s) with reflectance outside "
                               f"[0, 1], clamped (later scans: not repeated)")
         self._next += 1

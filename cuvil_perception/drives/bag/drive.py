@@ -24,6 +24,7 @@ import numpy as np
 from ...errors import DriveError
 from ..calib import Calibration
 from ..labels import LABEL_COLUMNS
+from ..points import clamp_reflectance
 from ..reader import DriveFrame, synchronise
 from .backend import BagFile, Damage
 from .image import compressed_to_bgr, image_to_bgr
@@ -186,15 +187,21 @@ class BagDrive:
         self._pending = {k: v for k, v in self._pending.items()
                          if self._last_use[k[0]].get(k[1], -1) > index}
         points, dropped = self._points(points_raw, scan_index)
+        clamped = clamp_reflectance(points)
         image = self._image(image_raw, image_index)
         labels = np.zeros((0, len(LABEL_COLUMNS)), dtype=np.float32)
         return DriveFrame(index=index, scan_index=scan_index, image_index=image_index,
                           scan_ns=int(self.lidar.stamps[scan_index]),
                           image_ns=int(self.camera.stamps[image_index]), points=points,
-                          dropped_points=dropped, image=image, labels=labels)
+                          dropped_points=dropped, image=image, labels=labels,
+                          clamped_points=clamped)
+
+    def scan_name(self, ordinal: int) -> str:
+        """Where scan ``ordinal`` comes from, for messages: the bag, topic and message index."""
+        return f"{self.path}: {self.lidar.topic} message {ordinal}"
 
     def _points(self, raw: bytes, ordinal: int) -> tuple[np.ndarray, int]:
-        where = f"{self.path}: {self.lidar.topic} message {ordinal}"
+        where = self.scan_name(ordinal)
         msg = self.bag.deserialize(raw, self.lidar.msgtype)
         return pointcloud2_to_points(msg, where, self.intensity_scale)
 

@@ -5,8 +5,9 @@ larger than the fields (padding), ``row_step`` larger than ``width * point_step`
 data (``is_bigendian``), organised clouds (``height > 1``: rows are concatenated in order), and
 x/y/z/intensity stored as float32, float64, int8/uint8, int16/uint16 or int32/uint32.
 Intensity is looked up as ``intensity``, then ``i``, then ``reflectance``; a cloud without one
-gets 0. Rows with a NaN or infinite value are dropped and counted, exactly as the KITTI reader
-drops them from a ``.bin`` (organised clouds mark missing returns with NaN).
+gets 0. Rows with a NaN or infinite value, or a coordinate beyond ``points.MAX_REACH_M``, are
+dropped and counted by the KITTI reader's own `keep_measured` (organised clouds mark missing
+returns with NaN); reflectance is clamped by the drive, as for a ``.bin``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import DriveError
+from ..points import keep_measured
 
 # sensor_msgs/PointField datatype constants -> numpy base type
 DATATYPES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
@@ -51,7 +53,7 @@ def _field_dtype(msg, where: str) -> tuple[np.dtype, str | None]:
 def pointcloud2_to_points(msg, where: str = "PointCloud2",
                           intensity_scale: float = 1.0) -> tuple[np.ndarray, int]:
     """(points float32 [N, 4] C-contiguous: x, y, z in metres in the cloud's frame, intensity
-    times ``intensity_scale``; number of rows dropped for NaN/inf). ``where`` names the
+    times ``intensity_scale``; number of rows dropped: NaN/inf or out of reach). ``where`` names the
     message in errors (file, topic, index)."""
     width, height = int(msg.width), int(msg.height)
     step, row_step = int(msg.point_step), int(msg.row_step)
@@ -77,11 +79,7 @@ def pointcloud2_to_points(msg, where: str = "PointCloud2",
         points[:, 3] = cloud[intensity]
         if intensity_scale != 1.0:
             points[:, 3] *= np.float32(intensity_scale)
-    finite = np.isfinite(points).all(axis=1)
-    dropped = int(points.shape[0] - np.count_nonzero(finite))
-    if dropped:
-        points = np.ascontiguousarray(points[finite])
-    return points, dropped
+    return keep_measured(points)
 
 
 def points_to_pointcloud2(types, points: np.ndarray, header, fields=("x", "y", "z", "intensity"),
