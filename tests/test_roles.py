@@ -64,13 +64,6 @@ def user_pipeline(out: Path) -> Pipeline:
     return p
 
 
-@pytest.fixture()
-def sample_drive() -> Path:
-    if not (SAMPLE / "labels").is_dir():
-        pytest.skip("no bundled labelled sample drive")
-    return SAMPLE
-
-
 def test_user_detector_gets_eval_scores(sample_drive, tmp_path) -> None:
     report = evaluate_pipeline(user_pipeline(tmp_path / "x.jsonl"), frames=4)
     assert [(s.stage, s.metric) for s in report.scores] == [("det", "2d"), ("det", "bev")]
