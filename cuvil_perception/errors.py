@@ -96,7 +96,15 @@ class ModelError(InputError):
 
 
 class ConfigError(UsageError):
-    """A configuration object is inconsistent (empty range, voxel size not dividing it, ...)."""
+    """A configuration object is inconsistent (empty range, voxel size not dividing it, ...).
+
+    ``field`` names the configuration field the problem is about (``"nms_post"``), or is None;
+    an op maps it to its own param instead of guessing from the message.
+    """
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class BudgetFileError(ConfigError):

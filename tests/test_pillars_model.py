@@ -204,3 +204,21 @@ def test_op_ports_are_static_and_params_validated():
     bad = cls({**{p.name: p.default for p in cls.params}, "voxel_size": [0.3, 0.16, 4.0]}, {})
     with pytest.raises(ValueError, match="does not divide"):
         bad.check()
+
+
+@pytest.mark.parametrize("name, value, blamed", [
+    ("nms_post", 0, "nms_post"), ("nms_pre", 0, "nms_pre"), ("max_pillars", 0, "max_pillars"),
+    ("anchor_rotations", [], "anchor_rotations"), ("score_threshold", 1.5, "score_threshold"),
+    ("voxel_size", [0.3, 0.16, 4.0], "voxel_size"),
+    ("point_cloud_range", [0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "point_cloud_range"),
+    ("point_cloud_range", [0.0, -39.68, -3.0, 69.12, 39.52, 1.0], "voxel_size"),  # 495 rows, stride 2
+])
+def test_config_errors_blame_the_param_they_are_about(name, value, blamed):
+    """Check() past the param ranges (a Python caller): the config's field names the param."""
+    from cuvil_perception.graph import ParamProblem, lookup
+
+    cls = lookup("pillars.detect")
+    bad = cls({**{p.name: p.default for p in cls.params}, name: value}, {})
+    with pytest.raises(ParamProblem) as caught:
+        bad.check()
+    assert caught.value.param == blamed and not caught.value.reason.startswith(("Pillar", "Head"))

@@ -101,7 +101,7 @@ def compose_strict(text: str, filename: str, error=None) -> yaml.Node | None:
         root = yaml.compose(text, Loader=StrictLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        loc = _mark_loc(filename, mark) if mark else Location(filename)
+        loc = mark_location(filename, mark) if mark else Location(filename)
         raise error(f"YAML syntax error: {exc.problem or exc}", loc, None) from None
     except yaml.YAMLError as exc:
         raise error(f"YAML syntax error: {exc}", Location(filename), None) from None
@@ -115,7 +115,7 @@ def _check_depth(text: str, filename: str, error) -> None:
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             if len(path) >= MAX_DEPTH:
                 raise error(f"nesting deeper than {MAX_DEPTH} levels",
-                            _mark_loc(filename, event.start_mark), path[0] or None)
+                            mark_location(filename, event.start_mark), path[0] or None)
             path.append("")
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             path.pop()
@@ -130,7 +130,7 @@ def _check_nodes(root: yaml.Node | None, filename: str, error) -> None:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        loc, field = _mark_loc(filename, node.start_mark), path or None
+        loc, field = mark_location(filename, node.start_mark), path or None
         if node.tag == _CORE + "merge":
             raise error("YAML merge keys ('<<') are not supported: write the fields out", loc,
                         field)
@@ -153,7 +153,8 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else str(name)
 
 
-def _mark_loc(filename: str, mark) -> Location:
+def mark_location(filename: str, mark) -> Location:
+    """The 1-based file:line:col of a yaml Mark (a node's ``start_mark``, an event's mark)."""
     return Location(filename, mark.line + 1, mark.column + 1)
 
 
@@ -235,8 +236,7 @@ class _Reader:
         self.filename = filename
 
     def loc(self, node: yaml.Node) -> Location:
-        mark = node.start_mark
-        return Location(self.filename, mark.line + 1, mark.column + 1)
+        return mark_location(self.filename, node.start_mark)
 
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...],
                 stage: str | None = None) -> dict[str, tuple[yaml.Node, yaml.Node]]:

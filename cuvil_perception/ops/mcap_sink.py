@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..drives.labels import CLASSES
 from ..errors import UsageError
 from ..graph import FrameInfo, Param, ParamProblem, PortSpec, Range, RunContext, Sink, register
 from ..output_files import is_previous_output
@@ -72,7 +73,7 @@ class McapSink(Sink):
         Param("topic_prefix", str, "/cuvil", "prefix of every topic"),
         Param("lidar_frame", str, "velo_link", "frame id of the LiDAR (boxes, cloud)"),
         Param("camera_frame", str, "camera_00", "frame id of the camera (image, calibration)"),
-        Param("class_names", list, ["car", "pedestrian", "cyclist"], "names of class ids",
+        Param("class_names", list, list(CLASSES), "names of class ids",
               item_type=str),
     )
 

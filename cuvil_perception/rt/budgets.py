@@ -35,7 +35,7 @@ import yaml
 
 from ..errors import BudgetFileError, Location
 from ..graph.op import suggest
-from ..graph.yaml_loader import compose_strict
+from ..graph.yaml_loader import compose_strict, mark_location
 from .stats import E2E
 
 METRICS = ("p50", "p90", "p99", "max")
@@ -183,8 +183,7 @@ class _Reader:
         self.filename = filename
 
     def loc(self, node) -> Location:
-        mark = node.start_mark
-        return Location(self.filename, mark.line + 1, mark.column + 1)
+        return mark_location(self.filename, node.start_mark)
 
     def mapping(self, node, what: str, allowed) -> dict:
         if not isinstance(node, yaml.MappingNode):

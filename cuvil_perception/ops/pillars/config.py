@@ -45,22 +45,26 @@ class PillarConfig:
             low, high, size = rng[axis], rng[axis + 3], vox[axis]
             if not high > low:
                 raise ConfigError(f"PillarConfig: point_cloud_range is empty along {name} "
-                                  f"({name}_min {low} >= {name}_max {high})")
+                                  f"({name}_min {low} >= {name}_max {high})",
+                                  "point_cloud_range")
             if not size > 0:
-                raise ConfigError(f"PillarConfig: voxel_size {name} must be > 0, got {size}")
+                raise ConfigError(f"PillarConfig: voxel_size {name} must be > 0, got {size}",
+                                  "voxel_size")
             ratio = (high - low) / size
             count = round(ratio)
             if count < 1 or abs(ratio - count) > 1e-4 * max(1.0, ratio):
                 raise ConfigError(f"PillarConfig: voxel_size {name} = {size} does not divide the "
-                                  f"range {low}..{high} ({ratio:.6g} cells)")
+                                  f"range {low}..{high} ({ratio:.6g} cells)", "voxel_size")
             cells.append(count)
         if cells[2] != 1:
             raise ConfigError(f"PillarConfig: voxel_size z = {vox[2]} must span the whole range "
-                              f"height {rng[5] - rng[2]} (pillars have nz == 1, got {cells[2]})")
+                              f"height {rng[5] - rng[2]} (pillars have nz == 1, got {cells[2]})",
+                              "voxel_size")
         for name in ("max_points_per_pillar", "max_pillars", "num_features"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"PillarConfig: {name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"PillarConfig: {name} must be a positive integer, got {value!r}",
+                                  name)
         object.__setattr__(self, "nx", cells[0])
         object.__setattr__(self, "ny", cells[1])
         object.__setattr__(self, "nz", cells[2])
@@ -108,16 +112,19 @@ class HeadConfig:
 
     def __post_init__(self) -> None:
         if not self.anchors or not self.rotations:
-            raise ConfigError("HeadConfig: anchors and rotations must not be empty")
+            raise ConfigError("HeadConfig: anchors and rotations must not be empty",
+                              "rotations" if self.anchors else "anchors")
         for name in ("stride", "nms_pre", "nms_post"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"HeadConfig: {name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"HeadConfig: {name} must be a positive integer, got {value!r}",
+                                  name)
         if self.max_candidates < 0:
-            raise ConfigError("HeadConfig: max_candidates must be >= 0 (0 = every anchor)")
+            raise ConfigError("HeadConfig: max_candidates must be >= 0 (0 = every anchor)",
+                              "max_candidates")
         if not 0.0 <= self.score_threshold < 1.0:
             raise ConfigError(f"HeadConfig: score_threshold must be in [0, 1), got "
-                              f"{self.score_threshold}")
+                              f"{self.score_threshold}", "score_threshold")
 
     @property
     def num_classes(self) -> int:
@@ -131,7 +138,7 @@ class HeadConfig:
         """(H, W) of the head maps for this grid; raises ConfigError if the stride does not fit."""
         if pillars.ny % self.stride or pillars.nx % self.stride:
             raise ConfigError(f"HeadConfig: stride {self.stride} does not divide the grid "
-                              f"{pillars.ny} x {pillars.nx}")
+                              f"{pillars.ny} x {pillars.nx}", "stride")
         return pillars.ny // self.stride, pillars.nx // self.stride
 
     def candidate_capacity(self, pillars: PillarConfig) -> int:
@@ -152,7 +159,8 @@ def _floats(values, length: int, name: str) -> tuple:
         result = tuple(float(v) for v in values)
     except (TypeError, ValueError):
         raise ConfigError(f"PillarConfig: {name} must be {length} numbers, "
-                          f"got {values!r}") from None
+                          f"got {values!r}", name) from None
     if len(result) != length or not all(math.isfinite(v) for v in result):
-        raise ConfigError(f"PillarConfig: {name} must be {length} finite numbers, got {values!r}")
+        raise ConfigError(f"PillarConfig: {name} must be {length} finite numbers, got {values!r}",
+                          name)
     return result

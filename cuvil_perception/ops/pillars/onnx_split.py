@@ -22,6 +22,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ...errors import ModelError
+from ..onnx_shapes import value_dims
 from .types import PfnWeights
 
 PFN_OPS = ("MatMul", "BatchNormalization", "Relu", "ReduceMax")
@@ -54,7 +55,7 @@ def split_pointpillars(model: onnx.ModelProto, source: str = "<model>") -> Split
     scatter = _single_scatter(graph, source)
     pfn, features = _walk_pfn(graph, inits, scatter, source)
     dense = _dense_shape(scatter, source)
-    max_voxels = _dims(inputs["voxels"])[0]
+    max_voxels = value_dims(inputs["voxels"])[0]
     bev_nodes = _downstream(graph, scatter.output[0], inits)
     _check_closed(bev_nodes, inits, scatter.output[0], source)
     outputs = _roles(graph, source)
@@ -71,11 +72,6 @@ def split_pointpillars(model: onnx.ModelProto, source: str = "<model>") -> Split
                       max_voxels if isinstance(max_voxels, int) else 0)
 
 
-def _dims(value_info) -> list:
-    dims = value_info.type.tensor_type.shape.dim
-    return [d.dim_value if d.HasField("dim_value") else None for d in dims]
-
-
 def _check_inputs(inputs: dict, source: str) -> None:
     expected = {"voxels": [None, 32, 10], "voxel_idxs": [None, 4], "voxel_num": [1]}
     for name, shape in expected.items():
@@ -83,7 +79,7 @@ def _check_inputs(inputs: dict, source: str) -> None:
             raise ModelError(f"{source}: no input '{name}'; the CUDA-PointPillars layout has "
                              f"inputs voxels [P, 32, 10], voxel_idxs [P, 4], voxel_num [1] "
                              f"(found {sorted(inputs)})")
-        dims = _dims(inputs[name])
+        dims = value_dims(inputs[name])
         if len(dims) != len(shape) or any(e is not None and d not in (None, e)
                                           for d, e in zip(dims, shape)):
             raise ModelError(f"{source}: input '{name}' has shape {dims}, expected {shape} "

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...drives.labels import CLASSES
 from ...errors import ConfigError
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range, RunContext, register
 from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
@@ -29,7 +30,6 @@ from .model import PointPillars, load_split
 # A RANDOM-WEIGHT model at the KITTI grid, for tests and benchmarks (many candidates, boxes mean
 # nothing).
 RANDOM_MODEL = Path(__file__).resolve().parents[2] / "models" / "pointpillars_kitti_random.onnx"
-CLASS_NAMES = ("car", "pedestrian", "cyclist")  # OpenPCDet KITTI order, 0-based
 # Static bytes per pillar: voxels 32 x 4 float32 (512), PFN features 64 float32 (256), coords,
 # counts and the scatter's index arrays (52).
 BYTES_PER_PILLAR = 820
@@ -107,9 +107,7 @@ class PillarsDetect(Op):
             config = PillarConfig(tuple(self.p["point_cloud_range"]), tuple(self.p["voxel_size"]),
                                   max_pillars=self.p["max_pillars"])
         except ConfigError as exc:
-            field = "voxel_size" if "voxel_size" in str(exc) else \
-                "max_pillars" if "max_pillars" in str(exc) else "point_cloud_range"
-            raise ParamProblem(field, str(exc).split(": ", 1)[-1]) from None
+            raise _param_problem(exc) from None
         try:
             head = HeadConfig(score_threshold=self.p["score_threshold"],
                               nms_threshold=self.p["nms_threshold"], nms_pre=self.p["nms_pre"],
@@ -117,10 +115,7 @@ class PillarsDetect(Op):
                               rotations=tuple(self.p["anchor_rotations"]))
             head.map_size(config)
         except ConfigError as exc:
-            message = str(exc)
-            field = "score_threshold" if "score" in message else \
-                "anchor_rotations" if "rotations" in message else "nms_pre"
-            raise ParamProblem(field, message.split(": ", 1)[-1]) from None
+            raise _param_problem(exc) from None
         return config, head
 
     def _detector(self) -> PointPillars:
@@ -180,7 +175,7 @@ class PillarsDetect(Op):
     def summarize(self, port: str, value: np.ndarray) -> str:
         """Boxes by class for ``labels``; the row count otherwise."""
         if port == "labels" and len(value):
-            return f"{len(value)}: {count_by_class(value, CLASS_NAMES)}"
+            return f"{len(value)}: {count_by_class(value, CLASSES)}"
         return str(len(value))
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
@@ -204,3 +199,15 @@ class PillarsDetect(Op):
 
     def close(self) -> None:
         self._model = None
+
+
+# Config field -> the param it comes from; the head's stride fails when the grid (range / voxel
+# size) does not divide by it, so that is reported at voxel_size.
+_PARAM_OF_FIELD = {"rotations": "anchor_rotations", "anchors": "anchor_rotations",
+                   "stride": "voxel_size"}
+
+
+def _param_problem(exc: ConfigError) -> ParamProblem:
+    """The ParamProblem for a PillarConfig/HeadConfig error, at the param its field comes from."""
+    field = exc.field or "point_cloud_range"
+    return ParamProblem(_PARAM_OF_FIELD.get(field, field), str(exc).split(": ", 1)[-1])

@@ -27,6 +27,7 @@ import onnx
 from onnx import shape_inference
 
 from ...errors import ModelError
+from ..onnx_shapes import value_dims
 
 REG_MAX = 16
 _LAYOUT_OPS = {"Reshape", "Transpose", "Split", "Slice", "Identity", "Flatten", "Squeeze",
@@ -97,7 +98,7 @@ def inspect_interface(model: onnx.ModelProto, where: str) -> ModelInfo:
     if len(inputs) != 1 or len(model.graph.output) != 1:
         raise ModelError(f"{where}: has {len(inputs)} inputs and {len(model.graph.output)} "
                          f"outputs; expected {_EXPECTED}")
-    in_dims, out_dims = _dims(inputs[0]), _dims(model.graph.output[0])
+    in_dims, out_dims = value_dims(inputs[0]), value_dims(model.graph.output[0])
     if len(in_dims) != 4 or in_dims[1] != 3 or in_dims[0] not in (1, None):
         raise ModelError(f"{where}: input '{inputs[0].name}' has shape {in_dims}; "
                          f"expected {_EXPECTED}")
@@ -112,11 +113,6 @@ def inspect_interface(model: onnx.ModelProto, where: str) -> ModelInfo:
                          f"expected [1, 4 + nc, {anchors}] for a {h}x{w} input "
                          f"({_EXPECTED})")
     return ModelInfo(inputs[0].name, (h, w), model.graph.output[0].name, out_dims[1] - 4, anchors)
-
-
-def _dims(value_info: onnx.ValueInfoProto) -> list:
-    shape = value_info.type.tensor_type.shape
-    return [d.dim_value if d.HasField("dim_value") else None for d in shape.dim]
 
 
 class _Graph:
@@ -195,7 +191,7 @@ def _conv_shapes(model: onnx.ModelProto, tensors: list[str]) -> dict[str, list]:
         inferred = shape_inference.infer_shapes(model)
     except Exception as exc:  # inference failure means we cannot bake a static grid
         raise HeadNotCuttable(f"shape inference failed ({exc})") from exc
-    known = {v.name: _dims(v) for v in inferred.graph.value_info}
+    known = {v.name: value_dims(v) for v in inferred.graph.value_info}
     missing = [t for t in tensors if t not in known or None in known[t] or len(known[t]) != 4]
     if missing:
         raise HeadNotCuttable(f"no static shape for {missing[0]}")
