@@ -10,6 +10,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+@pytest.fixture()
+def sample_drive() -> Path:
+    """The labelled sample drive bundled in datasets/ (skips when it is absent)."""
+    drive = REPO / "datasets" / "sample_drive"
+    if not (drive / "labels").is_dir():
+        pytest.skip("no bundled labelled sample drive")
+    return drive
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

@@ -126,13 +126,6 @@ def oracle_pipeline(out: Path) -> Pipeline:
     return p
 
 
-@pytest.fixture()
-def sample_drive() -> Path:
-    if not (SAMPLE / "labels").is_dir():
-        pytest.skip("no bundled labelled sample drive")
-    return SAMPLE
-
-
 def test_evaluate_pipeline_with_an_oracle_scores_one(sample_drive, tmp_path) -> None:
     report = evaluate_pipeline(oracle_pipeline(tmp_path / "user.jsonl"), frames=4)
     assert report.frames == 4

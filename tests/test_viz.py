@@ -20,13 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "datasets" / "sample_drive"
 
 
-@pytest.fixture()
-def sample_drive() -> Path:
-    if not (SAMPLE / "labels").is_dir():
-        pytest.skip("no bundled labelled sample drive")
-    return SAMPLE
-
-
 def read_video(path: Path) -> list[np.ndarray]:
     cap = cv2.VideoCapture(str(path))
     assert cap.isOpened(), path

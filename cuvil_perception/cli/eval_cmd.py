@@ -1,8 +1,9 @@
 """``cuvil-perception eval PIPELINE --replay DRIVE [--out FILE.json]``: detection quality.
 
 Runs PIPELINE over a labelled drive (deadlines measured, not enforced; the pipeline's own sinks
-are left out) and scores every detector stage: 2D AP@IoU per class for ``yolo.detect``, rotated
-BEV AP for ``pillars.detect``, both for ``fusion.associate``. Prints a table; ``--out`` writes
+are left out) and scores every detector stage, found by its op's roles (`graph.roles`): 2D AP@IoU
+per class for 2D detections (``yolo.detect``), rotated BEV AP for 3D boxes (``pillars.detect``),
+both for fused objects (``fusion.associate``). Prints a table; ``--out`` writes
 the same numbers as JSON (format ``cuvil-eval/1``). ``--compare-model STAGE=MODEL`` (repeatable)
 evaluates twice — as configured, then with those stages' models swapped (an INT8 file from
 ``quantize``) — and prints both APs, their difference and the swapped stages' speed ratio side
@@ -83,12 +84,14 @@ def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_he
 
 def _check_out(pipeline, out: Path, overwrite: bool, swaps: dict) -> None:
     """The output-path policy for --out, before the (long) evaluation starts."""
+    from ..graph.roles import drive_param
     from ..rt import Claim, check_outputs
 
     inputs = [Claim("the pipeline file", Path(pipeline.source))]
     inputs += [Claim(f"--compare-model {stage}", model) for stage, model in swaps.items()]
     for stage in pipeline.stages:
-        path = stage.params.get("path") if stage.op == "replay" else None
+        param = drive_param(stage.op)  # a drive folder, or a bag file (folder=True covers both)
+        path = stage.params.get(param) if param else None
         if path:
             inputs.append(Claim(f"stage '{stage.id}' drive", Path(path), folder=True))
     check_outputs([Claim("--out", out)], inputs, overwrite=overwrite)

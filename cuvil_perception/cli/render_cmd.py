@@ -34,6 +34,7 @@ def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resol
     non-empty folder this tool did not fill (unless --overwrite).
     """
     from ..eval.runlog import load_record, record_path
+    from ..graph.roles import drive_param
     from ..rt import Claim, check_outputs
     from ..viz import BevView, render_run
 
@@ -47,7 +48,8 @@ def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resol
     if drive is not None:
         inputs.append(Claim("--drive", Path(drive), folder=Path(drive).is_dir()))
     for stage in ((load_record(run_output) or {}).get("pipeline") or {}).get("stages", []):
-        path = stage.get("params", {}).get("path") if stage.get("op") == "replay" else None
+        param = drive_param(stage.get("op"))  # a drive folder or a bag file
+        path = stage.get("params", {}).get(param) if param else None
         if path:
             inputs.append(Claim("the drive of the run", Path(path), folder=True))
     check_outputs([Claim("--out", Path(out_dir), folder=True)], inputs, overwrite=overwrite)

@@ -3,8 +3,9 @@
 ``evaluate_pipeline(pipeline)``:
 
 1. removes the pipeline's own sinks (an evaluation must not overwrite a run's outputs) and adds
-   one ``jsonl`` capture stage wired to the replay ``labels`` and to the outputs of every
-   detector stage: ``yolo.detect`` (2D), ``pillars.detect`` (BEV), ``fusion.associate`` (both);
+   one ``jsonl`` capture stage wired to the drive source's ``ground_truth`` and to the outputs
+   of every detector stage, found by their ops' roles (`graph.roles`): ``detections_2d``
+   (scored 2D), ``boxes_3d`` + ``scores_3d`` + ``labels_3d`` (BEV), ``objects`` (both);
 2. runs it through ``rt.run_pipeline`` with deadlines measured but not enforced, so every frame
    reaches the capture and the result depends only on the drive;
 3. reads the capture back and scores each stage (``scoring``).
@@ -16,19 +17,15 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import UsageError
-from ..graph import Pipeline, Sink, lookup
+from ..graph import Pipeline, Sink, lookup, registered
+from ..graph import roles as R
 from .ap import METHOD_NAMES, METHODS
 from .runlog import read_run
 from .scoring import StageScore, fused_as_2d, fused_as_bev, score_2d, score_bev
 
 CAPTURE = "eval_capture"
 GT = "gt_labels"
-# op -> the output ports the evaluation captures
-DETECTOR_PORTS = {"yolo.detect": ("detections",), "pillars.detect": ("boxes", "scores", "labels"),
-                  "fusion.associate": ("objects",)}
 
 
 @dataclass
@@ -73,7 +70,7 @@ def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
     if not 0.0 < iou_threshold <= 1.0:
         raise UsageError(f"IoU threshold must be within (0, 1], got {iou_threshold}")
     replay, detectors = _prepare(pipeline)
-    drive = Path(replay.resolved_params["path"])
+    drive = Path(replay.resolved_params[R.drive_param(replay.op)])
     if not (drive / "labels").is_dir():
         raise UsageError(f"{drive}: the drive has no labels/ folder, so there is nothing to "
                          "score against (see docs/drive-format.md)")
@@ -97,14 +94,16 @@ def _prepare(pipeline: Pipeline):
     pipeline.stages = [s for s in pipeline.stages if not _is_sink(s.op)]
     pipeline.order = []
     pipeline.validate()
-    replays = [s for s in pipeline.ordered() if s.op == "replay"]
+    replays = [s for s in pipeline.ordered()
+               if R.drive_param(s.op) and R.GROUND_TRUTH in R.op_roles(s.op)]
     if len(replays) != 1:
         raise UsageError(f"{pipeline.source}: eval needs exactly one 'replay' stage (the drive "
                          f"with labels), found {len(replays)}")
-    detectors = [s for s in pipeline.ordered() if s.op in DETECTOR_PORTS]
+    detectors = [s for s in pipeline.ordered() if R.is_detector(s.op)]
     if not detectors:
+        ops = [name for name in registered() if R.is_detector(name)]
         raise UsageError(f"{pipeline.source}: no detector stage to score (ops: "
-                         f"{', '.join(DETECTOR_PORTS)})")
+                         f"{', '.join(ops)})")
     return replays[0], detectors
 
 
@@ -115,9 +114,12 @@ def _is_sink(op_name: str) -> bool:
 
 def _add_capture(pipeline: Pipeline, replay, detectors, path: Path) -> dict:
     """Add the capture sink; returns {(stage id, port): capture input name}."""
-    wiring = {(replay.id, "labels"): GT}
+    wiring = {(replay.id, R.op_roles(replay.op)[R.GROUND_TRUTH]): GT}
     for stage in detectors:
-        for port in DETECTOR_PORTS[stage.op]:
+        roles = R.op_roles(stage.op)
+        ports = [roles[r] for r in R.DETECTOR_ROLES if r in roles and
+                 (R.OBJECTS not in roles or r == R.OBJECTS)]
+        for port in ports:
             wiring[(stage.id, port)] = f"{stage.id}__{port}"
     inputs = {name: f"{sid}/{port}" for (sid, port), name in wiring.items()}
     pipeline.add(CAPTURE, "jsonl", inputs=inputs, path=str(path), max_values=2**62)
@@ -126,29 +128,28 @@ def _add_capture(pipeline: Pipeline, replay, detectors, path: Path) -> dict:
 
 
 def _score_stage(pipeline, stage, wiring, captured, report) -> list[StageScore]:
-    def column(port):
-        name = wiring[(stage.id, port)]
+    """The 2D and/or BEV scores of one detector stage, by its op's roles (2D first)."""
+    roles = R.op_roles(stage.op)
+
+    def column(role):
+        name = wiring[(stage.id, roles[role])]
         return [(f.outputs[name], f.outputs[GT]) for f in captured]
 
-    iou, method = report.iou_threshold, report.method
-    if stage.op == "yolo.detect":
-        return [StageScore(stage.id, stage.op, "2d",
-                           score_2d(column("detections"), iou, method, report.min_height))]
-    if stage.op == "pillars.detect":
-        boxes, scores, labels = (column(p) for p in ("boxes", "scores", "labels"))
-        frames = [(b, s, c, gt) for (b, gt), (s, _), (c, _) in zip(boxes, scores, labels)]
-        return [StageScore(stage.id, stage.op, "bev",
-                           score_bev(frames, iou, method, _xy_range(stage)))]
-    objects = column("objects")
-    two_d = [(fused_as_2d(o), gt) for o, gt in objects]
-    bev = [fused_as_bev(o) + (gt,) for o, gt in objects]
-    upstream = pipeline.stage(stage.inputs["boxes"].stage)
-    xy = _xy_range(upstream) if upstream.op == "pillars.detect" else None
-    return [StageScore(stage.id, stage.op, "2d", score_2d(two_d, iou, method, report.min_height)),
-            StageScore(stage.id, stage.op, "bev", score_bev(bev, iou, method, xy))]
-
-
-def _xy_range(stage) -> tuple[float, float, float, float]:
-    """(x_min, y_min, x_max, y_max) of a pillars.detect stage's point_cloud_range."""
-    r = np.asarray(stage.resolved_params["point_cloud_range"], np.float64)
-    return float(r[0]), float(r[1]), float(r[3]), float(r[4])
+    iou, method, xy = report.iou_threshold, report.method, R.bev_range(pipeline, stage)
+    two_d = bev = None
+    if R.OBJECTS in roles:
+        objects = column(R.OBJECTS)
+        two_d = [(fused_as_2d(o), gt) for o, gt in objects]
+        bev = [fused_as_bev(o) + (gt,) for o, gt in objects]
+    if R.DETECTIONS_2D in roles and two_d is None:
+        two_d = column(R.DETECTIONS_2D)
+    if R.BOXES_3D in roles and bev is None:
+        boxes, scores, labels = (column(r) for r in (R.BOXES_3D, R.SCORES_3D, R.LABELS_3D))
+        bev = [(b, s, c, gt) for (b, gt), (s, _), (c, _) in zip(boxes, scores, labels)]
+    scores = []
+    if two_d is not None:
+        scores.append(StageScore(stage.id, stage.op, "2d",
+                                 score_2d(two_d, iou, method, report.min_height)))
+    if bev is not None:
+        scores.append(StageScore(stage.id, stage.op, "bev", score_bev(bev, iou, method, xy)))
+    return scores

@@ -5,8 +5,9 @@ dx, dy, dz, heading, x1, y1, x2, y2`` (see ``drives.labels``):
 
 - 2D: objects with a box in the image (x1 >= 0). Objects shorter than ``min_height`` pixels are
   ignored (don't-care, as KITTI does below 25 px); 0 keeps all.
-- BEV: every labelled object; those whose centre lies outside the detector's x/y range (the
-  ``point_cloud_range`` of its ``pillars.detect`` stage) are ignored, since it cannot see them.
+- BEV: every labelled object; those whose centre lies outside the detector's x/y range (its
+  op's ``bev_range``, e.g. ``pillars.detect``'s ``point_cloud_range``) are ignored, since it
+  cannot see them.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from .pipeline import MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
 from .ports import PortSpec
 from .overrides import apply_cli_sources
 from .preflight import preflight
+from . import roles
 from .yaml_loader import load_pipeline, parse_pipeline
 
 __all__ = [
@@ -14,5 +15,5 @@ __all__ = [
     "FrameInfo", "Range",
     "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
     "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",
-    "parse_pipeline", "preflight", "register", "registered",
+    "parse_pipeline", "preflight", "register", "registered", "roles",
 ]

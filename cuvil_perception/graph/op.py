@@ -23,6 +23,9 @@ Optional hooks the executor looks for:
 * ``summary_port = "name"`` with ``summarize(port, value) -> str``: the output that stands for the
   stage in ``run --summary`` and a short human line for one value of it (e.g. detections by
   class); without them the summary shows row counts.
+* ``roles = {role: port}``, ``drive_param``, ``live_op``: what the outputs mean to eval, render
+  and the CLI's source overrides (`roles`), which never name an op; a 3D detector may add
+  ``bev_range(params) -> (x_min, y_min, x_max, y_max)``, the area (m) eval scores it on.
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ class Op:
     doc: ClassVar[str] = ""
     variadic_inputs: ClassVar[bool] = False  # sinks: accept any input name and spec
     reuses_output_buffers: ClassVar[bool] = False  # process() returns persistent buffers
+    roles: ClassVar[dict[str, str]] = {}  # role -> output port (see `roles`)
+    drive_param: ClassVar[str | None] = None  # sources: the param with the drive they replay
+    live_op: ClassVar[str | None] = None  # drive sources: the op --camera puts in their place
 
     def __init__(self, params: dict[str, Any], inputs: dict[str, PortSpec]):
         self.p = params

@@ -1,10 +1,12 @@
 """Command-line overrides of a pipeline's sources and outputs (``--replay``, ``--camera``,
 ``--out``).
 
-One YAML serves both a recorded drive and a live camera: ``--replay DRIVE`` sets the ``path`` of
-every ``replay`` or ``bag`` stage; ``--camera DEV`` turns them into ``camera`` stages with
-the same id (a camera only provides ``image``, so stages wired to other replay outputs are
-reported); ``--out FILE`` sets the ``path`` of every ``jsonl`` stage. Call before ``validate()``.
+One YAML serves both a recorded drive and a live camera: ``--replay DRIVE`` sets the drive
+parameter (``drive_param``, see `roles`) of every stage that replays a drive (``replay``,
+``bag``); ``--camera DEV`` turns them into their ``live_op`` (``camera``) with the same id (a
+camera only provides ``image``, so stages wired to other replay outputs are reported); stages
+that already are a live op get the device. ``--out FILE`` sets the ``path`` of every ``jsonl``
+stage. Call before ``validate()``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 
 from ..errors import PipelineError, UsageError
 from .pipeline import Pipeline
+from .op import registered
+from .roles import drive_param, live_op
 
 CAMERA_OUTPUTS = ("image",)
 
@@ -22,22 +26,26 @@ def apply_cli_sources(pipeline: Pipeline, replay: str | Path | None = None,
     """Apply the CLI's source/output choices in place and return the pipeline (unvalidated)."""
     if replay is not None and camera is not None:
         raise UsageError("give either --replay DRIVE or --camera DEVICE, not both")
-    replays = [s for s in pipeline.stages if s.op in ("replay", "bag")]
-    cameras = [s for s in pipeline.stages if s.op == "camera"]
+    replays = [s for s in pipeline.stages if drive_param(s.op)]
+    lives = {cls.live_op for cls in registered().values()} - {None}
+    cameras = [s for s in pipeline.stages if s.op in lives]
     if replay is not None:
         if not replays:
             raise UsageError(f"{pipeline.source}: --replay given, but the pipeline has no "
                              "'replay' stage")
         for stage in replays:
             # CLI paths are relative to the working directory, so make them absolute here.
-            stage.params["path"] = str(Path(replay).expanduser().resolve())
+            stage.params[drive_param(stage.op)] = str(Path(replay).expanduser().resolve())
     if camera is not None:
         if not replays and not cameras:
             raise UsageError(f"{pipeline.source}: --camera given, but the pipeline has no "
                              "'replay' or 'camera' stage")
         for stage in replays:
+            if live_op(stage.op) is None:
+                raise UsageError(f"{pipeline.source}: stage '{stage.id}' (op {stage.op}) has "
+                                 "no live counterpart, so --camera cannot replace it")
             _check_camera_can_feed(pipeline, stage.id)
-            stage.op = "camera"
+            stage.op = live_op(stage.op)
             stage.params = {"device": camera}
         for stage in cameras:
             stage.params["device"] = camera

@@ -228,6 +228,7 @@ class FusionAssociate(Op):
                          "seen_by 1 camera | 2 LiDAR)"),)
 
     summary_port = "objects"
+    roles = {"objects": "objects"}
 
     def summarize(self, port: str, objects: np.ndarray) -> str:
         """``N: k car, ... (m both)`` — classes as the LiDAR detector numbers them."""

@@ -28,6 +28,9 @@ class Replay(Source):
 
     name = "replay"
     tag = "io"
+    roles = {"ground_truth": "labels"}
+    drive_param = "path"  # --replay sets it; eval and render re-read the drive
+    live_op = "camera"  # what --camera puts in place of this stage
     doc = ("Replay a drive in KITTI raw layout (camera image_02 + velodyne, synchronised), "
            "or a ROS bag / MCAP file (op bag, topics chosen automatically).")
     params = (

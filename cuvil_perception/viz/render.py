@@ -8,15 +8,16 @@
     OUT_DIR/drive.mp4            camera above BEV (above the 3D view), one video frame per run
                                  frame (mp4v, 10 fps)
 
-Finding the drive: ``drive=`` if given, else the ``replay`` stage's resolved ``path`` in the run
+Finding the drive: ``drive=`` if given, else the drive parameter of the stage that replays a
+drive (``drive_param``, see `graph.roles`; ``replay``'s ``path``) in the run
 record that ``run`` writes beside the jsonl (``<file>.record.json``). A finished record carries
 the sha256 of the jsonl it wrote: a record whose digest does not match the file describes
 another run and is refused (pass ``drive=``) rather than silently drawing the wrong drive. A run frame is matched to a
 drive frame by its LiDAR stamp (``stamps.points``), else by index (looped replays).
 
-Finding the detections: the record says which stage/port feeds each jsonl input
-(``fusion.associate/objects``, ``yolo.detect/detections``, ``pillars.detect/boxes|scores|labels``);
-without a record, inputs named ``objects``, ``detections``, ``boxes``, ``scores`` and ``labels``
+Finding the detections: the record says which stage/port feeds each jsonl input, and the
+stage's op says which role that port has (``objects``, ``detections_2d``, ``boxes_3d``,
+``scores_3d``, ``labels_3d``; `graph.roles`); without a record, inputs named ``objects``, ``detections``, ``boxes``, ``scores`` and ``labels``
 are used. Fused objects, when present, are drawn instead of the separate detector outputs.
 """
 
@@ -32,6 +33,7 @@ import numpy as np
 from ..drives import Drive
 from ..drives.recording import open_recording
 from ..errors import UsageError
+from ..graph import roles as R
 from ..eval.runlog import RunFrame, load_record, read_run
 from ..ops.fusion import SEEN_CAMERA
 from ..output_files import mark_folder, write_bytes_atomic
@@ -39,11 +41,9 @@ from .draw import GT_COLOUR, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d, dr
 from .scene3d import Scene3D
 from .video import Mp4Writer, compose
 
-REPLAY_OPS = ("replay", "bag")  # stages that read a recorded drive (KITTI folder or bag)
-
-ROLES = {("fusion.associate", "objects"): "objects", ("yolo.detect", "detections"): "detections",
-         ("pillars.detect", "boxes"): "boxes", ("pillars.detect", "scores"): "scores",
-         ("pillars.detect", "labels"): "labels"}
+# op role -> what FrameDetections calls it (the input names it accepts without a record)
+ROLES = {R.OBJECTS: "objects", R.DETECTIONS_2D: "detections", R.BOXES_3D: "boxes",
+         R.SCORES_3D: "scores", R.LABELS_3D: "labels"}
 
 
 @dataclass
@@ -105,11 +105,11 @@ def render_result(pipeline, result, out_dir: str | Path, **options) -> RenderSum
     outputs = [o for o in result.outputs if o["op"] == "jsonl"]
     if not outputs:
         raise UsageError("--viz needs a 'jsonl' stage: the pictures are drawn from its output")
-    replays = [s for s in pipeline.ordered() if s.op in REPLAY_OPS]
+    replays = [s for s in pipeline.ordered() if R.drive_param(s.op)]
     if not replays:
         raise UsageError("--viz needs a replayed drive (--replay): live camera frames are not "
                          "kept, so they cannot be drawn afterwards")
-    drive = replays[0].resolved_params.get("path")
+    drive = replays[0].resolved_params.get(R.drive_param(replays[0].op))
     return render_run(outputs[0]["path"], out_dir, drive=drive, **options)
 
 
@@ -146,7 +146,7 @@ class FrameDetections:
 
     boxes3d float [N, 7] + classes3d [N] (LiDAR frame); boxes2d [M, 4] + classes2d [M] +
     scores2d [M] (image pixels). From fused objects when present (2D rows: those a camera saw),
-    else from the separate ``pillars.detect`` / ``yolo.detect`` outputs.
+    else from the separate 3D box and 2D detection outputs (`graph.roles`).
     """
 
     boxes3d: np.ndarray
@@ -192,7 +192,8 @@ def _drive_path(run_output: Path, record: dict | None, drive) -> Path:
     if drive is not None:
         return Path(drive)
     stages = (record or {}).get("pipeline", {}).get("stages", [])
-    paths = [s.get("params", {}).get("path") for s in stages if s.get("op") in REPLAY_OPS]
+    paths = [s.get("params", {}).get(R.drive_param(s.get("op"))) for s in stages
+             if R.drive_param(s.get("op"))]
     paths = [p for p in paths if p]
     if not paths:
         where = "its run record has no replay stage" if record else \
@@ -219,7 +220,7 @@ def _check_record_describes(run_output: Path, record: dict | None) -> None:
 def _tolerance(record: dict | None) -> float:
     stages = (record or {}).get("pipeline", {}).get("stages", [])
     for stage in stages:
-        if stage.get("op") in REPLAY_OPS:
+        if R.drive_param(stage.get("op")):
             return float(stage.get("params", {}).get("sync_tolerance_ms", 50.0))
     return 50.0
 
@@ -235,7 +236,8 @@ def _roles(run_output: Path, record: dict | None, first: RunFrame) -> dict[str, 
         roles = {}
         for name, ref in stage.get("inputs", {}).items():
             source, _, port = ref.partition("/")
-            role = ROLES.get((stages.get(source, {}).get("op"), port))
+            by_port = {p: role for role, p in R.op_roles(stages.get(source, {}).get("op")).items()}
+            role = ROLES.get(by_port.get(port))
             if role is not None:
                 roles[name] = role
         return roles

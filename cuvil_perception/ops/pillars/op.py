@@ -164,6 +164,13 @@ class PillarsDetect(Op):
         return None if model is None else model.runner.net.describe()
 
     summary_port = "labels"
+    roles = {"boxes_3d": "boxes", "scores_3d": "scores", "labels_3d": "labels"}
+
+    @staticmethod
+    def bev_range(params: dict) -> tuple[float, float, float, float]:
+        """(x_min, y_min, x_max, y_max) in m of ``point_cloud_range``: the area eval scores."""
+        r = np.asarray(params["point_cloud_range"], np.float64)
+        return float(r[0]), float(r[1]), float(r[3]), float(r[4])
 
     def summarize(self, port: str, value: np.ndarray) -> str:
         """Boxes by class for ``labels``; the row count otherwise."""

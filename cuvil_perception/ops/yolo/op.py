@@ -98,6 +98,7 @@ class YoloDetect(Op):
         model.detect(np.zeros((height, width, 3), np.uint8))
 
     summary_port = "detections"
+    roles = {"detections_2d": "detections"}
 
     def summarize(self, port: str, detections: np.ndarray) -> str:
         """``N: k car, ...`` with the class names of the export's metadata (ids without them)."""
