@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from cuvil_perception.compile import (KernelSpec, compile_stats, emit_object, forbid_compiles,
-                                      get_kernel, prewarm, write_objects)
+from cuvil_perception.compile import (KernelSpec, compile_stats, emit_object, get_kernel,
+                                      prewarm, write_objects)
 from cuvil_perception.compile import examples as ex
 from cuvil_perception.compile import registry
 from cuvil_perception.errors import CompileError, UsageError
@@ -79,14 +79,13 @@ def test_prewarm_then_nothing_compiles(fresh):
     assert {r.status for r in rows} == {"miss"} and all(r.compile_ms > 0 for r in rows)
     assert rows[0].static == "n=1024"
     before = compile_stats()
-    with forbid_compiles():
-        again = prewarm(specs)
-        for spec in specs:
-            get_kernel(spec)
-        with pytest.raises(CompileError, match="compiled after prewarm"):
-            get_kernel(ex.SUM.with_static(n=77))
+    again = prewarm(specs)
+    for spec in specs:
+        get_kernel(spec)
     assert {r.status for r in again} == {"memory"}
     assert compile_stats().compiles == before.compiles
+    get_kernel(ex.SUM.with_static(n=77))  # a spec prewarm did not see: counted (rt.prewarm)
+    assert compile_stats().compiles == before.compiles + 1
     registry.clear_memory()
     assert {r.status for r in prewarm(specs)} == {"hit"}  # a new process would hit the disk
 

@@ -16,12 +16,9 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 from .. import config
-from ..errors import CompileError
 from . import cache as disk
 from .codegen import compile_ir
 from .keys import cache_key, fast_key
@@ -32,7 +29,7 @@ from .spec import KernelSpec
 from .target import host_target
 
 _lock = threading.RLock()           # render / compile / load, and _memo writes
-_stats_lock = threading.Lock()      # _counters and _forbid_depth
+_stats_lock = threading.Lock()      # _counters
 _memo: dict[tuple, object] = {}
 
 
@@ -51,7 +48,6 @@ class CompileStats:
 # Mutable counters behind `compile_stats()` snapshots (updated under `_stats_lock`).
 _counters = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "compile_ms_total": 0.0,
              "load_ms_total": 0.0}
-_forbid_depth = 0
 
 
 @dataclass(frozen=True)
@@ -74,20 +70,6 @@ def _count(**delta) -> None:
     with _stats_lock:
         for name, value in delta.items():
             _counters[name] += value
-
-
-@contextmanager
-def forbid_compiles() -> Iterator[None]:
-    """Inside this block a compilation raises ``CompileError("... compiled after prewarm")``
-    (disk and memory hits still work). The executor wraps frames 1.. in it."""
-    global _forbid_depth
-    with _stats_lock:
-        _forbid_depth += 1
-    try:
-        yield
-    finally:
-        with _stats_lock:
-            _forbid_depth -= 1
 
 
 def get_kernel(spec: KernelSpec):
@@ -161,8 +143,6 @@ def _object_for(spec: KernelSpec, ir_text: str, key: str, target) -> tuple[bytes
         if obj is not None:
             _count(disk_hits=1)
             return obj, "hit", 0.0
-    if _forbid_depth:
-        raise CompileError(f"kernel {spec.name} ({spec.static_str()}) compiled after prewarm")
     t0 = time.perf_counter()
     compiled = compile_ir(ir_text, target, spec.name, DEFAULT_OPTIONS, want_text=dump is not None)
     compile_ms = (time.perf_counter() - t0) * 1e3

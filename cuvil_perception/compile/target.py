@@ -55,9 +55,6 @@ class Target:
         return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt,
                                             reloc="pic", codemodel="default", jit=jit)
 
-    def data_layout(self) -> str:
-        return str(self.machine().target_data)
-
 
 @functools.lru_cache(maxsize=1)
 def host_target() -> Target:

@@ -139,15 +139,5 @@ class Pipeline:
         by_id = {s.id: s for s in self.stages}
         return [by_id[i] for i in self.order]
 
-    def sources(self) -> list[Stage]:
-        return [s for s in self.ordered() if not s.inputs and s.op_cls is not None
-                and not s.input_specs and _is_source(s.op_cls)]
-
     def consumers(self, stage_id: str) -> list[Stage]:
         return [s for s in self.ordered() if any(r.stage == stage_id for r in s.inputs.values())]
-
-
-def _is_source(cls: type[Op]) -> bool:
-    from .op import Source
-
-    return issubclass(cls, Source)

@@ -56,6 +56,3 @@ class PortSpec:
                     d is not None and d != n for d, n in zip(self.shape, value.shape)):
                 return f"shape {value.shape} instead of {self.describe()}"
         return None
-
-
-ANY = PortSpec("any", "any", None)

@@ -86,19 +86,6 @@ class Candidates:
     overflow: int
 
 
-@dataclass
-class Detections:
-    """Final boxes after NMS, by descending score (ties by lower anchor index).
-
-    boxes float32 [N, 7] (x, y, z, dx, dy, dz, heading) LiDAR frame; scores float32 [N];
-    labels int32 [N] 0-based class indices.
-    """
-
-    boxes: np.ndarray
-    scores: np.ndarray
-    labels: np.ndarray
-
-
 @dataclass(frozen=True)
 class ConvLayer:
     """The first BEV layer when it is Conv (+ BatchNormalization, folded) + ReLU, fused with the
