@@ -30,7 +30,7 @@ from _util import interleaved, measure, network_macs, print_table  # noqa: E402
 
 from cuvil_perception.ops.onnx_runner import OnnxRunner  # noqa: E402
 from cuvil_perception.ops.yolo import NativeHead, YoloV8, reference  # noqa: E402
-from cuvil_perception.ops.yolo.native import scan_threshold  # noqa: E402
+from cuvil_perception.ops.logit_gate import logit_gate  # noqa: E402
 from cuvil_perception.ops.yolo.surgery import cut_model, load_model  # noqa: E402
 from cuvil_perception.testing.yolo_onnx import random_head_outputs  # noqa: E402
 
@@ -141,7 +141,7 @@ def box_conv_rows() -> tuple[list, str]:
         blob = reference.letterbox(image, det.input_hw)
         dense_out, lean_out = dense.run(blob), sparse.run(blob)
         feats, cls_maps = lean_out[0::2], lean_out[1::2]
-        gate = scan_threshold(0.25)
+        gate = logit_gate(0.25)
         picked = _candidate_box(feats, cls_maps, convs, gate)
         for (cand, values), box in zip(picked, dense_out[0::2]):  # same values as the dense conv
             np.testing.assert_allclose(values, box.reshape(box.shape[1], -1)[:, cand],

@@ -139,6 +139,23 @@ def test_real_frames_through_the_bundled_model(kitti_frames):
         np.testing.assert_array_equal(model.nms(want.boxes, want.scores, want.count), kept)
 
 
+def test_module_level_twins_do_not_alias_each_other():
+    """Two calls of a module-level twin with one config: the first result stays as it was."""
+    rng = np.random.default_rng(7)
+    first_points = rng.uniform([0, -10, -3, 0], [20, 10, 1, 1], (3000, 4)).astype(np.float32)
+    first = native.pillarize(first_points, SMALL)
+    kept = first.voxels.copy(), first.counts.copy()
+    native.pillarize(first_points[:100] * 0.5, SMALL)
+    np.testing.assert_array_equal(first.voxels, kept[0])
+    np.testing.assert_array_equal(first.counts, kept[1])
+    features = rng.normal(size=(600, 64)).astype(np.float32)
+    ref = reference.pillarize(first_points, SMALL)
+    grid = native.scatter(features, ref.coords, ref.count, SMALL)
+    kept_grid = grid.copy()
+    native.scatter(features * 2.0, ref.coords, ref.count, SMALL)
+    np.testing.assert_array_equal(grid, kept_grid)
+
+
 def test_module_level_twins_match_reference():
     points = np.random.default_rng(4).uniform([0, -10, -3, 0], [20, 10, 1, 1], (3000, 4))
     points = points.astype(np.float32)

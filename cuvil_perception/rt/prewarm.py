@@ -27,21 +27,12 @@ def prewarm_ops(instances) -> list[dict]:
     from .. import compile as native
 
     rows = []
-    for row, spec in zip(native.prewarm(specs), _unique(specs)):
+    for row, spec in zip(native.prewarm(specs), native.unique_specs(specs)):
         rows.append({"name": row.name, "static": row.static, "status": row.status,
                      "hit": row.status in ("hit", "memory"),
                      "compile_ms": round(row.compile_ms, 3), "load_ms": round(row.load_ms, 3),
                      "stages": sorted(set(users[spec.identity()]))})
     return rows
-
-
-def _unique(specs) -> list:
-    seen, out = set(), []
-    for spec in specs:
-        if spec.identity() not in seen:
-            seen.add(spec.identity())
-            out.append(spec)
-    return out
 
 
 def compile_counters() -> dict[str, int]:

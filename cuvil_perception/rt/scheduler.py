@@ -37,7 +37,7 @@ from .knobs import apply_thread_knobs
 from .lifecycle import ancestors, is_source
 from .schedstat import run_delay_ns
 from .sources import END, SourceReader
-from .stage_results import check_outputs, wrap_error
+from .stage_results import check_outputs, timing_row, wrap_error
 
 DROPPED = object()  # a stage's frame value when it was dropped or skipped
 
@@ -242,8 +242,8 @@ class Scheduler:
         if self.idle is not None and skip is None:
             self.idle.clear()
         for stage, read in zip(self.sources, reads):
-            timing = self._timing(frame.index, stage.id, "normal", read.start_ns, read.end_ns,
-                                  read.cpu_ns, read.worker, read.tid)
+            timing = timing_row(frame.index, stage.id, "normal", read.start_ns, read.end_ns,
+                                read.cpu_ns, read.worker, read.tid)
             if skip is None:
                 self._settle(frame, stage.id, read.sample.outputs, timing)
             else:  # shed: its sources' samples feed nothing, so no stage runs this frame
@@ -385,17 +385,12 @@ class Scheduler:
                 op.reference_process(inputs, info)
             except BaseException as exc:
                 error = exc
-            self.recorder.add(self._timing(info.index, stage_id, "reference", rstart,
-                                           self.clock.now_ns(), time.thread_time_ns() - rcpu0,
-                                           name, tid))
-        timing = self._timing(info.index, stage_id, variant, start, end, cpu, name, tid)
+            self.recorder.add(timing_row(info.index, stage_id, "reference", rstart,
+                                         self.clock.now_ns(), time.thread_time_ns() - rcpu0,
+                                         name, tid))
+        timing = timing_row(info.index, stage_id, variant, start, end, cpu, name, tid)
         timing["wait_ns"] = wait  # runnable but without a core: not the stage's own waiting
         self.events.put(_Done(info.index, stage_id, variant, outputs, timing, error))
-
-    @staticmethod
-    def _timing(frame, stage, variant, start, end, cpu, worker, tid) -> dict:
-        return {"frame": frame, "stage": stage, "start_ns": start, "end_ns": end, "cpu_ns": cpu,
-                "worker": worker, "tid": tid, "variant": variant, "outcome": "ok"}
 
     # -- settling results ----------------------------------------------------------------------
     def _settle_done(self, done: _Done) -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import threading
 import time
 
-from ..errors import CuvilError, ExecutionError, UsageError
+from ..errors import CuvilError, UsageError
 from ..graph import FrameInfo, RunContext
 from .clock import MonotonicClock
 from .lifecycle import close_ops, is_source, open_all, sink_outputs
 from .options import RunOptions, RunResult
+from .stage_results import timing_row, wrap_error
 from .stats import LatencyRecorder
 from .trace import write_trace
 
@@ -82,12 +83,10 @@ def _one_frame(stages, ops, index, clock, recorder) -> bool:
         except CuvilError:
             raise
         except Exception as exc:
-            raise ExecutionError(f"stage '{stage.id}' (op {stage.op}) failed on frame {index}: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            raise wrap_error(exc, stage, index) from exc
         values[stage.id] = outputs
-        recorder.add({"frame": index, "stage": stage.id, "start_ns": start,
-                      "end_ns": clock.now_ns(), "cpu_ns": time.thread_time_ns() - cpu0,
-                      "worker": threading.current_thread().name,
-                      "tid": threading.get_native_id(), "variant": "normal", "outcome": "ok"})
+        recorder.add(timing_row(index, stage.id, "normal", start, clock.now_ns(),
+                                time.thread_time_ns() - cpu0, threading.current_thread().name,
+                                threading.get_native_id()))
     recorder.add_e2e(index, release, clock.now_ns())
     return True

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...errors import ConfigError
+from ..logit_gate import logit_gate  # noqa: F401  (the decode kernels import it from here)
 
 KITTI_RANGE = (0.0, -39.68, -3.0, 69.12, 39.68, 1.0)
 KITTI_VOXEL = (0.16, 0.16, 4.0)
@@ -146,12 +147,6 @@ class HeadConfig:
         height, width = self.map_size(pillars)
         total = height * width * self.anchors_per_cell
         return total if self.max_candidates == 0 else min(self.max_candidates, total)
-
-
-def logit_gate(threshold: float) -> float:
-    """The logit an anchor's best class must reach to be looked at: logit(threshold) - 1e-3
-    (-inf for threshold 0). Every anchor with sigmoid(best) >= threshold in float32 passes it."""
-    return math.log(threshold / (1.0 - threshold)) - 1e-3 if threshold > 0 else -math.inf
 
 
 def _floats(values, length: int, name: str) -> tuple:

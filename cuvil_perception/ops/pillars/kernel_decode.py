@@ -10,8 +10,9 @@ N = H * W * A anchors (the NHWC head maps read as flat rows). Semantics are
 ``reference.decode_boxes``: score = sigmoid(max logit) (``kmath.sigmoid``, abs error <= 1.5e-7),
 label = first argmax, kept when score >= threshold, written in anchor order; ``counts`` = (rows
 written, anchors that passed but did not fit in ``cap``). Since sigmoid is monotonic, an anchor
-whose best logit is below logit(threshold) - 1e-3 (``gate``) is skipped before any exp is
-computed; the margin keeps the float32 decision itself to the sigmoid comparison. The gate runs
+whose best logit is below ``logit_gate(threshold)`` (logit(threshold) less a margin of at least
+1e-3, wider near 0 and 1; the same gate as YOLO's scan) is skipped before any exp is computed;
+the margin keeps the float32 decision itself to the sigmoid comparison. The gate runs
 branch-free over blocks of ``BLOCK`` anchors (so it vectorises) writing flag bytes; a second pass
 visits only flagged anchors, 8 flags per test. fast-math: none (``exp`` uses ``contract``
 inside the polynomial).

@@ -246,8 +246,11 @@ def _scatterer(config: PillarConfig) -> ScatterKernel:
 
 
 def pillarize(points: np.ndarray, config: PillarConfig) -> Pillars:
-    """Native ``reference.pillarize``; returns views of a per-config persistent buffer."""
-    return _pillarizer(config)(points)
+    """Native ``reference.pillarize``; copies of the per-config kernel's persistent buffers, so
+    a second call does not overwrite the first call's result (the ops use the kernels' views)."""
+    out = _pillarizer(config)(points)
+    return Pillars(out.voxels.copy(), out.coords.copy(), out.num_points.copy(),
+                   out.counts.copy())
 
 
 def pfn(pillars: Pillars, weights: PfnWeights, config: PillarConfig) -> np.ndarray:
@@ -257,8 +260,8 @@ def pfn(pillars: Pillars, weights: PfnWeights, config: PillarConfig) -> np.ndarr
 
 def scatter(features: np.ndarray, coords: np.ndarray, count: int,
             config: PillarConfig) -> np.ndarray:
-    """Native ``reference.scatter``; returns the per-config persistent map."""
-    return _scatterer(config)(features, coords, count)
+    """Native ``reference.scatter``; a copy of the per-config kernel's persistent map."""
+    return _scatterer(config)(features, coords, count).copy()
 
 
 def decode_boxes(cls_map, box_map, dir_map, anchor_table, head: HeadConfig,

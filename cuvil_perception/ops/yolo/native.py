@@ -14,28 +14,17 @@ differ only when two different logits round to the same float32 score.
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
 
 from ...compile import get_kernel
 from ...errors import ConfigError
+from ..logit_gate import logit_gate
 from .kernel_decode import decode_spec
 from .kernel_nms import nms_spec
 from .kernel_scan import scan_spec
 from .reference import MAX_WH
-
-
-def scan_threshold(conf: float) -> float:
-    """A logit threshold no anchor with sigmoid(logit) > conf can fall below (float32 safety
-    margin: the exact test is redone on the score)."""
-    if conf <= 0.0:
-        return -math.inf
-    if conf >= 1.0:
-        return math.inf
-    margin = max(1e-3, 4e-7 / (conf * (1.0 - conf)))
-    return math.log(conf / (1.0 - conf)) - margin
 
 
 def check_options(conf: float, iou: float, max_det: int, max_nms: int) -> None:
@@ -98,7 +87,7 @@ class NativeHead:
         self._allowed = np.zeros(self.nc, bool)
         if self.classes is not None:
             self._allowed[[c for c in self.classes if 0 <= c < self.nc]] = True
-        self._threshold = scan_threshold(self.conf)
+        self._threshold = logit_gate(self.conf)
         self._offset = 0.0 if self.agnostic else float(MAX_WH)
         self.last_candidates = 0
 
