@@ -9,9 +9,9 @@ import pytest
 
 from cuvil_perception.drives import Drive
 from cuvil_perception.graph import FrameInfo, Pipeline
+from cuvil_perception.geometry import box_corners, iou_matrix, project_boxes, velo_to_image
 from cuvil_perception.ops.fusion import (COLUMNS, SEEN_CAMERA, SEEN_LIDAR, FusionAssociate,
-                                         associate, box_corners, greedy_match, iou_matrix,
-                                         project_boxes, velo_to_image)
+                                         associate, greedy_match)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "sample_drive"
 HW = (375, 1242)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cuvil_perception.ops.pillars import HeadConfig, PfnWeights, PillarConfig, native, reference
-from cuvil_perception.ops.pillars.bev_iou import rotated_bev_iou
+from cuvil_perception.geometry import rotated_bev_iou
 from cuvil_perception.ops.pillars.native import DecodeKernel, NmsKernel
 
 SMALL = PillarConfig((0.0, -10.24, -3.0, 20.48, 10.24, 1.0), (0.16, 0.16, 4.0), max_pillars=600)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.fusion import iou_matrix
-from ..ops.pillars.bev_iou import box_table, iou_rows, may_overlap
+from ..geometry import box_table, iou_matrix, iou_rows, may_overlap
 
 
 def iou_2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:

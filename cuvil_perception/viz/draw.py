@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 
 from ..drives.labels import CLASSES
-from ..ops.fusion import BOX_EDGES, MIN_DEPTH, box_corners, project_points
+from ..geometry import BOX_EDGES, MIN_DEPTH, box_corners, project_points
 
 CLASS_COLOURS = ((0, 140, 255), (60, 60, 230), (60, 200, 60))
 GT_COLOUR = (235, 235, 235)

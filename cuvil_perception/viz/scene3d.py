@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.fusion import BOX_EDGES, box_corners
+from ..geometry import BOX_EDGES, box_corners
 from .draw import class_colour
 
 EYE = (-12.0, 0.0, 14.0)  # metres, LiDAR frame: behind and above the sensor

@@ -26,7 +26,7 @@ from __future__ import annotations
 from ...compile import KernelSpec
 from ...compile.lang import Buf, f32, f64, i32, i64, inline, kernel, kmath, local, select, u8
 from ...compile.lang import unroll
-from .bev_iou import AREA, CORNERS, EPS, RADIUS, TABLE_WIDTH, X, Y
+from ...geometry.bev_iou import AREA, CORNERS, EPS, RADIUS, TABLE_WIDTH, X, Y
 from .config import HeadConfig
 from .signatures import nms_args
 

@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from ...compile import KernelSpec, get_kernel
-from .bev_iou import TABLE_WIDTH
+from ...geometry.bev_iou import TABLE_WIDTH
 from .config import HeadConfig, PillarConfig
 from .kernel_decode import decode_spec
 from .kernel_nms import nms_spec

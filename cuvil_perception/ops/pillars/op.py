@@ -20,7 +20,7 @@ from ...errors import ConfigError
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range, RunContext, register
 from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
 from ..summary import count_by_class
-from .bev_iou import TABLE_WIDTH
+from ...geometry.bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
 from .c_example import example_files
 from .kernel_pfn import fold_weights, pfn_spec

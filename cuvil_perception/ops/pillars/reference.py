@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
-from .bev_iou import box_table, iou_rows, may_overlap
+from ...geometry.bev_iou import box_table, iou_rows, may_overlap
 from .config import HeadConfig, PillarConfig, logit_gate
 from .types import (COUNT, DROPPED_PILLARS, DROPPED_POINTS, INVALID_POINTS, OUT_OF_RANGE,
                     Candidates, CellHeads, CellHeadWeights, ConvLayer, PfnWeights, Pillars)

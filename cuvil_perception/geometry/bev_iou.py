@@ -3,8 +3,8 @@
 Same quantity as OpenPCDet's iou3d_nms ``iou_bev``: overlap / max(area_a + area_b - overlap,
 1e-8), the overlap being the area of the intersection polygon of the two rotated rectangles.
 Here the polygon comes from Sutherland-Hodgman clipping of a's corners by b's four edges.
-The native NMS kernel (kernel_nms) performs the same float64 operations in the same order on the
-same ``box_table`` rows, so both reach identical decisions.
+The native NMS kernel (ops/pillars/kernel_nms) performs the same float64 operations in the same
+order on the same ``box_table`` rows, so both reach identical decisions.
 """
 
 from __future__ import annotations
