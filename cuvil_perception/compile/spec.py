@@ -83,8 +83,10 @@ class KernelSpec:
     ``build(module, fn_name, **static)`` must define exactly one function named ``fn_name`` in the
     llvmlite ``ir.Module`` it is given, with the signature ``ret fn_name(*args)``. ``static`` values
     are JSON-serialisable and are baked into the IR as constants (shapes, strides, thresholds).
-    ``fastmath`` lists the fp flags the generator puts on its instructions (informational, and part
-    of the identity); bump ``version`` whenever the generator's output changes. ``source`` is a
+    ``fastmath`` lists the fp flags the generator puts on the kernel's own instructions (part of
+    the identity, not checked against the IR: shared helpers add their own, e.g. kmath's exp
+    polynomial emits ``contract`` in pillars.decode and yolo.decode, which declare none); bump
+    ``version`` whenever the generator's output changes. ``source`` is a
     digest of the source text the generator compiles (kernel-language kernels: the kernel's
     module and its helpers), so editing a kernel outside this package changes the identity too.
     """
