@@ -228,14 +228,23 @@ class ExitOp(Op):
 
     def process(self, inputs, frame):
         time.sleep(self.p["sleep_ms"] / 1e3)
-        marker = self.p.get("marker")
-        if frame.index == self.p["at_frame"] and (marker is None or not Path(marker).exists()):
-            if marker is not None:
-                Path(marker).touch()
+        if frame.index == self.p["at_frame"] and self._first_to_die():
             if self.p["how"] == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             os._exit(self.p["code"])
         return {"y": inputs["points"]}
+
+    def _first_to_die(self) -> bool:
+        """True without a marker; with one, only for the process that creates it: an exclusive
+        create, so two drives reaching the frame at once cannot both die."""
+        marker = self.p.get("marker")
+        if marker is None:
+            return True
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
 
 
 @register
