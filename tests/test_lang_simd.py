@@ -292,3 +292,24 @@ def test_bounds_checked_build_covers_vector_loads_and_lanes():
         checked_vectors(x, 0, 8, n=16)
     assert f"{THIS}:{line_of('marker: checked-lane')}" in str(info.value)
     assert "index 8 out of range for axis 0 of 'v' (extent 8)" in str(info.value)
+
+
+def test_head_cells_kernel_runs_uncompiled_too():
+    """The package's vector kernel (pillars.head_cells) compiled == uncompiled on a small map."""
+    from cuvil_perception.ops.pillars.kernel_head_cells import head_cells
+
+    cells, parts, jb, jd, width = 30, (8, 4), 42, 12, 64
+    cls = RNG.normal(-5, 1.5, (cells, 18)).astype(np.float32)
+    feats = [RNG.normal(0, 1, (c, cells)).astype(np.float32) for c in parts]
+    table = np.array([f.ctypes.data for f in feats], np.uint64)
+    weights = RNG.normal(0, 0.2, (sum(parts), width)).astype(np.float32)
+    bias = RNG.normal(0, 0.2, width).astype(np.float32)
+    static = dict(cells=cells, groups=18, classes=3, parts=parts, jb=jb, jd=jd, gate=-2.2,
+                  width=width)
+    outs = [[np.zeros((cells, jb), np.float32), np.zeros((cells, jd), np.float32),
+             np.zeros(cells, np.int32)] for _ in range(2)]
+    n = head_cells(cls, table, weights, bias, *outs[0], **static)
+    assert 0 < n < cells and n == head_cells.py_func(cls, table, weights, bias, *outs[1], **static)
+    np.testing.assert_array_equal(outs[0][2], outs[1][2])
+    for got, want in zip(outs[0][:2], outs[1][:2]):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)  # kmath.fma uncompiled: f64
