@@ -54,7 +54,7 @@ def float_vectors(x: Buf[f32, "n"], y: Buf[f32, "n"], out: Buf[f32, 9, "n"],
         red[i, 3] = a[k] + a[-1]
         red[i, 4] = f32(simd.any(a > 2.0)) + f32(simd.all(a > -9.0)) * 2.0
         red[i, 5] = simd.reduce_add(total)
-        red[i, 6] = simd.reduce_max(simd.shuffle(b, (1, 2, 3)))
+        red[i, 6] = simd.reduce_max(simd.shuffle(b, (1, 2, 3))) + simd.slice(a, 9, 4)[3]
         red[i, 7] = simd.reduce_add(kmath.fma(a, b, simd.splat(f32(0.5), 16)))
 
 
@@ -242,6 +242,10 @@ def _bad_kernels():
         x[0] = simd.shuffle(simd.load(x, 0, 4), (0, 4))[0]  # marker: bad-shuffle
 
     @kernel
+    def bad_slice(x: Buf[f32, "n"], *, n: int):
+        x[0] = simd.slice(simd.load(x, 0, 4), 2, 3)[0]  # marker: bad-slice
+
+    @kernel
     def mask_sum(x: Buf[f32, "n"], *, n: int):
         x[0] = simd.reduce_add(simd.load(x, 0, 4) > 0.0)  # marker: mask-sum
 
@@ -259,6 +263,7 @@ def _bad_kernels():
         "run_time_lanes": (run_time_lanes, "run-time-lanes", "must be a compile-time int"),
         "too_many": (too_many, "too-many", "lane count must be an int 1..256"),
         "bad_shuffle": (bad_shuffle, "bad-shuffle", "static tuple of lanes in [0, 4)"),
+        "bad_slice": (bad_slice, "bad-slice", "constant lanes inside the Vec[f32, 4]"),
         "mask_sum": (mask_sum, "mask-sum", "a reduction of a mask; write simd.any"),
     }
 
