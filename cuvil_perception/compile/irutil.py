@@ -235,6 +235,8 @@ _EXP_HI = 88.8                   # above: exp(x) > FLT_MAX; the scaling overflow
 #: The flags `vexp` (and `sigmoid` through it) puts on its polynomial, whatever the kernel
 #: declares: ``contract`` lets the Horner steps become FMAs (the accuracy above is measured so).
 VEXP_FASTMATH = ("contract",)
+#: The flag `reduce_fadd` uses when the caller passes none (a tree-shaped sum).
+REDUCE_FADD_FASTMATH = ("reassoc",)
 _EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
              4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)   # Cephes expf, r^7 .. r^2
 
@@ -290,9 +292,13 @@ def _reduce(builder: ir.IRBuilder, name: str, args: list[ir.Value], vec_v: ir.Va
     return builder.call(fn, args, fastmath=tuple(flags))
 
 
-def reduce_fadd(builder: ir.IRBuilder, v: ir.Value, flags: Flags = ("reassoc",)) -> ir.Value:
-    """Sum of the lanes of a float vector. ``reassoc`` (default) allows a tree-shaped sum;
-    pass ``flags=()`` for the strict left-to-right order."""
+def reduce_fadd(builder: ir.IRBuilder, v: ir.Value, flags: Flags | None = None) -> ir.Value:
+    """Sum of the lanes of a float vector. By default ``reassoc`` (a tree-shaped sum), declared
+    as this helper's own flag; flags passed explicitly are the kernel's (``flags=()`` for the
+    strict left-to-right order)."""
+    if flags is None:
+        flags = REDUCE_FADD_FASTMATH
+        note_helper(builder.module, "irutil.reduce_fadd", flags)
     start = ir.Constant(v.type.element, -0.0)
     return _reduce(builder, "llvm.vector.reduce.fadd", [start, v], v, flags)
 
