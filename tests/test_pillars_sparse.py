@@ -169,22 +169,22 @@ def _first_relu_to_sigmoid(graph):
     next(n for n in graph.node if n.name == "Relu_b0").op_type = "Sigmoid"
 
 
-def _identity_before_box_transpose(graph):
-    transpose = next(n for n in graph.node if n.name == "Transpose_box_preds")
+def _identity_before(graph, role: str):
+    transpose = next(n for n in graph.node if n.name == f"Transpose_{role}_preds")
     at = list(graph.node).index(transpose)
-    graph.node.insert(at, onnx.helper.make_node("Identity", [transpose.input[0]], ["box_id"],
-                                                name="box_identity"))
-    transpose.input[0] = "box_id"
+    graph.node.insert(at, onnx.helper.make_node("Identity", [transpose.input[0]], [f"{role}_id"],
+                                                name=f"{role}_identity"))
+    transpose.input[0] = f"{role}_id"
+
+
+def _identity_before_box_transpose(graph):
+    _identity_before(graph, "box")
 
 
 def _identity_before_class_transpose(graph):
     """A class path that is not a Conv but is computed from the heads' map alone (as in an INT8
     file): the heads still peel."""
-    transpose = next(n for n in graph.node if n.name == "Transpose_cls_preds")
-    at = list(graph.node).index(transpose)
-    graph.node.insert(at, onnx.helper.make_node("Identity", [transpose.input[0]], ["cls_id"],
-                                                name="cls_identity"))
-    transpose.input[0] = "cls_id"
+    _identity_before(graph, "cls")
 
 
 def _class_conv_reads_an_earlier_map(graph):
