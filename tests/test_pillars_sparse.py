@@ -309,3 +309,10 @@ def test_the_reference_is_onnx_conv_semantics(k, stride, pads):
     want = session.run(None, {"x": canvas[None]})[0][0].transpose(1, 2, 0)
     assert_close(reference.conv_scatter(*frame, layer, config), want)
     assert_close(ConvScatterKernel(config, layer).open()(*frame), want)
+
+
+def test_heads_wider_than_a_vector_keep_the_dense_path():
+    from cuvil_perception.ops.pillars.onnx_sparse import _NoFit, _peel_heads
+
+    with pytest.raises(_NoFit, match="29 anchors per cell give 261 box and direction values"):
+        _peel_heads([], {}, {}, 29)

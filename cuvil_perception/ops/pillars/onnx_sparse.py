@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ...compile.lang.types import MAX_LANES
 from ...errors import ConfigError
 from .onnx_rewrite import rewrite_deblocks, split_concat
 from .onnx_split import SplitModel
@@ -231,6 +232,10 @@ def _head_conv(nodes: list, inits: dict, output: str, role: str):
 def _peel_heads(nodes: list, inits: dict, roles: dict, anchors_per_cell: int,
                 bev: onnx.ModelProto, map_size: tuple):
     """CellHeadWeights from the box and dir 1x1 convs, their nodes, and the feature map F."""
+    if 9 * anchors_per_cell > MAX_LANES:  # kernel_head_cells keeps a cell's outputs in one vector
+        raise _NoFit(f"{anchors_per_cell} anchors per cell give {9 * anchors_per_cell} box and "
+                     f"direction values per cell, more than the candidate-cell kernel's "
+                     f"{MAX_LANES} lanes")
     found, peeled, feat = {}, [], None
     for role, per_anchor in (("box", 7), ("dir", 2)):
         conv, transpose = _head_conv(nodes, inits, roles[role], role)
