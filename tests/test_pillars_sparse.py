@@ -315,4 +315,4 @@ def test_heads_wider_than_a_vector_keep_the_dense_path():
     from cuvil_perception.ops.pillars.onnx_sparse import _NoFit, _peel_heads
 
     with pytest.raises(_NoFit, match="29 anchors per cell give 261 box and direction values"):
-        _peel_heads([], {}, {}, 29)
+        _peel_heads([], {}, {}, 29, None, ())
