@@ -23,18 +23,17 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _util import print_table  # noqa: E402
-from ir_baseline import (pillars_conv_scatter, pillars_decode,  # noqa: E402
+from ir_baseline import (pillars_conv_scatter, pillars_decode, pillars_head_cells,  # noqa: E402
                          pillars_nms, pillars_pfn, pillars_pillarize, pillars_scatter,
                          pillars_scatter_lines, yolo_decode, yolo_nms, yolo_scan)
 from ir_baseline import examples as ir_examples  # noqa: E402
-from lang_ports import pillars_head_cells as lang_head_cells  # noqa: E402
 
 from cuvil_perception.compile import cache_clear, examples, get_kernel, registry  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_conv_scatter as p_conv  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_decode as p_decode  # noqa: E402
 from cuvil_perception.ops.pillars import native_sparse  # noqa: E402
 from cuvil_perception.ops.pillars.types import ConvLayer  # noqa: E402
-from cuvil_perception.ops.pillars import kernel_head_cells as ir_head_cells  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_head_cells as p_head_cells  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_nms as p_nms  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_pfn as p_pfn  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_pillarize as p_pillarize  # noqa: E402
@@ -215,7 +214,7 @@ def _conv_scatter_case(rng):
 
 
 def _head_cells_case(rng):
-    spec = lang_head_cells.head_cells_spec(HC.map_size(PC), HC, (64, 64))
+    spec = p_head_cells.head_cells_spec(HC.map_size(PC), HC, (64, 64))
     st = spec.static
     cells, width = st["cells"], st["width"]
     cls = rng.normal(-6.0, 1.5, (cells, st["groups"])).astype(np.float32)
@@ -294,10 +293,9 @@ def cases():
          p_scatter.scatter_spec(PC, "pillar"), _scatter_case("pillar"), None, None),
         ("pillars.conv_scatter", pillars_conv_scatter.conv_scatter_spec(PC, CONV),
          p_conv.conv_scatter_spec(PC, CONV), _conv_scatter_case, pillars_conv_scatter, p_conv),
-        ("pillars.head_cells (not switched)",
-         ir_head_cells.head_cells_spec(HC.map_size(PC), HC, (64, 64)),
-         lang_head_cells.head_cells_spec(HC.map_size(PC), HC, (64, 64)), _head_cells_case,
-         ir_head_cells, lang_head_cells),
+        ("pillars.head_cells", pillars_head_cells.head_cells_spec(HC.map_size(PC), HC, (64, 64)),
+         p_head_cells.head_cells_spec(HC.map_size(PC), HC, (64, 64)), _head_cells_case,
+         pillars_head_cells, p_head_cells),
         ("pillars.decode", pillars_decode.decode_spec(PC, HC), p_decode.decode_spec(PC, HC),
          _pillars_decode_case, pillars_decode, p_decode),
         ("pillars.nms", pillars_nms.nms_spec(HC), p_nms.nms_spec(HC), _pillars_nms_case,

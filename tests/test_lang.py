@@ -17,9 +17,9 @@ THIS = Path(__file__).resolve()
 RNG = np.random.default_rng(12)
 
 
-def line_of(marker: str) -> int:
-    """1-based line of the first line in this file containing ``marker``."""
-    for n, text in enumerate(THIS.read_text().splitlines(), 1):
+def line_of(marker: str, path: Path = THIS) -> int:
+    """1-based line of the first line in ``path`` (this file) containing ``marker``."""
+    for n, text in enumerate(path.read_text().splitlines(), 1):
         if marker in text and "line_of(" not in text:
             return n
     raise AssertionError(marker)

@@ -1,6 +1,7 @@
 """The IR helpers the hand-built baselines use: the package's `irutil` (what the kernel
 language's lowering still needs) plus the few that only these baselines need since every
-kernel was ported (scalar constants, vector stores, fmin/fmax, horizontal reductions)."""
+kernel was ported (scalar loads and constants, vector stores, fmin/fmax, horizontal
+reductions)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ from cuvil_perception.compile.irutil import *  # noqa: F401,F403 (the baselines'
 from cuvil_perception.compile.irutil import F32, F64, Flags, _elem_bytes, gep  # noqa: F401
 
 I8 = ir.IntType(8)
+
+
+def load_at(builder: ir.IRBuilder, ptr: ir.Value, index: ir.Value | int, elem_type: ir.Type,
+            name: str = "") -> ir.Value:
+    """``ptr[index]``."""
+    return builder.load(gep(builder, ptr, index, elem_type), name=name, typ=elem_type)
 
 
 def const_f32(v: float) -> ir.Constant:

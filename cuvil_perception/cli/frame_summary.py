@@ -1,4 +1,4 @@
-"""A per-frame table of what a run found, read back from its jsonl output (``run --summary``).
+"""A per-frame table of what a run found, read back from its run log (``run --summary``).
 
 Reading the file back (rather than keeping results in memory) shows what a user will find in it,
 and proves every line parses. A stage whose op declares ``summary_port`` and ``summarize`` gets one
@@ -16,6 +16,7 @@ import numpy as np
 from rich.table import Table
 
 from ..eval.runlog import read_run
+from ..graph import roles as R
 
 MAX_ROWS = 40
 
@@ -29,8 +30,16 @@ class Column:
     describe: Callable[[np.ndarray], str] | None = None
 
 
+def run_summaries(pipeline, outputs: list[dict]) -> list[Table]:
+    """The ``run --summary`` tables: one per run log among the run's ``outputs`` that has a
+    frame (the stages whose op has the ``run_log`` role, `graph.roles`)."""
+    tables = [frame_summary_table(o["path"], summary_columns(pipeline, o["stage"]))
+              for o in R.run_logs(outputs)]
+    return [table for table in tables if table is not None]
+
+
 def summary_columns(pipeline, sink_id: str) -> list[Column] | None:
-    """Columns for the inputs of jsonl stage ``sink_id``: one per summarising upstream stage (its
+    """Columns for the inputs of run-log stage ``sink_id``: one per summarising upstream stage (its
     ``summary_port``), the others left to ``frame_summary_table``'s row counts. None when no
     upstream op summarises."""
     columns, summarised = [], set()

@@ -1,17 +1,20 @@
 """``run ... --foxglove [HOST:PORT]``: serve the run's results live over the Foxglove WebSocket
-protocol, through the same ``mcap`` sink that writes MCAP files (same channels, io side).
+protocol, through the sink with the ``live_view`` role (`graph.roles`: the ``mcap`` sink, which
+writes MCAP files with the same channels, io side).
 
-Every ``mcap`` stage of the pipeline also serves live; a pipeline without one gets a live-only
-``mcap`` stage wired by port roles: the sources' sensor outputs (image, points, calibration),
-and the detectors' outputs found through their ``summary_port`` (2D detections, 3D boxes with
-their scores and labels, fused objects), falling back to any output of that name and shape.
+Every live-view stage of the pipeline serves live; a pipeline without one gets a live-only stage
+of ``roles.sink_op(LIVE_VIEW)`` wired by port names: the sources' sensor outputs (image,
+points, calibration), and the detectors' outputs found through their ``summary_port`` (2D
+detections, 3D boxes with their scores and labels, fused objects), falling back to any output
+of that name and shape.
 """
 
 from __future__ import annotations
 
 import click
 
-from ..graph import Source
+from ..graph import Source, lookup
+from ..graph import roles as R
 
 DEFAULT_ADDRESS = "127.0.0.1:8765"
 LIVE_STAGE = "foxglove_live"
@@ -27,17 +30,16 @@ def foxglove_option(command):
              f"{DEFAULT_ADDRESS}]; pair a replay with --rate 1.")(command)
 
 
-def _role_sources(pipeline) -> dict[str, str]:
-    """role -> ``stage/port`` for the live stage's inputs."""
-    from ..ops.mcap_sink import INPUTS
-
+def _role_sources(pipeline, op_name: str) -> dict[str, str]:
+    """input -> ``stage/port`` for a live stage of op ``op_name`` (its inputs when unwired)."""
+    inputs = {spec.name: spec for spec in lookup(op_name)({}, {}).input_ports()}
     found: dict[str, tuple[int, str]] = {}
     for stage in pipeline.ordered():
         op = stage.make_op()
         summary = getattr(op, "summary_port", None)
         is_source = isinstance(op, Source)
         for port, spec in stage.output_specs.items():
-            want = INPUTS.get(port)
+            want = inputs.get(port)
             if want is None or spec.mismatch(want) is not None:
                 continue
             if port in SENSOR_ROLES:
@@ -54,9 +56,11 @@ def apply_foxglove(pipeline, address: str | None):
     returns it validated again."""
     if address is None:
         return pipeline
-    sinks = [s for s in pipeline.stages if s.op == "mcap"]
+    sinks = [s for s in pipeline.stages if R.sink_param(s.op, R.LIVE_VIEW)]
     for stage in sinks:
-        stage.params["live"] = address
+        stage.params[R.sink_param(stage.op, R.LIVE_VIEW)] = address
     if not sinks:
-        pipeline.add(LIVE_STAGE, "mcap", inputs=_role_sources(pipeline), live=address)
+        op = R.sink_op(R.LIVE_VIEW)
+        pipeline.add(LIVE_STAGE, op, inputs=_role_sources(pipeline, op),
+                     **{R.sink_param(op, R.LIVE_VIEW): address})
     return pipeline.validate()

@@ -104,14 +104,10 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
             raise
     print_result(console, result, p)
     if summary:
-        from .frame_summary import frame_summary_table, summary_columns
+        from .frame_summary import run_summaries
 
-        for output in result.outputs:
-            if output["op"] != "jsonl":
-                continue
-            table = frame_summary_table(output["path"], summary_columns(p, output["stage"]))
-            if table is not None:
-                console.print(table)
+        for table in run_summaries(p, result.outputs):
+            console.print(table)
     if viz is not None and result.frames:
         from ..viz import render_result
         from .render_cmd import print_summary

@@ -2,7 +2,7 @@
 written in the language, so this is all the hand-built IR left in the package.
 
 Types: ``PTR`` (opaque pointer; LLVM 22), ``I1 I32 I64 F32 F64``, ``vec(elem, n)``.
-Memory: ``gep``, ``load_at``, ``store_at`` (element-indexed, ``inbounds``), ``load_vec``
+Memory: ``gep``, ``store_at`` (element-indexed, ``inbounds``), ``load_vec``
 (element-aligned vector load), ``entry_alloca``.
 Control: ``for_range`` (a canonical counted loop the loop vectoriser recognises).
 Math: ``vexp`` (polynomial exp, vectorisable), ``sigmoid``, ``clamp``, ``intrinsic`` calls
@@ -58,10 +58,6 @@ def vec(elem: ir.Type, n: int) -> ir.VectorType:
     return ir.VectorType(elem, n)
 
 
-def const_f32(v: float) -> ir.Constant:
-    return ir.Constant(F32, float(v))
-
-
 def const_i32(v: int) -> ir.Constant:
     return ir.Constant(I32, int(v))
 
@@ -95,12 +91,6 @@ def gep(builder: ir.IRBuilder, ptr: ir.Value, index: ir.Value | int, elem_type: 
     if isinstance(index, int):
         index = const_i64(index)
     return builder.gep(ptr, [index], inbounds=True, name=name, source_etype=elem_type)
-
-
-def load_at(builder: ir.IRBuilder, ptr: ir.Value, index: ir.Value | int, elem_type: ir.Type,
-            name: str = "") -> ir.Value:
-    """``ptr[index]``."""
-    return builder.load(gep(builder, ptr, index, elem_type), name=name, typ=elem_type)
 
 
 def store_at(builder: ir.IRBuilder, value: ir.Value, ptr: ir.Value,

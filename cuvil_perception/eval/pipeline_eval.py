@@ -3,9 +3,10 @@
 ``evaluate_pipeline(pipeline)``:
 
 1. removes the pipeline's own sinks (an evaluation must not overwrite a run's outputs) and adds
-   one ``jsonl`` capture stage wired to the drive source's ``ground_truth`` and to the outputs
-   of every detector stage, found by their ops' roles (`graph.roles`): ``detections_2d``
-   (scored 2D), ``boxes_3d`` + ``scores_3d`` + ``labels_3d`` (BEV), ``objects`` (both);
+   one run-log capture stage (``roles.sink_op(RUN_LOG)``: ``jsonl``) wired to the drive
+   source's ``ground_truth`` and to the outputs of every detector stage, found by their ops'
+   roles (`graph.roles`): ``detections_2d`` (scored 2D), ``boxes_3d`` + ``scores_3d`` +
+   ``labels_3d`` (BEV), ``objects`` (both);
 2. runs it through ``rt.run_pipeline`` with deadlines measured but not enforced, so every frame
    reaches the capture and the result depends only on the drive;
 3. reads the capture back and scores each stage (``scoring``).
@@ -122,7 +123,9 @@ def _add_capture(pipeline: Pipeline, replay, detectors, path: Path) -> dict:
         for port in ports:
             wiring[(stage.id, port)] = f"{stage.id}__{port}"
     inputs = {name: f"{sid}/{port}" for (sid, port), name in wiring.items()}
-    pipeline.add(CAPTURE, "jsonl", inputs=inputs, path=str(path), max_values=2**62)
+    op = R.sink_op(R.RUN_LOG)  # the package's own run log: every array in full
+    pipeline.add(CAPTURE, op, inputs=inputs, max_values=2**62,
+                 **{R.sink_param(op, R.RUN_LOG): str(path)})
     pipeline.validate()
     return wiring
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..drives.labels import CLASSES
+from ..geometry import objects as O
 from .ap import ClassAP, evaluate, mean_ap
 from .iou import iou_2d, iou_bev
 
@@ -96,14 +97,15 @@ def score_bev(frames: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 def fused_as_2d(objects: np.ndarray) -> np.ndarray:
     """Fused objects [N, 15] -> detections [K, 6] of the rows with an image box; score = the
     larger of score_2d and score_3d (whichever sensors saw it)."""
-    objects = np.asarray(objects, np.float32).reshape(-1, 15)
-    rows = objects[np.isfinite(objects[:, 8])]
-    score = np.fmax(rows[:, 13], rows[:, 12])
-    return np.concatenate([rows[:, 8:12], score[:, None], rows[:, :1]], axis=1)
+    objects = np.asarray(objects, np.float32).reshape(-1, len(O.COLUMNS))
+    rows = objects[np.isfinite(objects[:, O.BOX_2D.start])]
+    score = np.fmax(rows[:, O.SCORE_2D], rows[:, O.SCORE_3D])
+    return np.concatenate([rows[:, O.BOX_2D], score[:, None], rows[:, O.CLASS:O.CLASS + 1]],
+                          axis=1)
 
 
 def fused_as_bev(objects: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fused objects [N, 15] -> (boxes [K, 7], score_3d [K], classes [K]) of LiDAR-seen rows."""
-    objects = np.asarray(objects, np.float32).reshape(-1, 15)
-    rows = objects[np.isfinite(objects[:, 1])]
-    return rows[:, 1:8], rows[:, 12], rows[:, 0].astype(np.int64)
+    objects = np.asarray(objects, np.float32).reshape(-1, len(O.COLUMNS))
+    rows = objects[np.isfinite(objects[:, O.BOX_3D.start])]
+    return rows[:, O.BOX_3D], rows[:, O.SCORE_3D], rows[:, O.CLASS].astype(np.int64)

@@ -26,6 +26,8 @@ Optional hooks the executor looks for:
 * ``roles = {role: port}``, ``drive_param``, ``live_op``: what the outputs mean to eval, render
   and the CLI's source overrides (`roles`), which never name an op; a 3D detector may add
   ``bev_range(params) -> (x_min, y_min, x_max, y_max)``, the area (m) eval scores it on.
+* ``sink_roles = {role: param}``: sinks that write the run log (``run_log``: what ``--out``,
+  ``--summary``, render and eval use) or serve the live view (``live_view``), see `roles`.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ class Op:
     roles: ClassVar[dict[str, str]] = {}  # role -> output port (see `roles`)
     drive_param: ClassVar[str | None] = None  # sources: the param with the drive they replay
     live_op: ClassVar[str | None] = None  # drive sources: the op --camera puts in their place
+    sink_roles: ClassVar[dict[str, str]] = {}  # sinks: role -> the param it drives (see `roles`)
 
     def __init__(self, params: dict[str, Any], inputs: dict[str, PortSpec]):
         self.p = params

@@ -5,8 +5,9 @@ One YAML serves both a recorded drive and a live camera: ``--replay DRIVE`` sets
 parameter (``drive_param``, see `roles`) of every stage that replays a drive (``replay``,
 ``bag``); ``--camera DEV`` turns them into their ``live_op`` (``camera``) with the same id (a
 camera only provides ``image``, so stages wired to other replay outputs are reported); stages
-that already are a live op get the device. ``--out FILE`` sets the ``path`` of every ``jsonl``
-stage. Call before ``validate()``.
+that already are a live op get the device. ``--out FILE`` sets the run-log parameter
+(``sink_param(op, RUN_LOG)``: ``jsonl``'s ``path``) of every run-log stage. Call before
+``validate()``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from ..errors import PipelineError, UsageError
 from .pipeline import Pipeline
 from .op import registered
-from .roles import drive_param, live_op
+from .roles import RUN_LOG, drive_param, live_op, sink_op, sink_param
 
 CAMERA_OUTPUTS = ("image",)
 
@@ -50,12 +51,12 @@ def apply_cli_sources(pipeline: Pipeline, replay: str | Path | None = None,
         for stage in cameras:
             stage.params["device"] = camera
     if out is not None:
-        sinks = [s for s in pipeline.stages if s.op == "jsonl"]
+        sinks = [s for s in pipeline.stages if sink_param(s.op, RUN_LOG)]
         if not sinks:
-            raise UsageError(f"{pipeline.source}: --out given, but the pipeline has no 'jsonl' "
-                             "stage")
+            raise UsageError(f"{pipeline.source}: --out given, but the pipeline has no "
+                             f"'{sink_op(RUN_LOG)}' stage (nor another run-log sink)")
         for stage in sinks:
-            stage.params["path"] = str(Path(out).expanduser().resolve())
+            stage.params[sink_param(stage.op, RUN_LOG)] = str(Path(out).expanduser().resolve())
     return pipeline
 
 

@@ -8,23 +8,32 @@ op is scored and drawn like a built-in one. The roles:
 * ``detections_2d`` — float32 [M, 6]: x1, y1, x2, y2 (image pixels), score, class;
 * ``boxes_3d``, ``scores_3d``, ``labels_3d`` — float32 [N, 7] x, y, z, dx, dy, dz, heading
   (m, rad, LiDAR frame), float32 [N] scores, int32 [N] classes;
-* ``objects`` — fused objects float32 [N, 15] (``ops.fusion.COLUMNS``), 2D and 3D at once.
+* ``objects`` — fused objects float32 [N, 15] (``geometry.objects.COLUMNS``), 2D and 3D at once.
 
 Sources also say what they are: ``drive_param`` names the parameter holding the path of a
 recorded drive they replay (``--replay`` sets it, eval and render re-read it), and ``live_op``
 the op that ``--camera`` puts in their place.
+
+Sinks declare ``sink_roles = {role: param}``, the parameter the role is driven by:
+
+* ``run_log`` — one JSON line per frame in the run-log schema (``docs/drive-format.md``) written
+  to the file in that parameter: what ``--out`` sets, and what ``run --summary``, ``render``,
+  ``eval`` and the run record read back;
+* ``live_view`` — the run's results served live at the ``HOST:PORT`` in that parameter (what
+  ``run --foxglove`` sets; a pipeline without such a stage gets one of ``sink_op``).
 """
 
 from __future__ import annotations
 
 from . import plugins
-from .op import lookup
+from .op import lookup, registered
 
 GROUND_TRUTH = "ground_truth"
 DETECTIONS_2D = "detections_2d"
 BOXES_3D, SCORES_3D, LABELS_3D = "boxes_3d", "scores_3d", "labels_3d"
 OBJECTS = "objects"
 DETECTOR_ROLES = (DETECTIONS_2D, BOXES_3D, SCORES_3D, LABELS_3D, OBJECTS)  # in capture order
+RUN_LOG, LIVE_VIEW = "run_log", "live_view"  # sink roles
 
 
 def _op_class(op_name):
@@ -70,3 +79,26 @@ def bev_range(pipeline, stage) -> tuple[float, float, float, float] | None:
             hook = getattr(_op_class(upstream.op), "bev_range", None)
             return None if hook is None else hook(upstream.resolved_params)
     return None
+
+
+def sink_param(op_name: str | None, role: str) -> str | None:
+    """The parameter of the op's ``role`` (``RUN_LOG``: the file it writes, ``LIVE_VIEW``: the
+    address it serves), or None when the op does not play that role."""
+    return dict(getattr(_op_class(op_name), "sink_roles", {})).get(role)
+
+
+def run_logs(outputs: list[dict]) -> list[dict]:
+    """The run logs among a run's outputs (``{"stage", "op", "param", "path"}`` rows, as in
+    ``RunResult.outputs`` and the run record), in their order."""
+    return [o for o in outputs if o.get("param") is not None and
+            o.get("param") == sink_param(o.get("op"), RUN_LOG)]
+
+
+def sink_op(role: str) -> str | None:
+    """The op to add when a stage must play ``role`` (eval's capture, the live view): this
+    package's own when it has one, else the first by name; None when no op plays it."""
+    players = {name: cls for name, cls in registered().items()
+               if role in getattr(cls, "sink_roles", {})}
+    package = __name__.split(".")[0] + "."
+    own = [name for name, cls in players.items() if cls.__module__.startswith(package)]
+    return (own or list(players) or [None])[0]

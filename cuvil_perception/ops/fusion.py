@@ -13,7 +13,7 @@ Rule (what ``associate`` computes, per frame):
    the highest IoU (ties: lower 3D index, then lower 2D index) among pairs not yet used, as long
    as IoU >= ``iou_threshold``; with ``same_class`` a pair must have the same class (camera
    classes go through ``camera_classes`` first).
-3. Output one row per object, float32 [N, 15] (``COLUMNS``):
+3. Output one row per object, float32 [N, 15] (``geometry.objects.COLUMNS``):
 
    - matched pair: class of the camera detection, the 3D box, the camera's 2D box, both
      scores, seen_by 3 (camera 1 | LiDAR 2);
@@ -34,13 +34,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..geometry import iou_matrix, project_boxes, velo_to_image
+from ..geometry.objects import (BOX_2D, BOX_3D, CLASS, COLUMNS, SCORE_2D, SCORE_3D, SEEN_BY,
+                                SEEN_CAMERA, SEEN_LIDAR)
 from ..graph import FrameInfo, Op, Param, PortSpec, Range, register
 from .summary import count_by_class
 
-COLUMNS = ("class", "x", "y", "z", "dx", "dy", "dz", "heading", "x1", "y1", "x2", "y2",
-           "score_3d", "score_2d", "seen_by")
-"""Columns of a fused object row; ``seen_by`` is a bitmask: 1 camera, 2 LiDAR."""
-SEEN_CAMERA, SEEN_LIDAR = 1, 2
 CLASS_NAMES = ("car", "pedestrian", "cyclist")  # the LiDAR detector's (OpenPCDet KITTI) classes
 def greedy_match(iou: np.ndarray, threshold: float) -> list[tuple[int, int]]:
     """Pairs (row, column) by repeatedly taking the highest remaining IoU >= threshold; ties go
@@ -81,22 +79,22 @@ def associate(boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray,
         iou[labels[:, None] != det_cls[None, :]] = -1.0
     pairs = dict(greedy_match(iou, iou_threshold))
     rows = np.full((len(boxes) + len(dets), len(COLUMNS)), np.nan, np.float32)
-    rows[:len(boxes), 0] = labels
-    rows[:len(boxes), 1:8] = boxes
-    rows[:len(boxes), 8:12] = rects
-    rows[:len(boxes), 12] = scores
-    rows[:len(boxes), 14] = SEEN_LIDAR
+    rows[:len(boxes), CLASS] = labels
+    rows[:len(boxes), BOX_3D] = boxes
+    rows[:len(boxes), BOX_2D] = rects
+    rows[:len(boxes), SCORE_3D] = scores
+    rows[:len(boxes), SEEN_BY] = SEEN_LIDAR
     for i, j in pairs.items():
-        rows[i, 0] = det_cls[j]
-        rows[i, 8:12] = dets[j, :4]
-        rows[i, 13] = dets[j, 4]
-        rows[i, 14] = SEEN_LIDAR | SEEN_CAMERA
+        rows[i, CLASS] = det_cls[j]
+        rows[i, BOX_2D] = dets[j, :4]
+        rows[i, SCORE_2D] = dets[j, 4]
+        rows[i, SEEN_BY] = SEEN_LIDAR | SEEN_CAMERA
     alone = np.setdiff1d(np.arange(len(dets)), np.fromiter(pairs.values(), int, len(pairs)))
     tail = rows[len(boxes):len(boxes) + len(alone)]
-    tail[:, 0] = det_cls[alone]
-    tail[:, 8:12] = dets[alone, :4]
-    tail[:, 13] = dets[alone, 4]
-    tail[:, 14] = SEEN_CAMERA
+    tail[:, CLASS] = det_cls[alone]
+    tail[:, BOX_2D] = dets[alone, :4]
+    tail[:, SCORE_2D] = dets[alone, 4]
+    tail[:, SEEN_BY] = SEEN_CAMERA
     return rows[:len(boxes) + len(alone)]
 
 
@@ -158,8 +156,8 @@ class FusionAssociate(Op):
         """``N: k car, ... (m both)`` — classes as the LiDAR detector numbers them."""
         if port != "objects" or objects.ndim != 2 or not len(objects):
             return str(len(objects))
-        both = int(np.sum(objects[:, 14] == (SEEN_CAMERA | SEEN_LIDAR)))
-        return f"{len(objects)}: {count_by_class(objects[:, 0], CLASS_NAMES)} ({both} both)"
+        both = int(np.sum(objects[:, SEEN_BY] == (SEEN_CAMERA | SEEN_LIDAR)))
+        return f"{len(objects)}: {count_by_class(objects[:, CLASS], CLASS_NAMES)} ({both} both)"
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
         matrix = velo_to_image(inputs["P2"], inputs["R0_rect"], inputs["Tr_velo_to_cam"])

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..drives.labels import CLASSES
 from ..errors import UsageError
+from ..geometry import objects as O
 from ..graph import FrameInfo, Param, ParamProblem, PortSpec, Range, RunContext, Sink, register
 from ..output_files import is_previous_output
 from . import foxglove_msgs as fm
@@ -57,6 +58,7 @@ class McapSink(Sink):
 
     name = "mcap"
     tag = "io"
+    sink_roles = {"live_view": "live"}  # run --foxglove sets it (or adds a stage of this op)
     doc = ("Write results as Foxglove messages (3D boxes, 2D detections, fused objects, image, "
            "cloud, transforms, per-stage latency) to an MCAP file and/or a live view.")
     variadic_inputs = False
@@ -203,17 +205,20 @@ def _boxes_update(inputs: dict, stamp: int, frame_id: str, names) -> object:
 
 
 def _objects_update(objects: np.ndarray, stamp: int, frame_id: str, names) -> object:
-    """Fused rows: class x y z dx dy dz heading x1 y1 x2 y2 score_3d score_2d seen_by."""
-    texts = [f"{fm.class_name(o[0], names)} {_seen(o)}" for o in objects]
-    return fm.scene_update("objects", stamp, frame_id, objects[:, 1:8], objects[:, 0], texts)
+    """Fused rows (``geometry.objects``): the 3D boxes, labelled with class and sensors."""
+    texts = [f"{fm.class_name(o[O.CLASS], names)} {_seen(o)}" for o in objects]
+    return fm.scene_update("objects", stamp, frame_id, objects[:, O.BOX_3D], objects[:, O.CLASS],
+                           texts)
 
 
 def _objects_annotations(objects: np.ndarray, stamp: int, names) -> object:
-    texts = [f"{fm.class_name(o[0], names)} {_seen(o)}" for o in objects]
-    return fm.image_annotations(stamp, objects[:, 8:12], objects[:, 0], texts, thickness=4.0)
+    texts = [f"{fm.class_name(o[O.CLASS], names)} {_seen(o)}" for o in objects]
+    return fm.image_annotations(stamp, objects[:, O.BOX_2D], objects[:, O.CLASS], texts,
+                                thickness=4.0)
 
 
 def _seen(row: np.ndarray) -> str:
-    seen = int(row[14]) if np.isfinite(row[14]) else 0
-    parts = [name for bit, name in ((1, "camera"), (2, "lidar")) if seen & bit]
+    seen = int(row[O.SEEN_BY]) if np.isfinite(row[O.SEEN_BY]) else 0
+    parts = [name for bit, name in ((O.SEEN_CAMERA, "camera"), (O.SEEN_LIDAR, "lidar"))
+             if seen & bit]
     return "+".join(parts) or "-"

@@ -72,6 +72,7 @@ class JsonlSink(Sink):
 
     name = "jsonl"
     tag = "io"
+    sink_roles = {"run_log": "path"}  # --out sets it; --summary, render and eval read it back
     doc = "Write every connected input, per frame, as one JSON object per line."
     params = (
         Param("path", Path, Path("run.jsonl"), "output file (parent folders are created)"),

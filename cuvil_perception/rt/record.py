@@ -13,7 +13,7 @@ Top-level fields::
                   "sha256"} (``--decisions`` refuses a record of another drive)
     pipeline_sha256  hash of the pipeline's stages without sink and source paths
                   (``--decisions`` warns when it differs)
-    output_digests {path: {"bytes", "sha256"}} of each jsonl output, at the end of the run
+    output_digests {path: {"bytes", "sha256"}} of each run log (jsonl), at the end of the run
                   (``render`` checks that the record beside a jsonl describes that file)
     pipeline      {"name", "source", "text"}: the YAML text when the pipeline came from a file,
                   else its canonical form (stages with op, params, inputs, tag, deadline, on_miss)
@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
+from ..graph.roles import run_logs
 from ..output_files import write_text_atomic
 
 FORMAT = "cuvil-run-record/1"
@@ -130,10 +131,9 @@ def _jsonable(value):
 
 
 def default_record_path(pipeline, outputs: list[dict]) -> Path:
-    """``<first jsonl output>.record.json`` (else the first sink's ``path`` file), else
+    """``<first run log>.record.json`` (else the first sink's ``path`` file), else
     ``runs/<name>-<UTC time>/record.json`` in the working directory."""
-    files = [o for o in outputs if o["op"] == "jsonl"]
-    files += [o for o in outputs if o["param"] == "path"]
+    files = run_logs(outputs) + [o for o in outputs if o["param"] == "path"]
     for output in files:
         path = Path(output["path"])
         return path.with_name(path.name + ".record.json")

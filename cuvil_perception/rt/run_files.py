@@ -5,7 +5,7 @@ with how the run ended).
 Order, from ``run_pipeline``: ``plan(pipeline, options)`` applies the output-path policy and
 returns the record path before anything is opened; ``RecordFile.start`` writes the record with
 ``status: "running"`` (replacing a previous run's record, and removing stale records beside the
-run's other jsonl outputs, so ``render`` can never pick up an older run's drive); ``progress``
+run's other run logs, so ``render`` can never pick up an older run's drive); ``progress``
 rewrites it at most once a second; ``finish`` writes the full record with its final status.
 """
 
@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from ..graph import Sink
+from ..graph.roles import run_logs
 from ..output_files import is_previous_output
 from .lifecycle import is_source, sink_outputs
 from .output_policy import Claim, check_outputs
@@ -119,11 +120,11 @@ def _fingerprint(root: Path) -> dict:
 
 
 def output_digests(outputs: list[dict]) -> dict[str, dict]:
-    """``{path: {"bytes", "sha256"}}`` of the jsonl outputs that exist."""
+    """``{path: {"bytes", "sha256"}}`` of the run logs (`roles.run_logs`) that exist."""
     found = {}
-    for output in outputs:
+    for output in run_logs(outputs):
         path = Path(output["path"])
-        if output["op"] == "jsonl" and path.is_file():
+        if path.is_file():
             data = path.read_bytes()
             found[str(path.resolve())] = {"bytes": len(data),
                                           "sha256": hashlib.sha256(data).hexdigest()}
@@ -181,11 +182,9 @@ class RecordFile:
 
 
 def _remove_stale_sidecars(outputs: list[dict], record: Path) -> None:
-    """A ``<out>.jsonl.record.json`` of an earlier run beside this run's jsonl outputs (when
+    """A ``<out>.jsonl.record.json`` of an earlier run beside this run's run logs (when
     this run's record goes elsewhere) would describe another run: remove it if it is ours."""
-    for output in outputs:
-        if output["op"] != "jsonl":
-            continue
+    for output in run_logs(outputs):
         sidecar = Path(output["path"]).with_name(Path(output["path"]).name + ".record.json")
         if sidecar.resolve() != record.resolve() and sidecar.is_file() and \
                 is_previous_output(sidecar):

@@ -1,6 +1,7 @@
-"""Pictures of a run: re-read the drive a jsonl run output came from and draw its detections.
+"""Pictures of a run: re-read the drive a run log came from and draw its detections.
 
-``render_run(RUN_OUTPUT, OUT_DIR)`` writes, per frame k of the run output::
+``render_run(RUN_OUTPUT, OUT_DIR)`` writes, per frame k of the run log (the file of a stage
+whose op has the ``run_log`` role, `graph.roles`: ``jsonl``'s ``path``)::
 
     OUT_DIR/camera/<k:06d>.png   the camera image (drive size) with 2D boxes and projected 3D boxes
     OUT_DIR/bev/<k:06d>.png      bird's-eye view of the LiDAR points with 3D boxes (BevView size)
@@ -9,16 +10,17 @@
                                  frame (mp4v, 10 fps)
 
 Finding the drive: ``drive=`` if given, else the drive parameter of the stage that replays a
-drive (``drive_param``, see `graph.roles`; ``replay``'s ``path``) in the run
-record that ``run`` writes beside the jsonl (``<file>.record.json``). A finished record carries
-the sha256 of the jsonl it wrote: a record whose digest does not match the file describes
-another run and is refused (pass ``drive=``) rather than silently drawing the wrong drive. A run frame is matched to a
-drive frame by its LiDAR stamp (``stamps.points``), else by index (looped replays).
+drive (``drive_param``, see `graph.roles`; ``replay``'s ``path``) in the run record that ``run``
+writes beside the run log (``<file>.record.json``). A finished record carries the sha256 of the
+run log it wrote: a record whose digest does not match the file describes another run and is
+refused (pass ``drive=``) rather than silently drawing the wrong drive. A run frame is matched
+to a drive frame by its LiDAR stamp (``stamps.points``), else by index (looped replays).
 
-Finding the detections: the record says which stage/port feeds each jsonl input, and the
+Finding the detections: the record says which stage/port feeds each run-log input, and the
 stage's op says which role that port has (``objects``, ``detections_2d``, ``boxes_3d``,
-``scores_3d``, ``labels_3d``; `graph.roles`); without a record, inputs named ``objects``, ``detections``, ``boxes``, ``scores`` and ``labels``
-are used. Fused objects, when present, are drawn instead of the separate detector outputs.
+``scores_3d``, ``labels_3d``; `graph.roles`); without a record, inputs named ``objects``,
+``detections``, ``boxes``, ``scores`` and ``labels`` are used. Fused objects, when present, are
+drawn instead of the separate detector outputs.
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ import numpy as np
 from ..drives import Drive
 from ..drives.recording import open_recording
 from ..errors import UsageError
+from ..geometry import objects as O
 from ..graph import roles as R
 from ..eval.runlog import RunFrame, load_record, read_run
-from ..ops.fusion import SEEN_CAMERA
 from ..output_files import mark_folder, write_bytes_atomic
 from .draw import GT_COLOUR, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d, draw_boxes_bev
 from .scene3d import Scene3D
@@ -100,11 +102,12 @@ def render_run(run_output: str | Path, out_dir: str | Path, *, drive: str | Path
 
 def render_result(pipeline, result, out_dir: str | Path, **options) -> RenderSummary:
     """Pictures right after ``rt.run_pipeline`` (what ``run --viz DIR`` calls): the run's first
-    jsonl output, the drive of its ``replay`` stage; ``options`` go to ``render_run``. UsageError
-    when the run wrote no jsonl or replayed no drive (a live camera cannot be re-read)."""
-    outputs = [o for o in result.outputs if o["op"] == "jsonl"]
+    run log, the drive of its ``replay`` stage; ``options`` go to ``render_run``. UsageError
+    when the run wrote no run log or replayed no drive (a live camera cannot be re-read)."""
+    outputs = R.run_logs(result.outputs)
     if not outputs:
-        raise UsageError("--viz needs a 'jsonl' stage: the pictures are drawn from its output")
+        raise UsageError(f"--viz needs a '{R.sink_op(R.RUN_LOG)}' stage (or another run-log "
+                         "sink): the pictures are drawn from its output")
     replays = [s for s in pipeline.ordered() if R.drive_param(s.op)]
     if not replays:
         raise UsageError("--viz needs a replayed drive (--replay): live camera frames are not "
@@ -160,10 +163,10 @@ class FrameDetections:
         found = {role: frame.outputs.get(name) for name, role in roles.items()}
         objects = found.get("objects")
         if objects is not None:
-            objects = objects.reshape(-1, 15)
-            seen = (np.nan_to_num(objects[:, 14]).astype(np.int64) & SEEN_CAMERA) > 0
-            return cls(objects[:, 1:8], objects[:, 0], objects[seen, 8:12], objects[seen, 0],
-                       objects[seen, 13])
+            objects = objects.reshape(-1, len(O.COLUMNS))
+            seen = (np.nan_to_num(objects[:, O.SEEN_BY]).astype(np.int64) & O.SEEN_CAMERA) > 0
+            return cls(objects[:, O.BOX_3D], objects[:, O.CLASS], objects[seen, O.BOX_2D],
+                       objects[seen, O.CLASS], objects[seen, O.SCORE_2D])
         boxes = found.get("boxes")
         boxes = np.zeros((0, 7)) if boxes is None else boxes.reshape(-1, 7)
         labels = found.get("labels")
@@ -226,12 +229,11 @@ def _tolerance(record: dict | None) -> float:
 
 
 def _roles(run_output: Path, record: dict | None, first: RunFrame) -> dict[str, str]:
-    """jsonl input name -> role ("objects", "detections", "boxes", "scores", "labels")."""
+    """run-log input name -> role ("objects", "detections", "boxes", "scores", "labels")."""
     stages = {s.get("id"): s for s in (record or {}).get("pipeline", {}).get("stages", [])}
     for stage in stages.values():
-        path = stage.get("params", {}).get("path")
-        if stage.get("op") != "jsonl" or not path or \
-                Path(path).resolve() != run_output.resolve():
+        path = stage.get("params", {}).get(R.sink_param(stage.get("op"), R.RUN_LOG))
+        if not path or Path(path).resolve() != run_output.resolve():
             continue
         roles = {}
         for name, ref in stage.get("inputs", {}).items():

@@ -7,10 +7,11 @@
         for i in range(n):
             y[i] = kmath.sqrt(x[i]) * a
 
-Modules: `types` (scalars, ``Buf``, ``local``, ``view``), `source` (AST with file positions,
-errors), `values` / `arith` (typed values, Python-semantics arithmetic), `names` (which names
-are assigned once), `expr` / `lower` / `calls` / `simd_lower` (AST -> llvmlite IR), `kmath` (the
-math module), `simd` (explicit vector memory operations), `kernel` (``@kernel``, specs, running).
+Modules: `types` (scalars, ``Buf``, ``Vec``, ``local``, ``view``), `source` (AST with file
+positions, errors), `values` / `arith` (typed values, Python-semantics arithmetic), `names`
+(which names are assigned once), `expr` / `lower` / `calls` / `simd_lower` / `vector_lower`
+(AST -> llvmlite IR), `kmath` (the math module), `simd` (explicit vector memory operations and
+vector values), `kernel` (``@kernel``, specs, running).
 Semantics that differ from Python are listed in `arith` (integer wrap-around, division by
 zero) and `calls` (min/max with NaN); the language reference is docs/kernel-language.md.
 """
@@ -21,11 +22,11 @@ from . import kmath, simd
 from .calls import inline, unroll
 from .kernel import Kernel, kernel
 from .types import (BOOL, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, Buf, BufType, Scalar,
-                    address, local, select, view)
+                    Vec, VecType, address, local, select, view)
 
 boolean, f32, f64, i8, i16, i32, i64 = BOOL, F32, F64, I8, I16, I32, I64
 u8, u16, u32, u64 = U8, U16, U32, U64
 
 __all__ = ["Buf", "BufType", "Kernel", "Scalar", "address", "boolean", "f32", "f64", "i8", "i16",
            "i32", "i64", "inline", "kernel", "kmath", "local", "select", "simd", "u8", "u16", "u32",
-           "u64", "unroll", "view"]
+           "u64", "unroll", "Vec", "VecType", "view"]

@@ -15,7 +15,8 @@ from .. import irutil as u
 from . import kmath, simd
 from .arith import compare, convert, negate
 from .source import Source
-from .types import BOOL, F64, I64, BufType, Scalar, address, local, select, view
+from .types import (BOOL, F64, I64, BufType, Scalar, VecType, address, local, select,
+                    view)
 from .values import BufRef, Const, Val
 
 MAX_LOCAL_ELEMENTS = 4096     # a local array lives on the stack: keep it small
@@ -71,6 +72,8 @@ class CallsMixin:
             return self.bit_count(fn, node)
         if fn in simd.OPERATIONS:
             return self.simd_call(fn, node)
+        if fn in simd.VECTOR_OPERATIONS:
+            return self.vector_call(fn, node)
         if getattr(fn, "__cuvil_inline__", False) or hasattr(fn, "__cuvil_kernel__"):
             target = fn.__cuvil_kernel__.py_func if hasattr(fn, "__cuvil_kernel__") else fn
             return self.inline_call(target, node)
@@ -211,6 +214,8 @@ class CallsMixin:
     def math(self, fn, node: ast.Call):
         name, n = kmath.FUNCTIONS[fn]
         raw = self.args(node, n)
+        if any(isinstance(x, Val) and isinstance(x.ty, VecType) for x in raw):
+            return self.vector_math(name, raw, node)
         if all(isinstance(x, Const) for x in raw):
             return Const(float(fn(*(x.value for x in raw))) if name != "isnan"
                          else fn(*(x.value for x in raw)))
@@ -296,7 +301,7 @@ class CallsMixin:
             and isinstance(value.value, tuple) else None)
         shape = "tuple" if items is not None else "scalar"
         items = items if items is not None else ((value,) if value is not None else ())
-        vals = [self.value(v, node) for v in items]
+        vals = [self.value(v, node, vector=True) for v in items]
         if frame.ret_slots is None:
             frame.ret_ty = shape
             frame.ret_slots = [(u.entry_alloca(self.b, v.ty.ir, "ret"), v.ty) for v in vals]

@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from .. import irutil as u
 from .arith import compare, convert, int_index, invert, negate, truth
-from .types import BOOL, BufType, Scalar
+from .types import BOOL, BufType, Scalar, VecType
 from .values import BufRef, Const, Val, const_type, materialize
 
 _FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -35,9 +35,14 @@ class ExprMixin:
                       _EXPR_HINTS.get(type(node).__name__))
         return handler(node)
 
-    def value(self, x, node, want: Scalar | None = None) -> Val:
-        """A run-time `Val` of ``x`` (constants materialise, as ``want`` when it fits)."""
+    def value(self, x, node, want: Scalar | None = None, vector: bool = False) -> Val:
+        """A run-time `Val` of ``x`` (constants materialise, as ``want`` when it fits); a
+        vector only where ``vector`` says it may be one."""
         if isinstance(x, Val):
+            if isinstance(x.ty, VecType) and not vector:
+                self.fail(node, f"`{ast.unparse(node)}` is a {x.ty} where a number is needed",
+                          "one lane `v[k]`, a reduction such as `simd.reduce_add(v)`, or the "
+                          "simd form of the operation (`simd.min`, `simd.select`, ...)")
             return x
         if isinstance(x, Const):
             ty = const_type(x.value)
@@ -154,6 +159,8 @@ class ExprMixin:
             fn = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
                   ast.Invert: operator.invert}[kind]
             return Const(fn(x.value))
+        if isinstance(x, Val) and isinstance(x.ty, VecType) and kind is not ast.Not:
+            return self.vec_unary(kind, x, node)
         val = self.value(x, node.operand)
         if kind is ast.USub:
             return negate(self.b, val, self.flags)
@@ -174,6 +181,10 @@ class ExprMixin:
             if op is None:
                 self.fail(node, f"comparison {type(op_node).__name__}", "< <= > >= == !=")
             right = self.expr(right_node)
+            if any(isinstance(v, Val) and isinstance(v.ty, VecType) for v in (left, right)):
+                if len(node.ops) > 1:
+                    self.fail(node, "a chained comparison of vectors", "`(a < b) & (b < c)`")
+                return self.vec_compare(op, left, right, node)
             if isinstance(left, Const) and isinstance(right, Const):
                 part = Const(_PYCMP[op](left.value, right.value))
             else:
@@ -277,6 +288,8 @@ class ExprMixin:
                 self.fail(node, f"index {key.value} out of range for a static tuple of "
                           f"{len(seq)}")
             return item if isinstance(base, tuple) else Const(item)
+        if isinstance(base, Val) and isinstance(base.ty, VecType):
+            return self.lane(base, node)
         if not isinstance(base, BufRef):
             self.fail(node, f"`{ast.unparse(node.value)}` cannot be indexed")
         ptr = self.element(base, node)

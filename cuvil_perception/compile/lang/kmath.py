@@ -90,7 +90,8 @@ def isnan(x):
 def sigmoid(x):
     x = _float(x)
     with np.errstate(over="ignore", under="ignore"):
-        return type(x)(1.0 / (1.0 + np.exp(-np.float64(x))))
+        out = 1.0 / (1.0 + np.exp(-np.float64(x)))
+    return out.astype(x.dtype) if isinstance(x, np.ndarray) else type(x)(out)  # (a vector)
 
 
 def _bits(x) -> tuple[int, int]:

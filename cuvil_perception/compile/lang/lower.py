@@ -26,8 +26,9 @@ from .expr import ExprMixin
 from .names import STMT_HINTS
 from .simd_lower import SimdMixin
 from .source import Source, fail
-from .types import BOOL, I64, Scalar
+from .types import BOOL, I64, Scalar, VecType
 from .values import BufRef, Const, Val
+from .vector_lower import VectorMixin, is_vector
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Frame:
     loops: list = field(default_factory=list)   # (continue block, break block)
 
 
-class Lowerer(ExprMixin, CallsMixin, SimdMixin):
+class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):
@@ -106,7 +107,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin):
     def s_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name):
             self.fail(node, "only a plain name can be annotated")
-        ty = self.scalar_annotation(node.annotation)
+        ty = self.local_type(node.annotation)
         name = node.target.id
         current = self.frame.env.get(name)
         if current is not None and not (isinstance(current, Var) and current.ty == ty):
@@ -154,7 +155,10 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin):
         if isinstance(value, Const) and not isinstance(value.value, (bool, int, float)):
             self.fail(node, f"a tuple assigned more than once to '{name}'",
                       "a local array: `x = local(f32, n)`")
-        val = self.value(value, node, want=current.ty if isinstance(current, Var) else None)
+        want = current.ty if isinstance(current, Var) else None
+        if isinstance(want, VecType) or is_vector(value):
+            return self.assign_vector(name, current, value, node)
+        val = self.value(value, node, want=want)
         if current is None or isinstance(current, Const):
             current = Var(u.entry_alloca(self.b, val.ty.ir, name), val.ty, node.lineno)
             env[name] = current
@@ -352,6 +356,8 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin):
         f64 -> f32 stores); anything else needs an explicit cast."""
         if val.ty == ty:
             return val
+        if isinstance(val.ty, VecType) or isinstance(ty, VecType):
+            self.fail(node, f"{what} is {val.ty}, expected {ty}")
         ok = (val.weak or (ty.is_float and not (val.ty.is_float and val.ty.bits > ty.bits))
               or (ty.is_int and val.ty.is_int and ty.bits >= val.ty.bits) or val.ty == BOOL)
         if not ok:
@@ -362,6 +368,8 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin):
         """``x op y`` on constants (folded) or values."""
         if isinstance(x, Const) and isinstance(y, Const):
             return self.fold(op, x, y, node)
+        if is_vector(x) or is_vector(y):
+            return self.vec_arith(op, x, y, node)
         xv = self.value(x, node)
         if op == "**":
             exponent = y.value if isinstance(y, Const) else None

@@ -1,7 +1,9 @@
-"""Explicit memory vocabulary for what auto-vectorisation does not produce on its own:
-``from cuvil_perception.compile.lang import simd``.
+"""Explicit SIMD vocabulary for what auto-vectorisation does not produce on its own:
+``from cuvil_perception.compile.lang import simd, Vec``.
 
 Indices are *flat* element indices into the buffer (row-major), ``n`` a compile-time int.
+
+Memory operations on buffers:
 
 ==============================  =============================================================
 call                            compiled as
@@ -12,15 +14,50 @@ call                            compiled as
 from_, n)``                     numpy view is fine)
 ``simd.stream_fill(...)``,      the same with ``!nontemporal`` stores (whole cache lines
 ``simd.stream_copy(...)``       written without a read for ownership); end with ``fence()``.
-                                The destination must be aligned to the whole vector
-                                (``n`` x the element size: 64 bytes for 16 f32)
+                                The destination must be aligned to the vector's size up
+                                to 64 bytes, as for ``stream_store`` (64 for 16 f32)
 ``simd.fence()``                a seq_cst fence (orders streaming stores before later loads)
 ``simd.prefetch(buf, at)``      ``llvm.prefetch`` for writing, all cache levels (a hint: the
                                 address may lie past the buffer, it never faults)
 ==============================  =============================================================
 
-Uncompiled, each is the numpy slice operation it stands for (``prefetch``/``fence`` do nothing).
-A bounds-checked build checks ``[at, at + n)`` against the buffer's size when it is known.
+Vector values (type ``Vec[T, n]``: T one of boolean, i32, i64, f32, f64; a ``boolean`` vector
+is a *mask*). They live in registers, are immutable values, and take part in arithmetic:
+``+ - *`` (and ``/`` on floats), ``& | ^ ~`` on ints and masks, unary ``-``, comparisons
+``< <= > >= == !=`` (give a mask; ``!=`` is true on NaN lanes, as in Python), ``v[k]`` (one
+lane; ``k`` a constant or a run-time int in ``[0, n)``), ``kmath`` functions lane-wise
+(``kmath.fma(a, b, acc)``, ``sqrt``, ``exp``...). The other operand of an operator may be a
+scalar of the element type (or a literal): it is broadcast. Two vectors must agree in element
+type and lane count; there are no implicit conversions.
+
+==============================  =============================================================
+call                            compiled as
+==============================  =============================================================
+``simd.load(buf, at, n)``       one ``<n x T>`` load of ``buf.flat[at:at + n]`` (element-
+                                aligned); T is the buffer's type (f32 f64 i32 i64)
+``simd.store(buf, at, v)``      one store of all lanes at ``buf.flat[at:]`` (element-aligned)
+``simd.stream_store(buf, at,    a ``!nontemporal`` store aligned to the vector's size (the
+v)``                            largest power of two dividing it, at most 64 bytes): the
+                                address must be a multiple of it (a debug build checks; a
+                                release build faults)
+``simd.splat(x, n)``            ``x`` in every lane (the type of ``x``: ``f32(0.0)``)
+``simd.insert(v, k, x)``        ``v`` with lane ``k`` replaced by ``x``
+``simd.shuffle(v, lanes)``      ``(v[lanes[0]], v[lanes[1]], ...)``: ``lanes`` a static tuple
+``simd.select(mask, a, b)``     lane-wise ``a if mask else b`` (a masked blend)
+``simd.min(a, b)``,             lane-wise ``b if b < a else a`` / ``b if b > a else a`` (the
+``simd.max(a, b)``              scalar min/max: NaN in ``a`` stays, in ``b`` is skipped)
+``simd.reduce_add(v)``,         the lanes combined pairwise, halves first: ``v[:h] op v[h:]``
+``simd.reduce_max(v)``,         (the upper half padded with the identity when n is odd) until
+``simd.reduce_min(v)``          one lane is left - a fixed order, so the result is the same
+                                bits compiled and uncompiled
+``simd.any(mask)``,             whether any / every lane of a mask is set
+``simd.all(mask)``
+==============================  =============================================================
+
+Uncompiled (``kernel.py_func``), each is the numpy operation it stands for (``prefetch``/
+``fence`` do nothing) and a vector is a `Vector`, a 1-d array with value semantics. A
+bounds-checked build checks ``[at, at + n)`` against the buffer's size when it is known, and a
+run-time lane index against ``[0, n)``.
 """
 
 from __future__ import annotations
@@ -52,5 +89,138 @@ def prefetch(buf: np.ndarray, at: int) -> None:
     """A hint only."""
 
 
+# -- vector values (uncompiled) ---------------------------------------------------------------
+class Vector(np.ndarray):
+    """A vector value in an uncompiled kernel: a 1-d array whose in-place operators make a new
+    vector (``acc += w`` never changes another name bound to the old one, as compiled) and
+    whose lanes cannot be assigned (``simd.insert`` makes the changed copy)."""
+
+    def __setitem__(self, key, value):
+        raise TypeError("vectors are values: write `v = simd.insert(v, k, x)` instead of "
+                        "`v[k] = x`")
+
+    def __iadd__(self, other):
+        return self + other
+
+    def __isub__(self, other):
+        return self - other
+
+    def __imul__(self, other):
+        return self * other
+
+    def __itruediv__(self, other):
+        return self / other
+
+    def __iand__(self, other):
+        return self & other
+
+    def __ior__(self, other):
+        return self | other
+
+    def __ixor__(self, other):
+        return self ^ other
+
+
+def _vector(values) -> Vector:
+    return np.array(values, copy=True).view(Vector)
+
+
+def _flat(buf: np.ndarray, at, n: int, what: str) -> tuple[np.ndarray, int]:
+    flat, at = buf.reshape(-1), int(at)
+    if at < 0 or at + n > flat.size:
+        raise IndexError(f"simd.{what}: elements [{at}, {at + n}) out of range for a buffer "
+                         f"of {flat.size}")
+    return flat, at
+
+
+def load(buf: np.ndarray, at: int, n: int) -> Vector:
+    flat, at = _flat(buf, at, n, "load")
+    return _vector(flat[at:at + n])
+
+
+def store(buf: np.ndarray, at: int, v) -> None:
+    flat, at = _flat(buf, at, len(v), "store")
+    flat[at:at + len(v)] = np.asarray(v)
+
+
+def stream_store(buf: np.ndarray, at: int, v) -> None:
+    flat, at = _flat(buf, at, len(v), "stream_store")
+    size = np.asarray(v).nbytes
+    align = min(64, size & -size)
+    if (flat[at:].ctypes.data % align) != 0:
+        raise ValueError(f"simd.stream_store: element {at} is not {align}-byte aligned")
+    flat[at:at + len(v)] = np.asarray(v)
+
+
+def splat(x, n: int) -> Vector:
+    return np.full(n, x, np.asarray(x).dtype).view(Vector)
+
+
+def insert(v, k: int, x) -> Vector:
+    out = np.array(v)
+    out[k] = x
+    return out.view(Vector)
+
+
+def shuffle(v, lanes) -> Vector:
+    return _vector(np.asarray(v)[list(lanes)])
+
+
+def select(mask, a, b) -> Vector:
+    return _vector(np.where(mask, a, b))
+
+
+def min(a, b) -> Vector:  # noqa: A001 - the language's name for it
+    return _vector(np.where(b < a, b, a))
+
+
+def max(a, b) -> Vector:  # noqa: A001 - the language's name for it
+    return _vector(np.where(b > a, b, a))
+
+
+def _tree(v, combine, identity):
+    """The documented reduction order: halves combined until one lane is left."""
+    v = np.asarray(v)
+    while len(v) > 1:
+        h = (len(v) + 1) // 2
+        hi = np.concatenate([v[h:], np.full(2 * h - len(v), identity, v.dtype)])
+        v = np.asarray(combine(v[:h], hi), v.dtype)
+    return v[0]
+
+
+def identity(op: str, dtype: np.dtype):
+    """The padding lane of a reduction (``x op identity == x`` for every x)."""
+    if op == "add":
+        return -0.0 if dtype.kind == "f" else 0
+    if dtype.kind == "f":
+        return -np.inf if op == "max" else np.inf
+    return np.iinfo(dtype).min if op == "max" else np.iinfo(dtype).max
+
+
+def reduce_add(v):
+    return _tree(v, lambda a, b: a + b, identity("add", np.asarray(v).dtype))
+
+
+def reduce_max(v):
+    return _tree(v, lambda a, b: np.where(b > a, b, a), identity("max", np.asarray(v).dtype))
+
+
+def reduce_min(v):
+    return _tree(v, lambda a, b: np.where(b < a, b, a), identity("min", np.asarray(v).dtype))
+
+
+def any(mask) -> bool:  # noqa: A001 - the language's name for it
+    return bool(np.any(mask))
+
+
+def all(mask) -> bool:  # noqa: A001 - the language's name for it
+    return bool(np.all(mask))
+
+
 OPERATIONS = {fill: "fill", copy: "copy", stream_fill: "stream_fill",
               stream_copy: "stream_copy", fence: "fence", prefetch: "prefetch"}
+#: The vector-value operations (lowered by `vector_lower`).
+VECTOR_OPERATIONS = {load: "load", store: "store", stream_store: "stream_store",
+                     splat: "splat", insert: "insert", shuffle: "shuffle", select: "select",
+                     min: "min", max: "max", reduce_add: "reduce_add",
+                     reduce_max: "reduce_max", reduce_min: "reduce_min", any: "any", all: "all"}

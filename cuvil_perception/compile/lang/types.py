@@ -14,6 +14,11 @@ The dtype may be the name of a static parameter whose value is a type name (``Bu
 with ``gtype="i16"``), for buffers whose element type depends on the configuration.
 An extent is an int, the name of a static parameter or of an integer scalar parameter, or None
 (unknown: allowed for the first axis only; it is not bounds-checked).
+
+``Vec[f32, 16]`` is the type of a vector *value* (16 f32 lanes, one ``<16 x float>``): element
+``boolean`` (a mask, from comparing vectors), ``i32``, ``i64``, ``f32`` or ``f64``, 1 to
+`MAX_LANES` lanes. It annotates locals (``acc: Vec[f32, 16] = ...``); the `simd` module makes
+and consumes vectors.
 """
 
 from __future__ import annotations
@@ -119,6 +124,48 @@ class Buf:
                 raise TypeError(f"Buf[...]: extent {d!r} must be an int, a parameter name or "
                                 f"None")
         return BufType(dtype, tuple(dims))
+
+
+#: The most lanes a vector may have (LLVM splits a wide vector into the target's registers:
+#: ``<64 x float>`` is four zmm registers with AVX-512).
+MAX_LANES = 256
+
+
+@dataclass(frozen=True)
+class VecType:
+    """A vector value: ``lanes`` elements of the compute type ``elem`` (`BOOL` for a mask)."""
+
+    elem: Scalar
+    lanes: int
+
+    @property
+    def ir(self) -> ir.VectorType:
+        return ir.VectorType(self.elem.ir, self.lanes)
+
+    @property
+    def name(self) -> str:
+        return repr(self)
+
+    def __repr__(self) -> str:
+        return f"Vec[{self.elem}, {self.lanes}]"
+
+
+class Vec:
+    """Annotation of a vector local: ``Vec[f32, 16]`` (see the module docstring)."""
+
+    def __class_getitem__(cls, item) -> VecType:
+        return vec_type(*(item if isinstance(item, tuple) else (item,)))
+
+
+def vec_type(elem=None, lanes=None, *extra) -> VecType:
+    """`VecType` of ``elem`` and ``lanes``, or TypeError saying what is wrong."""
+    if extra or not (isinstance(elem, Scalar) and elem in COMPUTE):
+        raise TypeError(f"Vec[...] takes an element type (boolean, i32, i64, f32, f64) and a "
+                        f"lane count, got {(elem, lanes, *extra)!r}")
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= MAX_LANES:
+        raise TypeError(f"Vec[...]: the lane count must be an int 1..{MAX_LANES}, "
+                        f"got {lanes!r}")
+    return VecType(elem, lanes)
 
 
 def resolve_dtype(ty: BufType, static: dict) -> BufType:

@@ -12,31 +12,30 @@ onnx_rewrite.split_concat); JB = A*7 box and JD = A*2 direction values per cell,
 rounded up to 16 (``weights[:, j]`` = the j-th head row, zero-padded). Semantics
 (``reference.head_cells``): a cell is a candidate when one of its anchors' best class logit
 (taken as decode takes it) reaches ``gate`` (decode's own logit gate, ``config.logit_gate``:
-every anchor decode decodes lies in a candidate cell); for candidates, box[c] | dir[c] = weights.T @ F[:, c] + bias, summed over
-channels in order; their indices go to ``cells`` ascending; returns how many. Rows of other
-cells are left as they were (decode never reads them). ``cells`` has a row per cell: no overflow.
+every anchor decode decodes lies in a candidate cell); for candidates, box[c] | dir[c] =
+weights.T @ F[:, c] + bias, summed over channels in order; their indices go to ``cells``
+ascending; returns how many. Rows of other cells are left as they were (decode never reads
+them). ``cells`` has a row per cell: no overflow.
 
 Cost: the gate reads the class map (HW x G floats) once; a candidate costs C_f strided loads
-(the gather of F[:, c]) and C_f x J FMAs, vectorised over J. On the demo model: ~250 candidate
-cells of 53568 - the dense convs did 54 x 128 MACs at every cell.
-fast-math: ``contract`` only (FMA).
-
-Still hand-built IR: the kernel-language port (benchmarks/lang_ports/pillars_head_cells.py) is
-bitwise equal but ~1.2x slower - with J = 54 live accumulators the SLP vectoriser packs them as
-16 + 16 + 8 + 8 + 4 + 2 lanes instead of this kernel's four 16-lane vectors; it needs vector
-values in the language.
+(the gather of F[:, c]) and C_f x J FMAs. The J outputs of a cell are one vector value of J
+lanes (``Vec[f32, J]``: four zmm registers for J = 64), updated by one vector FMA per channel
+(``span`` lanes at a time when J is wider than `SPAN`, the gather repeated per span). Left to
+the SLP vectoriser, 54 unrolled scalar accumulators were packed 16+16+8+8+4+2 (1.15x slower).
+On the demo model: ~250 candidate cells of 53568 - the dense convs did 54 x 128 MACs at every
+cell. fast-math: ``contract`` only (FMA).
 """
 
 from __future__ import annotations
 
-from llvmlite import ir
-
-from ...compile import KernelSpec, irutil as u
+from ...compile import KernelSpec
+from ...compile.lang import (Buf, f32, i32, i64, inline, kernel, kmath, select, simd, u64, unroll,
+                             view)
 from .config import HeadConfig, logit_gate
 from .signatures import head_cells_args
 
-FLAGS = ("contract",)
 LANES = 16
+SPAN = 128  # the most output lanes accumulated at once (8 zmm registers)
 
 
 def padded(width: int) -> int:
@@ -44,83 +43,56 @@ def padded(width: int) -> int:
     return -(-width // LANES) * LANES
 
 
-def build_head_cells(module: ir.Module, fn_name: str, *, cells: int, groups: int, classes: int,
-                     parts: list, jb: int, jd: int, gate: float) -> None:
-    fn = ir.Function(module, ir.FunctionType(u.I64, [u.PTR] * 7), name=fn_name)
-    cls, table, weights, bias, box, dirs, found = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    feats = [(b.load(u.gep(b, table, k, u.PTR), typ=u.PTR), count)
-             for k, count in enumerate(parts)]
-    width = padded(jb + jd)
-    vty = u.vec(u.F32, LANES)
-    biases = [u.load_vec(b, bias, off, vty) for off in range(0, width, LANES)]
-    n_slot = u.entry_alloca(b, u.I64, init=u.const_i64(0))
-    with u.for_range(b, 0, cells, name="c") as c:
-        with b.if_then(_passes(b, cls, c, groups, classes, gate)):
-            n = b.load(n_slot)
-            u.store_at(b, b.trunc(c, u.I32), found, n)
-            b.store(b.add(n, u.const_i64(1)), n_slot)
-            acc = _gather_matvec(b, feats, weights, c, biases, cells, width)
-            _copy(b, acc, 0, box, b.mul(c, u.const_i64(jb)), jb)
-            _copy(b, acc, jb, dirs, b.mul(c, u.const_i64(jd)), jd)
-    b.ret(b.load(n_slot))
-
-
-def _passes(b, cls, c, groups: int, classes: int, gate: float) -> ir.Value:
+@inline
+def passes(cls, c, groups, classes, gate):
     """Whether some anchor of cell ``c`` has its best class logit >= gate, the best taken the
     way the decode kernel takes it (first logit, replaced only by a strictly greater one), so
     every anchor decode looks at - NaN logits included - lies in a candidate cell."""
-    base = b.mul(c, u.const_i64(groups))
-    flag = ir.Constant(u.I1, 0)
-    for first in range(0, groups, classes):
-        best = u.load_at(b, cls, b.add(base, u.const_i64(first)), u.F32)
-        for k in range(first + 1, first + classes):
-            value = u.load_at(b, cls, b.add(base, u.const_i64(k)), u.F32)
-            best = b.select(b.fcmp_ordered(">", value, best), value, best)
-        flag = b.or_(flag, b.fcmp_ordered(">=", best, u.const_f32(gate)))
-    return flag
+    hit = False
+    for a in unroll(groups // classes):
+        best = cls[c, a * classes]
+        for k in unroll(classes - 1):
+            value = cls[c, a * classes + k + 1]
+            best = select(value > best, value, best)
+        hit = hit | (best >= gate)
+    return hit
 
 
-def _gather_matvec(b, feats: list, weights, c, biases, cells: int, width: int) -> list:
-    """bias + sum over channels ci of F (parts in order) of F[ci, c] * weights[ci, :], one
-    vector per 16 rows."""
-    vty = u.vec(u.F32, LANES)
-    slots = [u.entry_alloca(b, vty) for _ in biases]
-    for slot, value in zip(slots, biases):
-        b.store(value, slot)
-    first = 0
-    for feat, count in feats:
-        with u.for_range(b, 0, count, name="ci") as ci:
-            at = b.add(b.mul(ci, u.const_i64(cells)), c)
-            value = _splat(b, u.load_at(b, feat, at, u.F32), vty)
-            row = b.mul(b.add(ci, u.const_i64(first)), u.const_i64(width))
-            for k, slot in enumerate(slots):
-                w = u.load_vec(b, weights, b.add(row, u.const_i64(k * LANES)), vty)
-                b.store(b.fadd(b.load(slot), b.fmul(value, w, flags=FLAGS), flags=FLAGS), slot)
-        first += count
-    return [b.load(slot) for slot in slots]
-
-
-def _splat(b, scalar, vty):
-    undef = ir.Constant(vty, ir.Undefined)
-    one = b.insert_element(undef, scalar, u.const_i32(0))
-    return b.shuffle_vector(one, undef, ir.Constant(u.vec(u.I32, vty.count), [0] * vty.count))
-
-
-def _copy(b, vectors: list, start: int, dst, at, count: int) -> None:
-    """dst[at + j] = lane start + j of the concatenated ``vectors``, for j < count."""
-    for j in range(count):
-        lane = start + j
-        value = b.extract_element(vectors[lane // LANES], u.const_i32(lane % LANES))
-        u.store_at(b, value, dst, b.add(at, u.const_i64(j)))
+@kernel(name="pillars.head_cells", fastmath=("contract",), version=4)
+def head_cells(cls: Buf[f32, "cells", "groups"], feats: Buf[u64],
+               weights: Buf[f32, None, "width"], bias: Buf[f32, "width"],
+               box: Buf[f32, "cells", "jb"], dirs: Buf[f32, "cells", "jd"],
+               found: Buf[i32, "cells"], *, cells: int, groups: int, classes: int,
+               parts: tuple, jb: int, jd: int, gate: float, width: int) -> i64:
+    n = 0
+    for c in range(cells):
+        if passes(cls, c, groups, classes, gate):
+            found[n] = c
+            n += 1
+            for part in unroll(-(-width // SPAN)):  # `lo` and `span` are constants
+                lo = part * SPAN
+                span = min(SPAN, width - lo)
+                acc = simd.load(bias, lo, span)
+                row = 0
+                for k, count in enumerate(parts):  # F[:, c], part by part, channels in order
+                    feat = view(feats[k], f32, count, cells)
+                    for ci in range(count):
+                        w = simd.load(weights, (row + ci) * width + lo, span)
+                        acc = kmath.fma(simd.splat(feat[ci, c], span), w, acc)
+                    row += count
+                for j in unroll(min(span, jb + jd - lo)):
+                    if lo + j < jb:
+                        box[c, lo + j] = acc[j]
+                    else:
+                        dirs[c, lo + j - jb] = acc[j]
+    return n
 
 
 def head_cells_spec(map_size: tuple, head: HeadConfig, parts: tuple) -> KernelSpec:
     """The candidate-cell heads kernel for one head map (H, W) and feature parts (C_1, ..)."""
     per_cell = head.anchors_per_cell
-    return KernelSpec(
-        name="pillars.head_cells", build=build_head_cells,
-        static={"cells": map_size[0] * map_size[1], "groups": per_cell * head.num_classes,
-                "classes": head.num_classes, "parts": [int(c) for c in parts], "jb": per_cell * 7, "jd": per_cell * 2,
-                "gate": logit_gate(head.score_threshold)},
-        args=head_cells_args(), ret="i64", fastmath=FLAGS, version=3)
+    jb, jd = per_cell * 7, per_cell * 2
+    return head_cells.spec(cells=map_size[0] * map_size[1], groups=per_cell * head.num_classes,
+                           classes=head.num_classes, parts=[int(c) for c in parts], jb=jb,
+                           jd=jd, gate=logit_gate(head.score_threshold), width=padded(jb + jd),
+                           arg_docs=head_cells_args())
