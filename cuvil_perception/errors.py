@@ -17,8 +17,10 @@ Hierarchy::
     │       ├── OutputPathError     the output-path policy refused a path before any work started
     │       └── OutputWriteError    a write failed mid-run (disk full, I/O error); whole lines kept
     ├── CompileError                a native kernel failed to build (a bug, not a user mistake)
-    │   └── KernelSourceError       a kernel-language function uses an unsupported construct or
-    │                               conflicting types (``file:line:col`` of the kernel's source)
+    │   ├── KernelSourceError       a kernel-language function uses an unsupported construct or
+    │   │                           conflicting types (``file:line:col`` of the kernel's source)
+    │   └── FastMathError           a kernel's IR carries a fast-math flag that neither it nor
+    │                               a helper it calls declares (names the kernel and the flag)
     ├── KernelIndexError            a bounds-checked kernel indexed outside a buffer (also an
     │                               ``IndexError``; names the buffer, the index and the line)
     └── ExecutionError              a run stopped: a stage raised, or an ``on_miss: fail`` fired
@@ -152,6 +154,11 @@ class KernelSourceError(CompileError):
     def __init__(self, message: str, location: Location | None = None):
         super().__init__(f"{location}: {message}" if location is not None else message)
         self.location = location
+
+
+class FastMathError(CompileError):
+    """A kernel's IR carries a fast-math flag its declaration does not allow (see
+    `compile.fastmath`): names the kernel, the flag and the first instruction carrying it."""
 
 
 class KernelIndexError(CuvilError, IndexError):

@@ -54,7 +54,7 @@ def float_vectors(x: Buf[f32, "n"], y: Buf[f32, "n"], out: Buf[f32, 9, "n"],
         red[i, 3] = a[k] + a[-1]
         red[i, 4] = f32(simd.any(a > 2.0)) + f32(simd.all(a > -9.0)) * 2.0
         red[i, 5] = simd.reduce_add(total)
-        red[i, 6] = simd.reduce_max(simd.shuffle(b, (1, 2, 3)))
+        red[i, 6] = simd.reduce_max(simd.shuffle(b, (1, 2, 3))) + simd.slice(a, 9, 4)[3]
         red[i, 7] = simd.reduce_add(kmath.fma(a, b, simd.splat(f32(0.5), 16)))
 
 
@@ -242,6 +242,10 @@ def _bad_kernels():
         x[0] = simd.shuffle(simd.load(x, 0, 4), (0, 4))[0]  # marker: bad-shuffle
 
     @kernel
+    def bad_slice(x: Buf[f32, "n"], *, n: int):
+        x[0] = simd.slice(simd.load(x, 0, 4), 2, 3)[0]  # marker: bad-slice
+
+    @kernel
     def mask_sum(x: Buf[f32, "n"], *, n: int):
         x[0] = simd.reduce_add(simd.load(x, 0, 4) > 0.0)  # marker: mask-sum
 
@@ -259,6 +263,7 @@ def _bad_kernels():
         "run_time_lanes": (run_time_lanes, "run-time-lanes", "must be a compile-time int"),
         "too_many": (too_many, "too-many", "lane count must be an int 1..256"),
         "bad_shuffle": (bad_shuffle, "bad-shuffle", "static tuple of lanes in [0, 4)"),
+        "bad_slice": (bad_slice, "bad-slice", "constant lanes inside the Vec[f32, 4]"),
         "mask_sum": (mask_sum, "mask-sum", "a reduction of a mask; write simd.any"),
     }
 
@@ -292,3 +297,24 @@ def test_bounds_checked_build_covers_vector_loads_and_lanes():
         checked_vectors(x, 0, 8, n=16)
     assert f"{THIS}:{line_of('marker: checked-lane')}" in str(info.value)
     assert "index 8 out of range for axis 0 of 'v' (extent 8)" in str(info.value)
+
+
+def test_head_cells_kernel_runs_uncompiled_too():
+    """The package's vector kernel (pillars.head_cells) compiled == uncompiled on a small map."""
+    from cuvil_perception.ops.pillars.kernel_head_cells import head_cells
+
+    cells, parts, jb, jd, width = 30, (8, 4), 42, 12, 64
+    cls = RNG.normal(-5, 1.5, (cells, 18)).astype(np.float32)
+    feats = [RNG.normal(0, 1, (c, cells)).astype(np.float32) for c in parts]
+    table = np.array([f.ctypes.data for f in feats], np.uint64)
+    weights = RNG.normal(0, 0.2, (sum(parts), width)).astype(np.float32)
+    bias = RNG.normal(0, 0.2, width).astype(np.float32)
+    static = dict(cells=cells, groups=18, classes=3, parts=parts, jb=jb, jd=jd, gate=-2.2,
+                  width=width)
+    outs = [[np.zeros((cells, jb), np.float32), np.zeros((cells, jd), np.float32),
+             np.zeros(cells, np.int32)] for _ in range(2)]
+    n = head_cells(cls, table, weights, bias, *outs[0], **static)
+    assert 0 < n < cells and n == head_cells.py_func(cls, table, weights, bias, *outs[1], **static)
+    np.testing.assert_array_equal(outs[0][2], outs[1][2])
+    for got, want in zip(outs[0][:2], outs[1][:2]):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)  # kmath.fma uncompiled: f64

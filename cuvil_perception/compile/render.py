@@ -1,11 +1,15 @@
-"""Step 1 of 3, render: `KernelSpec` -> LLVM IR text (no LLVM library calls, no machine code)."""
+"""Step 1 of 3, render: `KernelSpec` -> LLVM IR text (no LLVM library calls, no machine code).
+
+Every kernel's IR goes through `render` (host, cross objects, libraries), so the checks on what
+a generator produced live here: the function it must define, and its fast-math flags
+(`fastmath.check`: emitted flags within what the kernel and the helpers it called declare)."""
 
 from __future__ import annotations
 
 from llvmlite import ir
 
 from ..errors import CompileError
-from . import irutil
+from . import fastmath, irutil
 from .spec import KernelSpec
 
 _IR_TYPES = {"ptr": irutil.PTR, "i32": irutil.I32, "i64": irutil.I64,
@@ -17,7 +21,8 @@ def render(spec: KernelSpec) -> str:
 
     The text holds no triple or data layout (those belong to the target, which is keyed
     separately), so it is the same on every machine for the same spec.
-    Raises `CompileError` naming the kernel if the generator fails or defines the wrong function.
+    Raises `CompileError` naming the kernel if the generator fails or defines the wrong function,
+    `FastMathError` if the IR carries a fast-math flag nothing declares.
     """
     module = ir.Module(name=spec.name)
     try:
@@ -28,6 +33,7 @@ def render(spec: KernelSpec) -> str:
         raise CompileError(f"kernel {spec.name} ({spec.static_str()}): IR generation failed: "
                            f"{type(exc).__name__}: {exc}") from exc
     _check_signature(spec, module)
+    fastmath.check(spec.name, spec.fastmath, module)
     return str(module)
 
 

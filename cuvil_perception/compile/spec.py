@@ -84,8 +84,10 @@ class KernelSpec:
     llvmlite ``ir.Module`` it is given, with the signature ``ret fn_name(*args)``. ``static`` values
     are JSON-serialisable and are baked into the IR as constants (shapes, strides, thresholds).
     ``fastmath`` lists the fp flags the generator puts on the kernel's own instructions (part of
-    the identity, not checked against the IR: shared helpers add their own, e.g. kmath's exp
-    polynomial emits ``contract`` in pillars.decode and yolo.decode, which declare none); bump
+    the identity); shared helpers declare the flags they add (`irutil.vexp`, behind kmath's f32
+    ``exp``/``sigmoid``: ``contract``), and rendering checks that every flag in the IR is in that
+    union, else `FastMathError` (`fastmath.check`): pillars.decode and yolo.decode declare none
+    and carry ``contract`` from the exp polynomial only. Bump
     ``version`` whenever the generator's output changes. ``source`` is a
     digest of the source text the generator compiles (kernel-language kernels: the kernel's
     module and its helpers), so editing a kernel outside this package changes the identity too.

@@ -49,7 +49,8 @@ def kernel(fn=None, *, name: str | None = None, fastmath: tuple = (), noalias: b
     """Decorate a typed function as a kernel (usable bare or with options).
 
     ``name``: the spec name (default ``<module tail>.<function>``); ``fastmath``: LLVM fast-math
-    flags put on every float operation (e.g. ``("contract",)`` for FMA; documented per kernel);
+    flags put on every float operation (e.g. ``("contract",)`` for FMA; documented per kernel;
+    flags that kmath helpers add themselves need not be listed, see `compile.fastmath`);
     ``version``: bump to force a rebuild when something outside the source changes the code."""
     def wrap(f):
         return Kernel(f, name=name, fastmath=tuple(fastmath), noalias=noalias, debug=debug,

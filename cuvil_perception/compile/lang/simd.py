@@ -43,6 +43,7 @@ v)``                            largest power of two dividing it, at most 64 byt
 ``simd.splat(x, n)``            ``x`` in every lane (the type of ``x``: ``f32(0.0)``)
 ``simd.insert(v, k, x)``        ``v`` with lane ``k`` replaced by ``x``
 ``simd.shuffle(v, lanes)``      ``(v[lanes[0]], v[lanes[1]], ...)``: ``lanes`` a static tuple
+``simd.slice(v, start, n)``     lanes ``start .. start + n - 1`` as a vector (constants)
 ``simd.select(mask, a, b)``     lane-wise ``a if mask else b`` (a masked blend)
 ``simd.min(a, b)``,             lane-wise ``b if b < a else a`` / ``b if b > a else a`` (the
 ``simd.max(a, b)``              scalar min/max: NaN in ``a`` stays, in ``b`` is skipped)
@@ -166,6 +167,12 @@ def shuffle(v, lanes) -> Vector:
     return _vector(np.asarray(v)[list(lanes)])
 
 
+def slice(v, start: int, n: int) -> Vector:  # noqa: A001 - the language's name for it
+    if not 0 <= start <= start + n <= len(v) or n < 1:
+        raise IndexError(f"simd.slice: lanes [{start}, {start + n}) of a vector of {len(v)}")
+    return _vector(np.asarray(v)[start:start + n])
+
+
 def select(mask, a, b) -> Vector:
     return _vector(np.where(mask, a, b))
 
@@ -221,6 +228,7 @@ OPERATIONS = {fill: "fill", copy: "copy", stream_fill: "stream_fill",
               stream_copy: "stream_copy", fence: "fence", prefetch: "prefetch"}
 #: The vector-value operations (lowered by `vector_lower`).
 VECTOR_OPERATIONS = {load: "load", store: "store", stream_store: "stream_store",
-                     splat: "splat", insert: "insert", shuffle: "shuffle", select: "select",
+                     splat: "splat", insert: "insert", shuffle: "shuffle", slice: "slice",
+                     select: "select",
                      min: "min", max: "max", reduce_add: "reduce_add",
                      reduce_max: "reduce_max", reduce_min: "reduce_min", any: "any", all: "all"}

@@ -187,9 +187,23 @@ class VectorMixin:
                 isinstance(k, bool) or not isinstance(k, int) or not -n <= k < n for k in picks):
             self.fail(node.args[1], f"simd.shuffle needs a static tuple of lanes in [0, {n})",
                       "`simd.shuffle(v, (0, 2, 4))`")
-        out = vec_type(v.ty.elem, len(picks))
-        mask = ir.Constant(u.vec(u.I32, len(picks)), [k % n for k in picks])
-        return Val(self.b.shuffle_vector(v.ir, ir.Constant(v.ty.ir, ir.Undefined), mask), out)
+        return self.pick(v, [k % n for k in picks])
+
+    def pick(self, v: Val, lanes: list) -> Val:
+        mask = ir.Constant(u.vec(u.I32, len(lanes)), lanes)
+        return Val(self.b.shuffle_vector(v.ir, ir.Constant(v.ty.ir, ir.Undefined), mask),
+                   vec_type(v.ty.elem, len(lanes)))
+
+    def v_slice(self, node) -> Val:
+        v, start, n = self.args(node, 3)
+        v = self.vector(v, node.args[0])
+        first = start.value if isinstance(start, Const) else None
+        count = n.value if isinstance(n, Const) else None
+        if not (isinstance(first, int) and isinstance(count, int)
+                and 0 <= first < first + count <= v.ty.lanes):
+            self.fail(node, f"simd.slice needs constant lanes inside the {v.ty}",
+                      f"`simd.slice(v, start, n)` with 0 <= start < start + n <= {v.ty.lanes}")
+        return self.pick(v, list(range(first, first + count)))
 
     def v_select(self, node) -> Val:
         m, a, c = self.args(node, 3)

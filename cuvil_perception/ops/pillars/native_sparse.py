@@ -11,7 +11,7 @@ import numpy as np
 
 from .config import HeadConfig, PillarConfig
 from .kernel_conv_scatter import conv_scatter_spec
-from .kernel_head_cells import head_cells_spec, padded
+from .kernel_head_cells import head_cells_spec
 from .native import _Bound, _check_rows
 from .types import CellHeads, CellHeadWeights, ConvLayer
 
@@ -72,7 +72,7 @@ class HeadCellsKernel(_Bound):
         self.spec = head_cells_spec(map_size, head, self.parts)
         cells = map_size[0] * map_size[1]
         jb, jd = len(weights.box_bias), len(weights.dir_bias)
-        width = padded(jb + jd)
+        width = self.spec.static["width"]  # J rounded up to whole 16-lane vectors
         self.weights = np.zeros((weights.features, width), np.float32)
         self.weights[:, :jb] = weights.box_weight.T
         self.weights[:, jb:jb + jd] = weights.dir_weight.T
