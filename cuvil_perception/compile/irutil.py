@@ -281,4 +281,3 @@ def reduce_fadd(builder: ir.IRBuilder, v: ir.Value, flags: Flags | None = None) 
 def reduce_fmax(builder: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """Max of the lanes of a float vector (``llvm.vector.reduce.fmax``: NaN lanes ignored)."""
     return _reduce(builder, "llvm.vector.reduce.fmax", [v], v, ())
-
