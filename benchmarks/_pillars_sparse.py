@@ -61,9 +61,10 @@ def _taps(model: PointPillars) -> int:
     return total
 
 
-def stage_rows(path, config, clouds: list, label: str, reps: int = 5) -> list:
-    """Rows (stage, wall ms dense / sparse / ratio, CPU ms dense / sparse / ratio, MACs) for
-    one model on ``clouds``."""
+def stage_rows(path, config, clouds: list, label: str, int8_path=None, reps: int = 5) -> list:
+    """Rows (stage, wall ms dense / sparse / int8, ratios to dense, the same in CPU ms, MACs)
+    for one model on ``clouds``; ``int8_path``: its int8 file (sparse path), None: no int8
+    column."""
     dense = PointPillars.from_onnx(path, config, sparse=False).open()
     sparse = PointPillars.from_onnx(path, config, sparse=True).open()
     plain = PointPillars.from_onnx(path, config, sparse=True).open()
@@ -72,26 +73,17 @@ def stage_rows(path, config, clouds: list, label: str, reps: int = 5) -> list:
     plain.heads = HeadCellsKernel(plain.head.map_size(config), plain.head, plain.plan.heads,
                                   plain.plan.feat_channels).open()
     plain.runner = BevRunner(plain.plan, plain.heads, "onnxruntime", str(path))
-    inputs = {m: [m.bev(c).copy() for c in clouds] for m in (dense, sparse)}
-    maps = [dense.runner(x) for x in inputs[dense]]
-    outputs = [sparse.runner.network(x) for x in inputs[sparse]]
-    pillars = [(sparse.pfn(sparse.pillarize(c)).copy(), sparse.pillarize(c)) for c in clouds]
-    pre = [(f, p.coords.copy(), p.count) for f, p in pillars]
-    wall, cpu = interleaved({
-        "pre": lambda i: sparse.pfn(sparse.pillarize(clouds[i])),
-        "scatter": lambda i: dense.scatter(*pre[i]),
-        "conv_scatter": lambda i: sparse.scatter(*pre[i]),
-        "net_dense": lambda i: dense.runner.network(inputs[dense][i]),
-        "net_sparse": lambda i: sparse.runner.network(inputs[sparse][i]),
-        "heads": lambda i: sparse.heads(outputs[i][0], outputs[i][1:]),
-        "post": lambda i: dense.postprocess(*maps[i]),
-        "stage_dense": lambda i: dense.detect(clouds[i]),
-        "stage_sparse": lambda i: sparse.detect(clouds[i]),
-        "stage_plain": lambda i: plain.detect(clouds[i]),
-    }, list(range(len(clouds))), reps)
+    variants = _variants(dense, sparse, clouds, "")
+    if int8_path is not None:
+        int8 = PointPillars.from_onnx(int8_path, config, sparse=True).open()
+        variants.update(_variants(None, int8, clouds, "_int8"))
+    variants.update({"stage_dense": lambda i: dense.detect(clouds[i]),
+                     "stage_sparse": lambda i: sparse.detect(clouds[i]),
+                     "stage_plain": lambda i: plain.detect(clouds[i])})
+    wall, cpu = interleaved(variants, list(range(len(clouds))), reps)
     macs_dense = network_macs(dense.plan.rest)
     macs = {"stage_sparse": sparse_macs(sparse, clouds), "stage_plain": sparse_macs(plain, clouds)}
-    cells = _cells(sparse, clouds)
+    cells = _cells(sparse, clouds) + (f" | {_cells(int8, clouds)}" if int8_path else "")
     rows = []
     for name, dense_key, sparse_key in (
             ("pillarize + PFN (same code)", "pre", "pre"),
@@ -99,15 +91,44 @@ def stage_rows(path, config, clouds: list, label: str, reps: int = 5) -> list:
             ("network in ORT | rest (no first layer, no box/dir heads)", "net_dense",
              "net_sparse"),
             (f"- | box + dir heads at {cells} candidate cells", None, "heads"),
-            ("decode + NMS (same code)", "post", "post"),
+            ("decode + NMS", "post", "post"),
             ("whole stage, sparse without the ORT rewrites", "stage_dense", "stage_plain"),
             ("WHOLE STAGE (detect)", "stage_dense", "stage_sparse")):
-        d_wall, d_cpu = (wall[dense_key], cpu[dense_key]) if dense_key else (0.0, 0.0)
+        q_key = f"{sparse_key}_int8" if int8_path is not None and sparse_key != "stage_plain" \
+            else None
         mac = f"{macs[sparse_key] / 1e6:.0f} / {macs_dense / 1e6:.0f} M" \
             if sparse_key in macs else "-"
-        rows.append((f"{label}: {name}", d_wall, wall[sparse_key], _ratio(d_wall, wall[sparse_key]),
-                     d_cpu, cpu[sparse_key], _ratio(d_cpu, cpu[sparse_key]), mac))
+        row = [f"{label}: {name}"]
+        for times in (wall, cpu):
+            d_ms = times[dense_key] if dense_key else 0.0
+            s_ms, q_ms = times[sparse_key], times.get(q_key, 0.0)
+            row += [d_ms, s_ms, q_ms if q_key else "-", _ratio(d_ms, s_ms),
+                    _ratio(d_ms, q_ms) if q_key else "-"]
+        rows.append(tuple(row + [mac]))
     return rows
+
+
+def _variants(dense, sparse, clouds: list, suffix: str) -> dict:
+    """Timed steps of one model (``sparse``; ``dense`` too when given), keys ending in
+    ``suffix``; the last step of the sparse one is its whole stage (``stage_sparse``)."""
+    pillars = [(sparse.pfn(sparse.pillarize(c)).copy(), sparse.pillarize(c)) for c in clouds]
+    pre = [(f, p.coords.copy(), p.count) for f, p in pillars]
+    inputs = [sparse.bev(c).copy() for c in clouds]
+    outputs = [sparse.runner.network(x) for x in inputs]
+    maps = [sparse.runner(x) for x in inputs]
+    steps = {
+        "pre": lambda i: sparse.pfn(sparse.pillarize(clouds[i])),
+        "conv_scatter": lambda i: sparse.scatter(*pre[i]),
+        "net_sparse": lambda i: sparse.runner.network(inputs[i]),
+        "heads": lambda i: sparse.heads(outputs[i][0], outputs[i][1:]),
+        "post": lambda i: sparse.postprocess(*(maps[i] if dense is None else dense_maps[i])),
+        "stage_sparse": lambda i: sparse.detect(clouds[i])}
+    if dense is not None:
+        dense_inputs = [dense.bev(c).copy() for c in clouds]
+        dense_maps = [dense.runner(x) for x in dense_inputs]
+        steps.update({"scatter": lambda i: dense.scatter(*pre[i]),
+                      "net_dense": lambda i: dense.runner.network(dense_inputs[i])})
+    return {f"{name}{suffix}": fn for name, fn in steps.items()}
 
 
 def _cells(model: PointPillars, clouds: list) -> str:

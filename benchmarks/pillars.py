@@ -1,7 +1,8 @@
 """Benchmark the PointPillars pre/post-processing kernels: native vs the numpy reference.
 
 Run: ``python benchmarks/pillars.py [--sparse-only]``. First table: the dense path (``sparse:
-false``) against the sparse one (``true``) stage by stage (see ``_pillars_sparse``). Then: one
+false``) against the sparse one (``true``), fp32 and int8 (``quantize``), stage by stage (see
+``_pillars_sparse``). Then: one
 thread, the ten real KITTI frames in ``../shared/data/kitti_velodyne``, the KITTI grid
 (432 x 496, 12000 pillars) and the bundled random-weight model's head maps for decode + NMS.
 Each frame is processed in turn (as in a drive of unrelated scans: the worst case for the
@@ -24,6 +25,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import statistics  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -34,10 +36,12 @@ from _pillars_sparse import stage_rows  # noqa: E402
 from _util import print_table  # noqa: E402
 
 from cuvil_perception.drives import Drive  # noqa: E402
+from cuvil_perception.drives.synth import make_drive  # noqa: E402
 from cuvil_perception.graph import builtin_models_dir  # noqa: E402
 from cuvil_perception.ops.pillars import PillarConfig, PointPillars, reference  # noqa: E402
 from cuvil_perception.ops.pillars.native import SCATTER_ORDERS, ScatterKernel  # noqa: E402
 from cuvil_perception.ops.pillars.op import RANDOM_MODEL  # noqa: E402
+from cuvil_perception.quantize import quantize_model  # noqa: E402
 
 DEMO_MODEL = builtin_models_dir() / "pointpillars_cuvil_demo.onnx"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "kitti_velodyne"
@@ -235,16 +239,39 @@ class Bench:
 
 
 def sparse_tables(clouds: list) -> None:
-    """Dense vs sparse path per stage (see _pillars_sparse): the demo model on the sample drive,
-    the random-weight KITTI-grid model on the real KITTI frames."""
+    """Dense fp32 vs sparse fp32 vs sparse int8 per stage (see _pillars_sparse): the demo model
+    on the sample drive, the random-weight KITTI-grid model on the real KITTI frames. The int8
+    files are made here by ``quantize`` (calibrated on 16 frames of a synthetic drive, seed
+    2000, that neither model nor benchmark otherwise sees), unless the demo one is shipped."""
     drive = Drive(DRIVE.parents[1])
     scans = [drive.read(k).points for k in range(len(drive))]
-    rows = stage_rows(DEMO_MODEL, PillarConfig(max_pillars=16000), scans, "demo, drive")
-    rows += stage_rows(RANDOM_MODEL, PillarConfig(), clouds, "random, KITTI")
-    print_table("PointPillars dense (sparse: false) vs sparse (true), one thread, ONNX Runtime; "
-                "ms per frame, wall and CPU (shared machine: compare the ratios)",
-                ["stage (dense | sparse)", "dense ms", "sparse ms", "ratio", "dense CPU ms",
-                 "sparse CPU ms", "CPU ratio", "MACs sparse / dense"], rows)
+    with tempfile.TemporaryDirectory(prefix="cuvil-bench-int8-") as tmp:
+        demo_int8, random_int8 = int8_files(Path(tmp))
+        rows = stage_rows(DEMO_MODEL, PillarConfig(max_pillars=16000), scans, "demo, drive",
+                          demo_int8)
+        rows += stage_rows(RANDOM_MODEL, PillarConfig(), clouds, "random, KITTI", random_int8)
+    print_table("PointPillars dense fp32 (sparse: false) vs sparse fp32 (true) vs sparse int8, "
+                "one thread, ONNX Runtime; ms per frame, wall then CPU (shared machine: compare "
+                "the ratios)",
+                ["stage (dense | sparse)", "dense ms", "sparse ms", "int8 ms", "sparse x",
+                 "int8 x", "dense CPU", "sparse CPU", "int8 CPU", "sparse CPU x", "int8 CPU x",
+                 "MACs sparse / dense"], rows)
+
+
+def int8_files(tmp: Path) -> tuple[Path, Path]:
+    """(demo int8 file, random-model int8 file): the shipped demo one when there is one."""
+    calib = tmp / "calib"
+    make_drive(calib, frames=16, seed=2000)
+    paths = []
+    for model in (DEMO_MODEL, RANDOM_MODEL):
+        shipped = model.with_name(f"{model.stem}.int8.onnx")
+        if shipped.is_file():
+            paths.append(shipped)
+            continue
+        data, _ = quantize_model(model, calib, frames=16)
+        paths.append(tmp / shipped.name)
+        paths[-1].write_bytes(data)
+    return paths[0], paths[1]
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ variants of degradable stages) -> prewarm their kernels -> open them (ops bind k
 ``open``) -> snapshot the compile counters -> schedule frames (``scheduler``) -> stop the
 threads -> close every op (sinks flush, even after a failure) -> latency report, trace, the
 finished run record -> raise ``DeadlineFailure`` / the stage's error if the run stopped early.
+What the run builds and how it goes is kept in one ``RunState`` (``run_state``).
 The record says how every run ended, failed, interrupted and terminated ones included
 (``record`` documents ``status``); SIGTERM is handled like Ctrl-C.
 """
@@ -21,17 +22,16 @@ from .admission import KIND as ADMISSION_SKIP, AdmissionControl
 from .clock import MonotonicClock
 from .feed import RunFeed
 from .knobs import apply_process_knobs, parse_knobs
-from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all, sink_outputs
+from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all
 from .options import RunOptions, RunResult
 from .placement import intra_op_threads, placement_lines
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
-from .record_build import build_record, run_status
+from .record_build import build_record
 from .run_files import RecordFile, plan
+from .run_state import RunState
 from .scheduler import Scheduler
 from .signals import sigterm_as_interrupt, stop_signal
-from .stats import LatencyRecorder
-from .trace import write_trace
 
 
 def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
@@ -46,19 +46,19 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     options = replace(options or RunOptions())  # a copy: the caller's options stay as given
     if options.clock is None:
         options.clock = MonotonicClock()
-    warnings: list[str] = []
-    warn = _warner(warnings, options.warn)
+    state = RunState(pipeline, options)
     _check_options(options, pipeline.ordered())
     knobs = parse_knobs(pipeline)
     preflight(pipeline)  # the file checks inspect makes too (source, model files, drive index)
-    recorded = load_decisions(options.decisions, pipeline, warn) if options.decisions else None
+    recorded = load_decisions(options.decisions, pipeline, state.warn) if options.decisions \
+        else None
     record_path = plan(pipeline, options)
     record = RecordFile(record_path, pipeline, options) if record_path is not None else None
     with sigterm_as_interrupt():
         try:
             if record is not None:
                 record.start()
-            return _run(pipeline, options, knobs, recorded, record, warnings, warn)
+            return _run(state, knobs, recorded, record)
         except BaseException as exc:
             if record is not None and not record.finished:
                 _abort_record(record, exc)
@@ -79,38 +79,35 @@ def _abort_record(record, exc: BaseException) -> None:
         pass  # the disk is full: the "running" record stays, the error says what happened
 
 
-def _run(pipeline, options, knobs, recorded, record, warnings, warn) -> RunResult:
-    stages = pipeline.ordered()
-    policy = DeadlinePolicy(stages, options.deadlines_enforced(), recorded,
-                            pipeline.e2e_deadline_ms)
+def _run(state: RunState, knobs, recorded, record) -> RunResult:
+    pipeline, options = state.pipeline, state.options
+    state.policy = DeadlinePolicy(pipeline.ordered(), options.deadlines_enforced(), recorded,
+                                  pipeline.e2e_deadline_ms)
     instances = build_instances(pipeline)
-    recorder = LatencyRecorder()
     threads = intra_op_threads(options.worker_count())
-    ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,
+    ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
                      extra={"clock": options.clock,
-                            "feed": RunFeed(recorder, policy, options.clock),
+                            "feed": RunFeed(state.recorder, state.policy, options.clock),
                             "intra_op_threads": threads})
-    prewarm_rows = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
+    state.prewarm = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
     counters = compile_counters()
     open_all(instances, ctx)
     if record is not None:
         options.progress = _with_record_progress(options.progress, record)
-    scheduler = Scheduler(pipeline, instances, policy, recorder, options, knobs, warn,
-                          _admission(pipeline, options, recorded))
-    scheduler.placement = placement_lines(pipeline, instances, options.worker_count(), knobs,
-                                          threads)
+    scheduler = Scheduler(state, instances, knobs, _admission(pipeline, options, recorded))
+    state.placement = placement_lines(pipeline, instances, options.worker_count(), knobs,
+                                      threads)
     try:
-        apply_process_knobs(knobs, warn)
+        apply_process_knobs(knobs, state.warn)
         if options.monitor is not None:
-            options.monitor.attach(scheduler, recorder, policy, counters)
-        wall_s = _schedule(scheduler)
+            options.monitor.attach(scheduler, state.recorder, state.policy, counters)
+        _schedule(scheduler)
     finally:
-        close_ops(all_ops(instances), warn)
-    after = compile_counters()
-    return _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows,
-                   {"before_frame0": counters, "after_run": after}, wall_s, warnings, record)
+        close_ops(all_ops(instances), state.warn)
+    state.compile = {"before_frame0": counters, "after_run": compile_counters()}
+    return _finish(state, record)
 
 
 def _with_record_progress(progress, record):
@@ -132,34 +129,19 @@ def _admission(pipeline, options: RunOptions, recorded) -> AdmissionControl:
     return AdmissionControl(workers, pipeline.e2e_deadline_ms, active, skips)
 
 
-def _schedule(scheduler) -> float:
-    """Run the frames; returns the wall time in s. Threads are stopped in every case."""
-    wall0 = time.perf_counter()
+def _schedule(scheduler) -> None:
+    """Run the frames (``state.wall_s``: their wall time). Threads are stopped in every case."""
+    state, wall0 = scheduler.state, time.perf_counter()
     scheduler.start()
     try:
         scheduler.run()
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM ends a run: keep what finished, close cleanly, still report.
-        scheduler.interrupted = True
-        scheduler.stop_signal = stop_signal(exc)
+        state.interrupted = True
+        state.stop_signal = stop_signal(exc)
     finally:
         scheduler.shutdown()
-    return time.perf_counter() - wall0
-
-
-def _warner(sink: list[str], callback):
-    """A warn() that keeps each distinct message once (threads repeat knob refusals)."""
-    seen: set[str] = set()
-
-    def warn(message: str) -> None:
-        if message in seen:
-            return
-        seen.add(message)
-        sink.append(message)
-        if callback is not None:
-            callback(message)
-
-    return warn
+    state.wall_s = time.perf_counter() - wall0
 
 
 def _check_options(options: RunOptions, stages) -> None:
@@ -180,45 +162,21 @@ def _check_options(options: RunOptions, stages) -> None:
                              "so it cannot be timed against its numpy reference")
 
 
-def _finish(pipeline, options, scheduler, policy, recorder, prewarm_rows, counters, wall_s,
-            warnings, record) -> RunResult:
-    stages = pipeline.ordered()
-    # tag checks need a whole run: a run stopped by an error has partial, misleading ratios
-    report = recorder.report(stages, pipeline.e2e_deadline_ms,
-                             check_tags=not getattr(options.clock, "virtual", False)
-                             and scheduler.error is None)
-    for message in report.warnings:
-        if message not in warnings:
-            warnings.append(message)
-            if options.warn is not None:
-                options.warn(message)
-    compiles = counters["after_run"]["compiles"] - counters["before_frame0"]["compiles"]
-    if compiles:
-        warnings.append(f"{compiles} kernel(s) compiled after prewarm (in open() or a frame): an "
-                        "op calls get_kernel for a spec its kernels() does not declare")
-    outputs = sink_outputs(pipeline)
-    result = RunResult(frames=scheduler.completed, wall_s=wall_s, report=report, outputs=outputs,
-                       prewarm=prewarm_rows, compiles_after_frame0=compiles,
-                       decisions=list(policy.decisions), actions=policy.counts(),
-                       warnings=warnings, recorder=recorder, t0_ns=scheduler.t0_ns,
-                       interrupted=scheduler.interrupted, stop_signal=scheduler.stop_signal,
-                       placement=list(scheduler.placement))
-    if options.trace is not None:
-        ops = {s.id: s.op for s in stages}
-        result.trace_path = write_trace(options.trace, recorder.timings, ops, scheduler.t0_ns)
+def _finish(state: RunState, record) -> RunResult:
+    """The result, the finished run record, then the run's error or ``fail`` decision."""
+    result = state.result()
     if record is not None:
-        built = build_record(pipeline, options, scheduler, policy, recorder, result, counters)
         try:
-            result.record_path = record.finish(built, run_status(scheduler))
+            result.record_path = record.finish(build_record(state, result), state.status())
         except OutputWriteError as exc:
-            if scheduler.error is None:
+            if state.error is None:
                 raise
             record.finished = True  # the run's own error (often the same full disk) comes first
-            warn(str(exc))
-    if scheduler.error is not None:
-        raise scheduler.error
-    if scheduler.failure is not None:
-        raise _deadline_failure(scheduler.failure, result)
+            state.warn(str(exc))
+    if state.error is not None:
+        raise state.error
+    if state.failure is not None:
+        raise _deadline_failure(state.failure, result)
     return result
 
 

@@ -143,7 +143,7 @@ class RunMetrics:
         yield decisions
         yield CounterMetricFamily("cuvil_frames_in", "frames admitted", value=scheduler.admitted)
         yield CounterMetricFamily("cuvil_frames_out", "frames through the whole pipeline",
-                                  value=scheduler.completed)
+                                  value=scheduler.state.frames)
         dropped = CounterMetricFamily("cuvil_frames_dropped", "frames dropped",
                                       labels=["reason"])
         readers = getattr(scheduler, "readers", {})

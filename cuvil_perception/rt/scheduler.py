@@ -1,8 +1,9 @@
 """The frame scheduler: admits frames, dispatches ready stages, settles results in frame order.
 
-Placement: each source reads ahead on its own thread (``sources.SourceReader``); every other
-``io`` stage has one dedicated thread; ``compute`` stages share a pool of ``workers`` threads.
-The scheduler itself runs on the calling thread and only moves references around.
+Placement: each source reads ahead on its own thread; every other ``io`` stage has one dedicated
+thread; ``compute`` stages share a pool of ``workers`` threads (``threads``); a stage call runs
+there (``worker``) and reports back. The scheduler itself runs on the calling thread and only
+moves references around; how the run went goes into its ``RunState`` (``run_state``).
 
 Ordering rule: a stage runs frame ``f`` only after it finished frame ``f-1`` and all its inputs
 for ``f`` exist. Different stages work on different frames at the same time (pipelining, up to
@@ -27,17 +28,14 @@ deterministic fields go into ``reason``, so a ``--decisions`` replay writes the 
 from __future__ import annotations
 
 import queue
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..graph import FrameInfo
-from .knobs import apply_thread_knobs
 from .lifecycle import ancestors, is_source
-from .schedstat import run_delay_ns
-from .sources import END, SourceReader
+from .sources import END
 from .stage_results import check_outputs, timing_row, wrap_error
+from .threads import StageThreads
+from .worker import Done, execute, execute_dropped
 
 DROPPED = object()  # a stage's frame value when it was dropped or skipped
 
@@ -56,32 +54,22 @@ class _Frame:
     skipped: bool = False  # shed at admission: no stage runs it, no e2e is recorded
 
 
-@dataclass
-class _Done:
-    frame: int
-    stage: str
-    variant: str
-    outputs: dict | None
-    timing: dict
-    error: BaseException | None = None
-    dropped: bool = False  # a process_dropped() call (a sink writing a dropped frame's line)
-
-
 class Scheduler:
     """One run's scheduling state. ``run()`` returns when the sources end, the frame limit is
-    reached, a ``fail`` decision fires (``self.failure``) or a stage raises (``self.error``)."""
+    reached, a ``fail`` decision fires (``state.failure``) or a stage raises (``state.error``);
+    ``state`` (a ``RunState``) also gets the frames completed and the timing origin."""
 
-    def __init__(self, pipeline, instances, policy, recorder, options, knobs, warn,
-                 admission=None):
-        self.stages = pipeline.ordered()
+    def __init__(self, state, instances, knobs, admission=None):
+        self.state = state
+        self.stages = state.pipeline.ordered()
         self.instances = instances
-        self.policy = policy
-        self.recorder = recorder
-        self.options = options
-        self.clock = options.clock
-        self.warn = warn
+        self.policy = state.policy
+        self.recorder = state.recorder
+        self.options = state.options
+        self.clock = state.options.clock
+        self.warn = state.warn
         self.knobs = knobs
-        self.ancestors = ancestors(pipeline)
+        self.ancestors = ancestors(state.pipeline)
         self.sources = [s for s in self.stages if is_source(s)]
         self.workers = [s for s in self.stages if not is_source(s)]
         self.events: queue.Queue = queue.Queue()
@@ -90,76 +78,39 @@ class Scheduler:
         self.busy: set[str] = set()
         self.busy_since: dict[str, tuple[int, int]] = {}  # stage id -> (frame, start ns)
         self.admission = admission  # AdmissionControl or None (admit every frame)
-        self.placement: list[str] = []  # rt.placement lines, set by the executor
         self.last_good: dict[str, tuple[dict, int]] = {}
         self.pending: dict[str, object] = {}
         self.admitted = 0
-        self.completed = 0
         self.ended = False
         self.stopping: str | None = None  # None | "fail" | "error"
         self.stop_at = float("inf")  # frames >= this index are not started (fail policy)
-        self.error: BaseException | None = None
-        self.failure: dict | None = None
-        self.interrupted = False  # set by the executor on Ctrl-C
-        self.stop_signal: str | None = None  # "SIGINT" or "SIGTERM" when interrupted
         self.sinks = {s.id for s in self.workers if s.op_cls is not None
                       and callable(getattr(s.op_cls, "process_dropped", None))}
         self.sink_stages = {s.id for s in self.workers if not s.output_specs}
-        self.t0_ns = 0
         self.ts0_ns: int | None = None  # sensor time of frame 0 (pacing origin)
         self.pace0_ns = 0  # run-clock time frame 0 was released
 
     # -- threads -------------------------------------------------------------------------
     def start(self) -> None:
-        opts = self.options
-        # Paced replay: one sample ahead is enough (the pipeline idles between frames), and the
-        # reader waits for those idle moments (``idle``) instead of competing with the frame
-        # being processed for the CPU and the GIL.
-        depth = 1 if opts.rate > 0 else opts.read_ahead
-        self.idle = threading.Event() if opts.rate > 0 and not opts.live else None
-        if self.idle is not None:
-            self.idle.set()
-        # A source that is not a live device (a video file given to --camera) never drops frames.
-        self.readers = {s.id: SourceReader(s.id, self.instances[s.id]["normal"], self.clock,
-                                           opts.live and getattr(self.instances[s.id]["normal"],
-                                                                 "live", True),
-                                           depth, self._io_thread_start,
-                                           lambda: self.events.put("wake"), self.idle, opts.rate)
-                        for s in self.sources}
-        self.pool = ThreadPoolExecutor(opts.worker_count(), thread_name_prefix="cuvil-compute",
-                                       initializer=apply_thread_knobs,
-                                       initargs=(self.knobs, "compute", self.warn))
-        self.io_threads = {s.id: ThreadPoolExecutor(1, thread_name_prefix=f"cuvil-io-{s.id}",
-                                                    initializer=apply_thread_knobs,
-                                                    initargs=(self.knobs, "io", self.warn))
-                           for s in self.workers if s.effective_tag == "io"}
-        self.t0_ns = self.clock.now_ns()
-        for reader in self.readers.values():
-            reader.start()
-
-    def _io_thread_start(self) -> None:
-        apply_thread_knobs(self.knobs, "io", self.warn)
+        self.threads = StageThreads(self.sources, self.workers, self.instances, self.options,
+                                    self.knobs, self.warn, lambda: self.events.put("wake"))
+        self.readers, self.idle = self.threads.readers, self.threads.idle
+        self.state.t0_ns = self.clock.now_ns()
+        self.threads.start()
 
     def shutdown(self) -> None:
-        for reader in self.readers.values():
-            reader.stop()
-        self.pool.shutdown(wait=True)
-        for pool in self.io_threads.values():
-            pool.shutdown(wait=True)
-
-    def live_skipped(self) -> int:
-        return sum(r.skipped for r in self.readers.values())
+        self.state.live_skipped = self.threads.shutdown()
 
     # -- main loop -----------------------------------------------------------------------
     def run(self) -> None:
         while True:
             if not self.stopping:
                 self._admit()
-            completed = self.completed
+            completed = self.state.frames
             self._dispatch()
             if not self.busy and self._finished():
                 return
-            if self.completed == completed:  # else frames finished (skipped) while dispatching:
+            if self.state.frames == completed:  # else frames finished (skipped) while dispatching:
                 self._wait()                 # admit again before blocking on events
 
     def _finished(self) -> bool:
@@ -182,7 +133,7 @@ class Scheduler:
             event = self.events.get(timeout=timeout)
         except queue.Empty:
             return
-        if isinstance(event, _Done):
+        if isinstance(event, Done):
             self._settle_done(event)
 
     # -- admission -------------------------------------------------------------------------
@@ -348,52 +299,17 @@ class Scheduler:
         variant = self.policy.variant(stage.id, frame.index)
         op = self.instances[stage.id].get(variant) or self.instances[stage.id]["normal"]
         reference = stage.id in self.options.reference_stages
-        pool = self.io_threads.get(stage.id, self.pool)
+        pool = self.threads.pool(stage.id)
         self.busy.add(stage.id)
         self.busy_since[stage.id] = (frame.index, self.clock.now_ns())
         if dropped is not None:
-            pool.submit(self._execute_dropped, stage.id, op, info, dropped)
+            pool.submit(execute_dropped, self.events.put, stage.id, op, info, dropped)
             return
-        pool.submit(self._execute, stage.id, op, inputs, info, variant, reference)
-
-    def _execute_dropped(self, stage_id, op, info, reason) -> None:
-        """Worker-thread side of a dropped frame at a sink: ``process_dropped`` (not timed)."""
-        error = None
-        try:
-            op.process_dropped(info, dict(reason))
-        except BaseException as exc:  # reported by the scheduler thread
-            error = exc
-        self.events.put(_Done(info.index, stage_id, "normal", None, {}, error, dropped=True))
-
-    def _execute(self, stage_id, op, inputs, info, variant, reference) -> None:
-        """Worker-thread side: time ``process()`` (and the reference twin) and report back."""
-        name, tid = threading.current_thread().name, threading.get_native_id()
-        start, cpu0, wait0 = self.clock.now_ns(), time.thread_time_ns(), run_delay_ns()
-        outputs, error = None, None
-        try:
-            outputs = op.process(inputs, info)
-            if getattr(op, "reuses_output_buffers", False) and isinstance(outputs, dict):
-                # the op overwrites these arrays on its next frame, which may start before
-                # downstream stages (or a later reuse_last) are done with this one
-                outputs = {port: value.copy() for port, value in outputs.items()}
-        except BaseException as exc:  # reported by the scheduler thread
-            error = exc
-        end, cpu, wait = self.clock.now_ns(), time.thread_time_ns() - cpu0, run_delay_ns() - wait0
-        if error is None and reference:
-            rstart, rcpu0 = self.clock.now_ns(), time.thread_time_ns()
-            try:
-                op.reference_process(inputs, info)
-            except BaseException as exc:
-                error = exc
-            self.recorder.add(timing_row(info.index, stage_id, "reference", rstart,
-                                         self.clock.now_ns(), time.thread_time_ns() - rcpu0,
-                                         name, tid))
-        timing = timing_row(info.index, stage_id, variant, start, end, cpu, name, tid)
-        timing["wait_ns"] = wait  # runnable but without a core: not the stage's own waiting
-        self.events.put(_Done(info.index, stage_id, variant, outputs, timing, error))
+        pool.submit(execute, self.events.put, self.clock, self.recorder, stage.id, op, inputs,
+                    info, variant, reference)
 
     # -- settling results ----------------------------------------------------------------------
-    def _settle_done(self, done: _Done) -> None:
+    def _settle_done(self, done: Done) -> None:
         self.busy.discard(done.stage)
         self.busy_since.pop(done.stage, None)
         self.next_frame[done.stage] += 1
@@ -432,9 +348,9 @@ class Scheduler:
                                         "reason": "deadline_miss"})
         if action == "fail":
             stage = next(s for s in self.stages if s.id == stage_id)
-            self.failure = {"frame": frame.index, "stage": stage_id, "op": stage.op,
-                            "elapsed_ms": round(elapsed / 1e6, 3),
-                            "deadline_ms": stage.deadline_ms}
+            self.state.failure = {"frame": frame.index, "stage": stage_id, "op": stage.op,
+                                  "elapsed_ms": round(elapsed / 1e6, 3),
+                                  "deadline_ms": stage.deadline_ms}
             self.stopping = self.stopping or "fail"
             self.stop_at = min(self.stop_at, frame.index)
         self._maybe_complete(frame)
@@ -446,11 +362,11 @@ class Scheduler:
         if not frame.skipped:
             self.recorder.add_e2e(frame.index, frame.release_ns, end, frame.timestamp_ns)
         del self.frames[frame.index]
-        self.completed += 1
+        self.state.frames += 1
         if self.idle is not None and not self.frames:
             self.idle.set()
         if self.options.progress is not None:
-            self.options.progress(self.completed, self.options.frames or 0)
+            self.options.progress(self.state.frames, self.options.frames or 0)
 
     def _check_outputs(self, stage_id: str, outputs) -> BaseException | None:
         return check_outputs(next(s for s in self.stages if s.id == stage_id), outputs)
@@ -460,7 +376,7 @@ class Scheduler:
 
     def _abort(self, error: BaseException, frame: int) -> None:
         """Stop after finishing the frames before ``frame``; the first error is the one raised."""
-        if self.error is None:
-            self.error = error
+        if self.state.error is None:
+            self.state.error = error
         self.stopping = "error"
         self.stop_at = min(self.stop_at, frame)

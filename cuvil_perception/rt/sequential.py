@@ -2,64 +2,52 @@
 
 No deadlines, no overlap, no threads: the reference the real-time executor is compared against
 (identical outputs; the benchmark's executor-overhead baseline). It records wall and CPU time per
-stage and frame like the real executor, so its ``RunResult.report`` has the same table.
+stage and frame like the real executor into the same ``RunState``, so its ``RunResult`` is
+made the same way and its ``report`` has the same table.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 from ..errors import CuvilError, UsageError
 from ..graph import FrameInfo, RunContext
 from .clock import MonotonicClock
-from .lifecycle import close_ops, is_source, open_all, sink_outputs
+from .lifecycle import close_ops, is_source, open_all
 from .options import RunOptions, RunResult
+from .run_state import RunState
 from .stage_results import timing_row, wrap_error
-from .stats import LatencyRecorder
-from .trace import write_trace
 
 
 def run_sequential(pipeline, options: RunOptions | None = None) -> RunResult:
     """Run a validated pipeline frame by frame on the calling thread (``frames``, ``clock``,
     ``progress``, ``warn`` and ``trace`` of ``options`` are honoured; deadlines are not)."""
-    options = options or RunOptions()
-    clock = options.clock or MonotonicClock()
-    warnings: list[str] = []
-
-    def warn(message: str) -> None:
-        warnings.append(message)
-        if options.warn is not None:
-            options.warn(message)
-
+    options = replace(options or RunOptions())  # a copy: the caller's options stay as given
+    if options.clock is None:
+        options.clock = MonotonicClock()
+    state, clock = RunState(pipeline, options), options.clock
     stages = pipeline.ordered()
     if not any(is_source(s) for s in stages):
         raise UsageError("the pipeline has no source stage (replay, camera, ...): nothing "
                          "produces frames")
     ops = {s.id: s.make_op() for s in stages}
     open_all({sid: {"normal": op} for sid, op in ops.items()},
-             RunContext(base_dir=pipeline.base_dir, live=options.live, warn=warn,
+             RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
                         extra={"clock": clock}))
-    recorder = LatencyRecorder()
-    frames, t0, wall0 = 0, clock.now_ns(), time.perf_counter()
+    state.t0_ns, wall0 = clock.now_ns(), time.perf_counter()
     try:
-        while options.frames is None or frames < options.frames:
-            if not _one_frame(stages, ops, frames, clock, recorder):
+        while options.frames is None or state.frames < options.frames:
+            if not _one_frame(stages, ops, state.frames, clock, state.recorder):
                 break
-            frames += 1
+            state.frames += 1
             if options.progress is not None:
-                options.progress(frames, options.frames or 0)
+                options.progress(state.frames, options.frames or 0)
     finally:
-        close_ops(list(ops.items()), warn)
-    result = RunResult(frames=frames, wall_s=time.perf_counter() - wall0,
-                       report=recorder.report(stages, pipeline.e2e_deadline_ms,
-                                              check_tags=not getattr(clock, "virtual", False)),
-                       outputs=sink_outputs(pipeline), warnings=warnings, recorder=recorder,
-                       t0_ns=t0)
-    if options.trace is not None:
-        result.trace_path = write_trace(options.trace, recorder.timings,
-                                        {s.id: s.op for s in stages}, t0)
-    return result
+        close_ops(list(ops.items()), state.warn)
+    state.wall_s = time.perf_counter() - wall0
+    return state.result()
 
 
 def _one_frame(stages, ops, index, clock, recorder) -> bool:

@@ -1,0 +1,67 @@
+"""The threads a run's stages execute on (the scheduler's placement).
+
+Each source reads ahead on its own thread (``sources.SourceReader``); every other ``io`` stage has
+one dedicated thread; ``compute`` stages share a pool of ``workers`` threads. Every thread applies
+the pipeline's ``rt:`` thread knobs (affinity, scheduling policy) when it starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from .knobs import apply_thread_knobs
+from .sources import SourceReader
+
+
+class StageThreads:
+    """The source readers, the io threads and the compute pool of one run."""
+
+    def __init__(self, sources, workers, instances, options, knobs, warn, wake):
+        """``sources``/``workers``: the source and other stages; ``wake()`` is called when a
+        source has a new sample."""
+        self.knobs, self.warn = knobs, warn
+        # Paced replay: one sample ahead is enough (the pipeline idles between frames), and the
+        # reader waits for those idle moments (``idle``) instead of competing with the frame
+        # being processed for the CPU and the GIL.
+        depth = 1 if options.rate > 0 else options.read_ahead
+        self.idle = threading.Event() if options.rate > 0 and not options.live else None
+        if self.idle is not None:
+            self.idle.set()
+        # A source that is not a live device (a video file given to --camera) never drops frames.
+        self.readers = {s.id: SourceReader(s.id, instances[s.id]["normal"], options.clock,
+                                           options.live and getattr(instances[s.id]["normal"],
+                                                                    "live", True),
+                                           depth, self._io_thread_start, wake, self.idle,
+                                           options.rate)
+                        for s in sources}
+        self.compute = ThreadPoolExecutor(options.worker_count(),
+                                          thread_name_prefix="cuvil-compute",
+                                          initializer=apply_thread_knobs,
+                                          initargs=(knobs, "compute", warn))
+        self.io = {s.id: ThreadPoolExecutor(1, thread_name_prefix=f"cuvil-io-{s.id}",
+                                            initializer=apply_thread_knobs,
+                                            initargs=(knobs, "io", warn))
+                   for s in workers if s.effective_tag == "io"}
+
+    def _io_thread_start(self) -> None:
+        apply_thread_knobs(self.knobs, "io", self.warn)
+
+    def start(self) -> None:
+        """Start the source readers (the pools start threads as work arrives)."""
+        for reader in self.readers.values():
+            reader.start()
+
+    def pool(self, stage_id: str) -> ThreadPoolExecutor:
+        """Where a non-source stage runs: its own io thread, else the compute pool."""
+        return self.io.get(stage_id, self.compute)
+
+    def shutdown(self) -> int:
+        """Stop the readers and wait for the pools; returns the live frames the readers
+        skipped because the pipeline was behind."""
+        for reader in self.readers.values():
+            reader.stop()
+        self.compute.shutdown(wait=True)
+        for pool in self.io.values():
+            pool.shutdown(wait=True)
+        return sum(r.skipped for r in self.readers.values())
