@@ -26,6 +26,9 @@ Definitions (printed with the tables):
   deadlines enforced) ``repeat`` times, pooled: frames, e2e p50 / p99, misses; and how the
   stage deadlines of ``configs/fusion.yaml`` are set: each detector stage's p99 at ``rate 1`` on
   the 40-frame synthetic drive (pooled over ``repeat`` runs), plus 25 %, rounded up to 10 ms.
+* frame 0 (with ``--only demo``): make demo's run with the detectors warmed up by one pass
+  (what they did before) and by ``ops.warmup.WARMUP_RUNS`` passes, alternating in one process:
+  frame 0's cpu and wall time per detector against its steady frames (>= 1).
 """
 
 from __future__ import annotations
@@ -166,6 +169,40 @@ def realtime_rows(out_dir: Path, repeat: int, drive: Path) -> tuple[list, list]:
     return rows, deadlines
 
 
+def first_frame_rows(out_dir: Path, repeat: int) -> list:
+    """make demo's run with the detectors warmed up by one pass and by ``WARMUP_RUNS`` passes
+    (ops.warmup), alternating, ``repeat`` runs each: per detector, frame 0's cpu and wall time
+    (median over the runs) against the p50 of its frames >= 1, and frame 0's cpu / steady cpu."""
+    from cuvil_perception.ops import warmup
+
+    default = warmup.WARMUP_RUNS
+    pooled: dict[int, list] = {1: [], default: []}
+    try:
+        for i in range(repeat):
+            for passes in pooled:
+                warmup.WARMUP_RUNS = passes
+                pipeline = load_pipeline(REPO / "configs" / "fusion.yaml", validate=False)
+                apply_cli_sources(pipeline, replay=REPO / "datasets" / "sample_drive",
+                                  out=out_dir / f"first-{passes}-{i}.jsonl")
+                result = run_pipeline(pipeline.validate(),
+                                      RunOptions(workers=2, rate=1.0, write_record=False))
+                pooled[passes].extend(t for t in result.recorder.timings
+                                      if t["stage"] in ("yolo", "pillars"))
+    finally:
+        warmup.WARMUP_RUNS = default
+    rows = []
+    for stage in ("yolo", "pillars"):
+        for passes, timings in pooled.items():
+            own = [t for t in timings if t["stage"] == stage]
+            first = [t for t in own if t["frame"] == 0]
+            steady = [t for t in own if t["frame"] > 0]
+            cpu0, cpu = (float(np.median([t["cpu_ns"] / 1e6 for t in x])) for x in (first, steady))
+            wall0, wall = (float(np.median([(t["end_ns"] - t["start_ns"]) / 1e6 for t in x]))
+                           for x in (first, steady))
+            rows.append((stage, passes, cpu0, wall0, cpu, wall, f"{cpu0 / cpu:.2f}"))
+    return rows
+
+
 def _overload_row(result, rate: float, shed: bool, frames: int, deadline: float) -> tuple:
     """Frames skipped at admission, computed, dropped after computing (a stage's on_miss or the
     e2e deadline), on time (reached the sinks within the e2e deadline), and the e2e p50 / p99 of
@@ -224,6 +261,11 @@ def main() -> None:
                      "decisions"), rows)
         print_table("stage deadlines from measurement: p99 at rate 1 + 25 %, up to 10 ms",
                     ("stage", "frames", "p50", "p99", "deadline_ms"), deadlines)
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = first_frame_rows(Path(tmp), min(args.repeat, 3))
+        print_table("frame 0 after the detectors' warm-up, make demo's run (ms; median of runs)",
+                    ("stage", "warm-up passes", "frame 0 cpu", "frame 0 wall", "frames>=1 cpu",
+                     "frames>=1 wall", "frame 0 / steady cpu"), rows)
         return
     if args.only != "overhead":
         with tempfile.TemporaryDirectory() as tmp:

@@ -140,6 +140,57 @@ def test_prediction_plays_the_frames_in_flight_forward():
     assert late["predicted_ms"] == 234.0 and late["kind"] == "admission_skip"
 
 
+def fork_join(sink_tag: str) -> list:
+    """Two stages side by side (a 30 ms, b 40 ms) joined by a 10 ms sink: the worker stages."""
+    p = Pipeline("fork")
+    p.e2e_deadline_ms = 200.0
+    p.add("src", "test.scripted", frames=4, n=4, dt_ms=100.0)
+    p.add("a", "test.cost", inputs={"x": "src/value"}, cost_ms=[30.0])
+    p.add("b", "test.cost", inputs={"x": "src/value"}, cost_ms=[40.0])
+    p.add("sink", "test.lines", inputs={"a": "a/y", "b": "b/y"}, path="unused.jsonl",
+          tag=sink_tag)
+    return [s for s in p.validate().ordered() if s.id != "src"]
+
+
+def measured(stages, workers: int | None) -> AdmissionControl:
+    control = AdmissionControl(stages, 200.0, active=True, workers=workers)
+    for sid, ms in (("a", 30.0), ("b", 40.0), ("sink", 10.0)):
+        control.observe(sid, "normal", int(ms * 1e6))
+    return control
+
+
+@pytest.mark.parametrize("workers, alone_ms", [(2, 50.0), (None, 50.0), (1, 80.0), (3, 50.0)])
+def test_prediction_runs_compute_stages_on_the_pool_threads(workers, alone_ms):
+    # side by side only when there are threads for both: on one worker a and b take turns
+    control = measured(fork_join("compute"), workers)
+    normal = lambda stage, frame: "normal"  # noqa: E731
+    assert control.predict_finish_ns(0, [], {}, normal, 0) == int(alone_ms * 1e6)
+
+
+@pytest.mark.parametrize("sink_tag, finish_ms", [("compute", 60.0), ("io", 50.0)])
+def test_a_frame_waits_for_the_thread_the_previous_frames_sink_holds(sink_tag, finish_ms):
+    # frame 4's sink runs since t=0 (ends at 10); frame 5 arrives at 0 on two workers: a compute
+    # sink holds one of them, so b starts at 10 (ends 50) and the sink at 50; an io sink has its
+    # own thread, so a and b start at once and the sink runs 40-50
+    control = measured(fork_join(sink_tag), 2)
+    normal = lambda stage, frame: "normal"  # noqa: E731
+    in_flight = [(4, {"a": True, "b": True, "sink": False})]
+    busy = {"sink": (4, 0)}
+    assert control.predict_finish_ns(0, in_flight, busy, normal, 5) == int(finish_ms * 1e6)
+    late = control.decide(5, int(-145e6), 0, in_flight, busy, normal)
+    assert (late is not None) == (sink_tag == "compute")  # 205 ms vs 195 ms, budget 200
+
+
+def test_prediction_of_frames_queued_behind_each_other_on_one_worker():
+    # frame 1: a done, b running since 0 (ends 40), sink queued; frame 2 new at t=0: one worker
+    # runs b(1) 0-40, then sink(1) 40-50 and a(2) (both ready at 40: the frame in flight first),
+    # a(2) 50-80, b(2) 80-120, sink(2) 120-130
+    control = measured(fork_join("compute"), 1)
+    normal = lambda stage, frame: "normal"  # noqa: E731
+    in_flight = [(1, {"a": True, "b": False, "sink": False})]
+    assert control.predict_finish_ns(0, in_flight, {"b": (1, 0)}, normal, 2) == int(130e6)
+
+
 @pytest.mark.parametrize("entry", [{"kind": "admission_skip", "frame": "3"},
                                    {"kind": "admission_skip", "frame": True},
                                    {"kind": "admission_skip"},

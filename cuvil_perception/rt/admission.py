@@ -8,10 +8,14 @@ replay, its read time live), before any stage runs:
 * measured costs: a sliding window of the last ``WINDOW`` wall times of each stage (per variant),
   fed by the scheduler as results settle; a stage's predicted cost is the ``QUANTILE`` of its
   window (0 before its first measurement, so the first frames are always admitted).
-* prediction: the frames in flight are played forward through the stages with those costs — a
-  stage runs its frames in order, one at a time, a frame's stage starts when the stage is free
-  and the stage's inputs are done — and the new frame after them. Its predicted end-to-end time
-  is the end of its last stage minus its arrival time.
+* prediction: the frames in flight are played forward through the stages with those costs, and
+  the new frame after them, the way the scheduler runs them: a stage runs its frames in order,
+  one at a time; a frame's stage is ready when the stage is free and its inputs are done; an
+  ``io`` stage starts when ready (it has its own thread), a ``compute`` stage when ready *and* one
+  of the pool's ``workers`` threads is free (ready stages take free threads in the order they
+  became ready). Two detectors side by side take max(a, b) on two workers but a + b on one, and
+  a frame's detectors wait while the previous frame's sink holds a worker. The predicted
+  end-to-end time is the end of the new frame's last stage minus its arrival time.
 * budget: the pipeline's ``e2e_deadline_ms``; without one, the sum of the stage deadlines along
   the longest path (a stage without a deadline contributes its predicted cost). A pipeline with
   no deadline at all has no budget and sheds nothing.
@@ -31,6 +35,7 @@ control acts only when deadlines are enforced on a real-time run (``rate > 0`` o
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 
 import numpy as np
@@ -45,13 +50,18 @@ class AdmissionControl:
 
     ``stages``: the worker stages (not sources) in topological order; ``e2e_deadline_ms``: the
     pipeline's (None: derived from the stage deadlines); ``active``: predict and skip; ``recorded``:
-    frame indices to skip verbatim (a ``--decisions`` replay; overrides ``active``).
+    frame indices to skip verbatim (a ``--decisions`` replay; overrides ``active``); ``workers``:
+    threads of the compute pool (None: as many as there are compute stages).
     """
 
     def __init__(self, stages, e2e_deadline_ms: float | None, active: bool,
-                 recorded: set[int] | None = None):
+                 recorded: set[int] | None = None, workers: int | None = None):
         self.stages = list(stages)
+        self.compute = {s.id for s in self.stages if s.effective_tag != "io"}
+        self.workers = max(1, workers if workers is not None else len(self.compute))
         self.ids = {s.id for s in self.stages}
+        self.upstream = {s.id: [ref.stage for ref in s.inputs.values() if ref.stage in self.ids]
+                         for s in self.stages}
         self.active = active
         self.recorded = recorded
         self.e2e_deadline_ms = e2e_deadline_ms
@@ -116,25 +126,67 @@ class AdmissionControl:
 
     def predict_finish_ns(self, now_ns: int, in_flight, busy, variant_of, index: int) -> int:
         """When frame ``index`` would finish if admitted now, behind the frames in flight."""
-        # A stage not measured yet costs at least what its running call has taken so far.
-        floor = {sid: now_ns - start for sid, (frame, start) in busy.items()}
-        free = {sid: max(now_ns, start + self.cost_ns(sid, variant_of(sid, frame)))
-                for sid, (frame, start) in busy.items()}
-        finish = now_ns
-        for frame, done in list(in_flight) + [(index, {})]:
-            ends: dict[str, int] = {}
-            for stage in self.stages:
-                sid = stage.id
-                if done.get(sid):
-                    ends[sid] = now_ns
+        frames = list(in_flight) + [(index, {})]
+        ends: dict[tuple[int, str], int] = {}  # (frame position, stage id) -> predicted end
+        memo: dict[tuple[str, str], int] = {}
+
+        def cost(sid: str, frame: int) -> int:
+            # a stage not measured yet costs at least what its running call has taken so far
+            key = (sid, variant_of(sid, frame))
+            if key not in memo:
+                memo[key] = self.cost_ns(*key) or (now_ns - busy[sid][1] if sid in busy else 0)
+            return memo[key]
+
+        free, pool = self._running(now_ns, busy, cost)
+        todo = {s.id: 0 for s in self.stages}  # stage id -> position of its next frame
+        while True:
+            best = None
+            for order, stage in enumerate(self.stages):
+                pos = self._next(stage.id, todo, frames, ends, now_ns, busy, free)
+                if pos is None:
                     continue
-                if sid in busy and busy[sid][0] == frame:
-                    ends[sid] = free[sid]
-                    continue
-                ready = max((ends.get(ref.stage, now_ns) for ref in stage.inputs.values()),
-                            default=now_ns)
-                start = max(free.get(sid, now_ns), ready)
-                cost = self.cost_ns(sid, variant_of(sid, frame)) or floor.get(sid, 0)
-                ends[sid] = free[sid] = start + cost
-            finish = max(ends.values(), default=now_ns)
-        return finish
+                ready = max([free.get(stage.id, now_ns)] +
+                            [ends[(pos, up)] for up in self.upstream[stage.id]])
+                start = max(ready, pool[0]) if stage.id in self.compute else ready
+                key = (start, ready, pos, order)
+                if best is None or key < best[0]:
+                    best = (key, stage.id, pos)
+            if best is None:
+                break
+            (start, _, pos, _), sid, _ = best
+            end = start + cost(sid, frames[pos][0])
+            ends[(pos, sid)] = free[sid] = end
+            todo[sid] = pos + 1
+            if sid in self.compute:
+                heapq.heapreplace(pool, end)
+        last = len(frames) - 1
+        return max([now_ns] + [end for (pos, _), end in ends.items() if pos == last])
+
+    def _running(self, now_ns: int, busy, cost) -> tuple[dict, list]:
+        """(stage id -> when its running call ends, the pool threads' free times as a heap).
+        Compute calls took threads in the order they were submitted (the pool is a FIFO)."""
+        pool = [now_ns - (1 << 62)] * self.workers
+        free = {}
+        for sid, (frame, start) in sorted(busy.items(), key=lambda item: item[1][1]):
+            if sid in self.compute:
+                start = max(start, heapq.heappop(pool))
+            free[sid] = max(now_ns, start + cost(sid, frame))
+            if sid in self.compute:
+                heapq.heappush(pool, free[sid])
+        return free, [max(t, now_ns) for t in sorted(pool)]
+
+    def _next(self, sid: str, todo: dict, frames: list, ends: dict, now_ns: int, busy,
+              free) -> int | None:
+        """Position of the next frame ``sid`` must still run whose inputs are all predicted
+        (frames it has done or is running are settled here), None when there is none yet."""
+        while todo[sid] < len(frames):
+            pos = todo[sid]
+            frame, done = frames[pos]
+            if done.get(sid):
+                ends[(pos, sid)] = now_ns
+            elif sid in busy and busy[sid][0] == frame:
+                ends[(pos, sid)] = free[sid]
+            else:
+                return pos if all((pos, up) in ends for up in self.upstream[sid]) else None
+            todo[sid] = pos + 1
+        return None

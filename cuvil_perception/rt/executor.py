@@ -126,7 +126,8 @@ def _admission(pipeline, options: RunOptions, recorded) -> AdmissionControl:
     active = options.shed and options.deadlines_enforced() and (options.rate > 0 or options.live)
     skips = None if recorded is None else \
         {d["frame"] for d in recorded if d.get("kind") == ADMISSION_SKIP}
-    return AdmissionControl(workers, pipeline.e2e_deadline_ms, active, skips)
+    return AdmissionControl(workers, pipeline.e2e_deadline_ms, active, skips,
+                            workers=options.worker_count())
 
 
 def _schedule(scheduler) -> None:

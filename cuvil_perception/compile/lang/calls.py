@@ -48,7 +48,7 @@ class CallsMixin:
         if isinstance(fn, Scalar):
             return self.cast(fn, node)
         if fn in (int, float, bool):
-            return self.cast({int: I64, float: F64, bool: BOOL}[fn], node)
+            return self.cast({int: I64, float: F64, bool: BOOL}[fn], node, builtin=True)
         if fn in (min, max):
             return self.minmax(fn is min, node)
         if fn is abs:
@@ -68,6 +68,8 @@ class CallsMixin:
             return self.select(node)
         if fn in kmath.FUNCTIONS:
             return self.math(fn, node)
+        if fn in kmath.INT_FUNCTIONS:
+            return self.bit_count(fn, node)
         if fn in simd.OPERATIONS:
             return self.simd_call(fn, node)
         if fn in simd.VECTOR_OPERATIONS:
@@ -92,10 +94,12 @@ class CallsMixin:
                       f"argument(s), got {len(node.args)}")
         return [self.expr(a) for a in node.args]
 
-    def cast(self, ty: Scalar, node: ast.Call):
+    def cast(self, ty: Scalar, node: ast.Call, builtin: bool = False):
         (x,) = self.args(node, 1)
         if ty.compute != ty:
             self.fail(node, f"{ty} is a storage type", f"`{ty.compute}(...)`")
+        if isinstance(x, Val) and isinstance(x.ty, VecType) and not builtin:
+            return self.vec_cast(ty, x)
         if isinstance(x, Const):  # a typed value: `best = f32(-1e30)` makes best an f32
             folded = _py_cast(ty, x.value)
             return Val(self.value(Const(folded), node, want=ty).ir, ty)
@@ -125,7 +129,9 @@ class CallsMixin:
         (x,) = self.args(node, 1)
         if isinstance(x, Const):
             return Const(abs(x.value))
-        val = self.value(x, node.args[0])
+        val = self.value(x, node.args[0], vector=True)
+        if isinstance(val.ty, VecType):
+            return self.vec_abs(val, node)
         if val.ty.is_float:
             return Val(u.intrinsic(self.b, "llvm.fabs", val.ir), val.ty, val.weak)
         neg = negate(self.b, val, ())
@@ -162,6 +168,8 @@ class CallsMixin:
                 self.b.position_before(entry.instructions[0])
             slot = self.b.alloca(elem, size=u.const_i64(total), name="local")
             slot.align = 64  # a cache line: whole-vector and whole-word access stay aligned
+            slot.type = u.PTR  # opaque, like a parameter's (llvmlite checks stores through
+            # a typed `float*` against float, which a `simd` vector store is not)
         zero = ir.Constant(elem, 0.0 if dtype.value.is_float else 0)
         with u.for_range(self.b, 0, total, name="zero") as k:  # like numpy.zeros (a memset)
             u.store_at(self.b, zero, slot, k)
@@ -234,6 +242,17 @@ class CallsMixin:
             out = u.intrinsic(self.b, "llvm.exp" if name == "exp" else name, *args,
                               flags=self.flags)
         return Val(out, ty)
+
+    def bit_count(self, fn, node: ast.Call):
+        """`kmath.ctz` / `kmath.popcount` of an i32 or i64 (the result has its type)."""
+        (x,) = self.args(node, 1)
+        if isinstance(x, Const):
+            return Const(fn(x.value))
+        val = self.value(x, node.args[0])
+        if val.ty.is_float or val.ty == BOOL:
+            self.fail(node, f"kmath.{fn.__name__} of a {val.ty}", "an i32 or i64 argument")
+        extra = [ir.Constant(u.I1, 0)] if fn is kmath.ctz else []  # ctz(0) = width, defined
+        return Val(u.intrinsic(self.b, kmath.INT_FUNCTIONS[fn], val.ir, *extra), val.ty)
 
     # -- helpers ------------------------------------------------------------------------
     def inline_call(self, fn, node: ast.Call):

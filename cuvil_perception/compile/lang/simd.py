@@ -13,7 +13,9 @@ call                            compiled as
 ``simd.copy(dst, at, src,       one ``<n x T>`` load and one store (element-aligned, so any
 from_, n)``                     numpy view is fine)
 ``simd.stream_fill(...)``,      the same with ``!nontemporal`` stores (whole cache lines
-``simd.stream_copy(...)``       written without a read for ownership); end with ``fence()``
+``simd.stream_copy(...)``       written without a read for ownership); end with ``fence()``.
+                                The destination must be aligned to the vector's size up
+                                to 64 bytes, as for ``stream_store`` (64 for 16 f32)
 ``simd.fence()``                a seq_cst fence (orders streaming stores before later loads)
 ``simd.prefetch(buf, at)``      ``llvm.prefetch`` for writing, all cache levels (a hint: the
                                 address may lie past the buffer, it never faults)
@@ -24,7 +26,8 @@ is a *mask*). They live in registers, are immutable values, and take part in ari
 ``+ - *`` (and ``/`` on floats), ``& | ^ ~`` on ints and masks, unary ``-``, comparisons
 ``< <= > >= == !=`` (give a mask; ``!=`` is true on NaN lanes, as in Python), ``v[k]`` (one
 lane; ``k`` a constant or a run-time int in ``[0, n)``), ``kmath`` functions lane-wise
-(``kmath.fma(a, b, acc)``, ``sqrt``, ``exp``...). The other operand of an operator may be a
+(``kmath.fma(a, b, acc)``, ``sqrt``, ``exp``...), ``abs(v)`` and casts (``f32(v)``, ``i32(v)``:
+each lane cast as the scalar cast does). The other operand of an operator may be a
 scalar of the element type (or a literal): it is broadcast. Two vectors must agree in element
 type and lane count; there are no implicit conversions.
 

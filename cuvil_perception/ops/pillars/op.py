@@ -20,6 +20,7 @@ from ...errors import ConfigError
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range, RunContext, register
 from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
 from ..summary import count_by_class
+from ..warmup import synthetic_cloud, warm_up
 from ...geometry.bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
 from .c_example import example_files
@@ -154,9 +155,12 @@ class PillarsDetect(Op):
         if threads != getattr(self, "_threads", 1):  # prewarm built the session with 1
             self._threads, self._model = threads, None
         self._model = self._detector().open()
-        # One pass on an empty cloud before frame 0: the backbone runtime allocates on its first
-        # call, which would otherwise land on (and blow the deadline of) the first frame.
-        self._model.detect(np.zeros((0, 4), np.float32))
+        # Warm-up passes before frame 0 (ops.warmup says why several, on a cloud filling the
+        # pillar budget): the backbone runtime allocates on its first two calls and the kernels'
+        # buffers fault in on first touch, which would otherwise land on the first frames.
+        config = self._model.config
+        warm_up(self._model.detect, lambda: synthetic_cloud(
+            config.point_cloud_range, config.voxel_size, config.max_pillars))
 
     def placement(self) -> str | None:
         """Where the backbone + head run (``run`` prints it with the stage's thread group)."""

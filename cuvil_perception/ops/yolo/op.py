@@ -14,6 +14,7 @@ import numpy as np
 from ...graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range, RunContext, register
 from ..onnx_runner import PROVIDERS, RUNTIMES, provider_problem
 from ..summary import count_by_class
+from ..warmup import noise_image, warm_up
 from .model import YoloV8
 from .surgery import class_names, load_model
 
@@ -90,12 +91,13 @@ class YoloDetect(Op):
         if model.fallback_reason is not None:
             ctx.warning(f"{self.p['model']}: {model.fallback_reason}")
         model.open()
-        # One inference on a blank image before frame 0: the runtime allocates and tunes on its
-        # first call, which would otherwise land on (and blow the deadline of) the first frame.
+        # Warm-up passes before frame 0 (ops.warmup says why several, on a noise image): the
+        # runtime allocates on its first two calls, which would otherwise land on (and blow the
+        # deadline of) the first frames.
         spec = self.connected.get("image")
         shape = spec.shape if spec is not None and spec.shape is not None else (None, None, 3)
         height, width = (shape[0], shape[1]) if None not in shape[:2] else model.input_hw
-        model.detect(np.zeros((height, width, 3), np.uint8))
+        warm_up(model.detect, lambda: noise_image(height, width))
 
     summary_port = "detections"
     roles = {"detections_2d": "detections"}
