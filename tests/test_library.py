@@ -187,7 +187,7 @@ def test_never_writes_into_a_foreign_directory(tmp_path, capsys, repo_root):
 ])
 def test_argument_declarations_are_checked(args, message):
     with pytest.raises(CompileError, match=message):
-        KernelSpec("t.bad", examples.build_axpy, {"n": 4}, args)
+        KernelSpec("t.bad", examples.AXPY.build, {"n": 4}, args)
 
 
 def test_kernel_language_kernels_are_documented_in_the_header():
