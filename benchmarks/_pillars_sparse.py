@@ -1,11 +1,13 @@
-"""Dense vs sparse PointPillars, stage by stage, side by side in one run (used by pillars.py).
+"""Dense vs sparse PointPillars, fp32 and int8, stage by stage, side by side in one run (used by
+pillars.py).
 
 Dense = ``sparse: false`` (the network as exported: scatter into [C, ny, nx], the whole network in
 ONNX Runtime). Sparse = ``sparse: true`` (the default): the scatter fused into the first Conv+ReLU
 (kernel_conv_scatter), the rest in ORT with the class map and the head feature map as outputs,
 the box / direction heads at candidate cells (kernel_head_cells). "sparse without the ORT
 rewrites" is the same without onnx_rewrite (1x1 deblock as a Conv, the class conv split over the
-concatenated parts): layout matters for ORT, not sparsity, shown apart.
+concatenated parts): layout matters for ORT, not sparsity, shown apart. int8 = the sparse path
+on the model's ``quantize`` file (its own candidate cells, decode + NMS of its own maps).
 
 Every variant runs each frame in turn, interleaved within each repetition (the machine is
 shared: absolute ms drift with the load, ratios measured this way much less). Figures: mean over

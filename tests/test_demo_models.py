@@ -32,8 +32,11 @@ def test_yolo_demo_model_loads_and_is_cut_for_the_native_head(name):
     assert model.detect(image).shape[1] == 6
 
 
-def test_pillars_demo_model_loads_through_from_onnx():
-    model = PointPillars.from_onnx(builtin_models_dir() / "pointpillars_cuvil_demo.onnx").open()
+@pytest.mark.parametrize("name", ["pointpillars_cuvil_demo.onnx",
+                                  "pointpillars_cuvil_demo.int8.onnx"])
+def test_pillars_demo_model_loads_through_from_onnx(name):
+    model = PointPillars.from_onnx(builtin_models_dir() / name).open()
+    assert [note.split(":")[0] for note in model.notes[:2]] == ["sparse", "sparse"]
     boxes, scores, labels = model.detect(np.zeros((0, 4), np.float32))
     assert boxes.shape == (0, 7) and scores.shape == (0,) and labels.shape == (0,)
 

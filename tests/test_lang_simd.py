@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from cuvil_perception.compile.lang import (Buf, Vec, f32, f64, i32, i64, inline, kernel, kmath,
-                                           simd, u8)
+from cuvil_perception.compile.lang import (Buf, Vec, boolean, f32, f64, i32, i64, inline, kernel,
+                                           kmath, simd, u8)
 from cuvil_perception.errors import KernelIndexError, KernelSourceError
 from test_lang import line_of as lang_line_of
 
@@ -98,6 +98,17 @@ def streamed(x: Buf[f32, "n"], out: Buf[f32, "n"], *, n: int):
     simd.fence()
 
 
+@kernel
+def vector_casts(x: Buf[f32, "n"], ints: Buf[i32, "n"], wide: Buf[i64, "n"],
+                 back: Buf[f64, "n"], flags: Buf[i32, "n"], *, n: int):
+    for i in range(0, n, 8):
+        v = simd.load(x, i, 8)
+        simd.store(ints, i, i32(v))
+        simd.store(wide, i, i64(v))
+        simd.store(back, i, f64(abs(v)) + f64(i32(v)))
+        simd.store(flags, i, i32(boolean(v)) + abs(simd.load(ints, i, 8)))
+
+
 def _run_both(k, inputs: list, outputs: list, *scalars, **static):
     """Compiled and uncompiled on copies of the same outputs; returns both sets."""
     got = [o.copy() for o in outputs]
@@ -138,6 +149,20 @@ def test_int_vectors_wrap_and_reduce():
     assert list(got[1][:2]) == [x.max(), x.min()]
     assert got[1][2] == np.int32(x.sum(dtype=np.int64) & 0xFFFFFFFF)  # wraps as i32
     np.testing.assert_array_equal(got[0][0], x * y + 3)
+
+
+def test_vector_casts_truncate_and_saturate_like_scalar_casts():
+    x = np.array([1.9, -1.9, np.nan, 3e9, -3e9, np.inf, -np.inf, 2.0**31, -(2.0**31), 0.0,
+                  -0.0, 0.5, 7.0, -7.5, 1e-30, 65536.7], np.float32)
+    outputs = [np.zeros(16, np.int32), np.zeros(16, np.int64), np.zeros(16),
+               np.zeros(16, np.int32)]
+    got, want = _run_both(vector_casts, [x], outputs, n=16)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    imax, imin = 2**31 - 1, -2**31
+    assert list(got[0][:9]) == [1, -1, 0, imax, imin, imax, imin, imax, imin]
+    assert got[1][3] == int(np.float32(3e9)) and got[1][5] == 2**63 - 1
+    assert list(got[3][:4]) == [2, 2, 1, imin]  # NaN is true; 1 + abs(imax) wraps
 
 
 def test_odd_lane_reductions_follow_the_documented_tree():

@@ -169,18 +169,34 @@ def _first_relu_to_sigmoid(graph):
     next(n for n in graph.node if n.name == "Relu_b0").op_type = "Sigmoid"
 
 
-def _identity_before_box_transpose(graph):
-    transpose = next(n for n in graph.node if n.name == "Transpose_box_preds")
+def _identity_before(graph, role: str):
+    transpose = next(n for n in graph.node if n.name == f"Transpose_{role}_preds")
     at = list(graph.node).index(transpose)
-    graph.node.insert(at, onnx.helper.make_node("Identity", [transpose.input[0]], ["box_id"],
-                                                name="box_identity"))
-    transpose.input[0] = "box_id"
+    graph.node.insert(at, onnx.helper.make_node("Identity", [transpose.input[0]], [f"{role}_id"],
+                                                name=f"{role}_identity"))
+    transpose.input[0] = f"{role}_id"
+
+
+def _identity_before_box_transpose(graph):
+    _identity_before(graph, "box")
+
+
+def _identity_before_class_transpose(graph):
+    """A class path that is not a Conv but is computed from the heads' map alone (as in an INT8
+    file): the heads still peel."""
+    _identity_before(graph, "cls")
+
+
+def _class_conv_reads_an_earlier_map(graph):
+    next(n for n in graph.node if n.name == "Conv_cls_preds").input[0] = "backbone.0.out"
 
 
 @pytest.mark.parametrize("edit, conv_note, head_note", [
     (None, "sparse: scatter fused into Conv 'Conv_0' + BatchNormalization", "sparse: box"),
     (_first_relu_to_sigmoid, "dense first layer: 'Conv_0' is followed by", "sparse: box"),
     (_identity_before_box_transpose, "sparse: scatter fused", "dense heads: the box output"),
+    (_identity_before_class_transpose, "sparse: scatter fused", "sparse: box"),
+    (_class_conv_reads_an_earlier_map, "sparse: scatter fused", "dense heads: the class conv"),
 ])
 def test_models_that_do_not_fit_keep_the_dense_part(tmp_path, edit, conv_note, head_note):
     model = build_pointpillars_onnx(SMALL, max_voxels=900, seed=11, cls_bias=-2.0,
@@ -293,3 +309,10 @@ def test_the_reference_is_onnx_conv_semantics(k, stride, pads):
     want = session.run(None, {"x": canvas[None]})[0][0].transpose(1, 2, 0)
     assert_close(reference.conv_scatter(*frame, layer, config), want)
     assert_close(ConvScatterKernel(config, layer).open()(*frame), want)
+
+
+def test_heads_wider_than_a_vector_keep_the_dense_path():
+    from cuvil_perception.ops.pillars.onnx_sparse import _NoFit, _peel_heads
+
+    with pytest.raises(_NoFit, match="29 anchors per cell give 261 box and direction values"):
+        _peel_heads([], {}, {}, 29, None, ())

@@ -54,6 +54,11 @@ def test_pillars_int8_keeps_the_layout_and_the_head_maps(int8):
         np.testing.assert_array_equal(getattr(fp32.split.pfn, field), getattr(q.split.pfn, field))
     points = Drive(DRIVE).read(4).points
     assert q.notes[:2] == fp32.notes[:2]  # the int8 file keeps the sparse path (fused conv, heads)
+    # what ORT runs is all int8 convolutions, the class conv (split over F's parts) included
+    producer = {out: n for n in q.plan.rest.graph.node for out in n.output}
+    convs = [n for n in q.plan.rest.graph.node if n.op_type == "Conv"]
+    assert len(convs) == 8 and len(q.plan.feat) == 2  # 5 backbone, 1x1 deblock, 2 class parts
+    assert all(producer[c.input[0]].op_type == "DequantizeLinear" for c in convs)
     cls_a = fp32.runner(fp32.bev(points).copy())[0]  # (box / dir: only at candidate cells)
     cls_b = q.runner(q.bev(points).copy())[0]
     score_a, score_b = 1 / (1 + np.exp(-cls_a)), 1 / (1 + np.exp(-cls_b))
@@ -69,6 +74,20 @@ def test_pillars_int8_keeps_the_layout_and_the_head_maps(int8):
     for box, label in zip(boxes_a[confident], labels_a[confident]):
         near = np.hypot(*(boxes_b[:, :2] - box[:2]).T) < 0.5
         assert (near & (labels_b == label)).any(), box
+
+
+def test_pillars_int8_file_runs_dense_with_the_same_detections(int8):
+    """The file keeps the layout: run as exported (sparse: false), the float first layer and
+    box / direction convs around the int8 rest give the sparse path's detections."""
+    sparse = PointPillars.from_onnx(int8["pillars"]).open()
+    dense = PointPillars.from_onnx(int8["pillars"], sparse=False).open()
+    points = Drive(DRIVE).read(6).points
+    boxes_a, scores_a, labels_a = sparse.detect(points)
+    boxes_b, scores_b, labels_b = dense.detect(points)
+    assert len(boxes_a) >= 3 and abs(len(boxes_a) - len(boxes_b)) <= 1
+    for box, score, label in zip(boxes_a[scores_a > 0.3], scores_a, labels_a):
+        near = (np.hypot(*(boxes_b[:, :2] - box[:2]).T) < 0.05) & (labels_b == label)
+        assert near.any() and np.abs(scores_b[near] - score).min() < 0.01, box
 
 
 def test_yolo_int8_still_has_its_head_cut_and_finds_the_same_objects(int8):

@@ -7,15 +7,16 @@ can change the machine code is in it, so a key mismatch is always a miss and nev
 `fast_key` (an alias to it, so a warm start need not render IR, which costs 1-8 ms per model
 kernel in Python): the same fields with the spec's identity (name, generator, static params,
 version) and a fingerprint of the generator's source code in place of the IR text. The fingerprint
-hashes every ``.py`` file of the ``cuvil_perception`` package and of the generator's own directory,
-so editing any source re-renders (and then usually finds the object under its IR key anyway). A
-generator whose output depends on anything else (files it reads, code outside those directories)
-must put that in ``static`` or bump ``version``.
+hashes the content of every ``.py`` file of the ``cuvil_perception`` package and of the
+generator's own directory (`sources.tree_digest`: each file read once per process), so editing
+any source re-renders (and then usually finds the object under its IR key anyway); a
+kernel-language spec's identity also carries the digest of its module and of the modules its
+helpers come from, wherever they are. A generator whose output depends on anything else (files
+it reads, code outside those directories) must put that in ``static`` or bump ``version``.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import inspect
 from pathlib import Path
@@ -24,6 +25,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from .optimize import OptOptions
+from .sources import tree_digest
 from .spec import KernelSpec
 from .target import Target
 
@@ -81,17 +83,7 @@ def source_fingerprint(build) -> str | None:
         return None
     directory = Path(source).resolve().parent
     dirs = (_PACKAGE_DIR,) if directory.is_relative_to(_PACKAGE_DIR) else (_PACKAGE_DIR, directory)
-    return "".join(_tree_digest(d) for d in dirs)
-
-
-@functools.lru_cache(maxsize=None)
-def _tree_digest(directory: Path) -> str:
-    """Content hash of every .py file under ``directory`` (once per process: ~3 ms / 100 files)."""
-    h = hashlib.sha256()
-    for path in sorted(directory.rglob("*.py")):
-        h.update(str(path.relative_to(directory)).encode("utf-8"))
-        h.update(path.read_bytes())
-    return h.hexdigest()[:32]
+    return "".join(tree_digest(str(d)) for d in dirs)
 
 
 def _digest(fields: list[str]) -> str:

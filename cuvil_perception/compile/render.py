@@ -34,6 +34,7 @@ def render(spec: KernelSpec) -> str:
                            f"{type(exc).__name__}: {exc}") from exc
     _check_signature(spec, module)
     fastmath.check(spec.name, spec.fastmath, module)
+    _internalize_others(spec, module)
     return str(module)
 
 
@@ -48,3 +49,15 @@ def _check_signature(spec: KernelSpec, module: ir.Module) -> None:
     if list(got.args) != want_args or got.return_type != want_ret:
         raise CompileError(f"kernel {spec.name}: function type {got} does not match the spec "
                            f"(args={spec.args}, ret={spec.ret})")
+
+
+def _internalize_others(spec: KernelSpec, module: ir.Module) -> None:
+    """Give every definition but the kernel's function internal linkage, so an object exports
+    one symbol and objects of several kernels can share one engine (`loader.load_many`) without
+    one kernel's helper or table standing in for another's. Our generators define nothing
+    else, so their IR text (and cache keys) are unchanged."""
+    for value in module.global_values:
+        defined = (not value.is_declaration if isinstance(value, ir.Function)
+                   else getattr(value, "initializer", None) is not None)
+        if defined and value.name != spec.fn_name and value.linkage not in ("internal", "private"):
+            value.linkage = "internal"

@@ -6,10 +6,11 @@ What is quantised is the part ONNX Runtime runs for the op, nothing else:
 * YOLOv8 export: the trunk up to the raw per-level box / class convolutions (the part
   ``surgery.cut_model`` keeps). The head after it (DFL, anchors, concat) stays in float — the
   native head replaces it at run time anyway, and ``find_head`` still recognises it.
-* CUDA-PointPillars model: the BEV part after the scatter (``onnx_split``). The PFN and the
-  ``PPScatterPlugin`` node are untouched (the native kernels run them from the float weights).
-  Layers the sparse path computes natively (``onnx_sparse``: the first Conv + BN + ReLU, the
-  box / direction heads) stay in float, so the int8 file keeps the sparse path.
+* CUDA-PointPillars model: the BEV part after the scatter (``onnx_split``) as the sparse path
+  runs it (``quantize.pillars``). The PFN and the ``PPScatterPlugin`` node are untouched (the
+  native kernels run them from the float weights); layers the sparse path computes natively
+  (``onnx_sparse``: the first Conv + BN + ReLU, the box / direction heads) stay in float, so
+  the int8 file keeps the sparse path.
 
 The result is a file of the same layout, loaded by the same op (``model: X.int8.onnx``); ONNX
 Runtime fuses each DequantizeLinear -> Conv -> QuantizeLinear group into an integer convolution.
@@ -39,7 +40,7 @@ from onnx import version_converter
 from ..drives import Drive
 from ..errors import ModelError, UsageError
 from .calibration import DriveFrames, frame_indices
-from .splice import replace_subgraph
+from .pillars import into_layout, pillars_part
 
 OP_TYPES = ("Conv", "MatMul", "Relu")
 QDQ_OPSET = 13
@@ -86,14 +87,16 @@ def quantize_model(model_path: Path, drive_path: Path, frames: int = 32,
     indices = frame_indices(len(drive), frames)
     if kind == "yolo":
         target, excluded, keep_float, inputs_of = _yolo_part(model, model_path)
+        reader = DriveFrames(drive, indices, inputs_of, progress)
+        result = float_tensors(_quantize(target, reader, excluded), keep_float)
+        float_nodes = len(excluded)
     else:
-        target, excluded, keep_float, inputs_of = _pillars_part(model, model_path)
-    reader = DriveFrames(drive, indices, inputs_of, progress)
-    quantized = float_tensors(_quantize(target, reader, excluded), keep_float)
-    result = quantized if kind == "yolo" else replace_subgraph(model, target, quantized)
+        target, detector, inputs_of = pillars_part(model_path)
+        reader = DriveFrames(drive, indices, inputs_of, progress)
+        result, float_nodes = into_layout(model, detector, _quantize(target, reader, []), where)
     data = result.SerializeToString()
     qdq = sum(1 for n in result.graph.node if n.op_type == "DequantizeLinear")
-    summary = QuantizeSummary(kind, len(indices), qdq, len(excluded),
+    summary = QuantizeSummary(kind, len(indices), qdq, float_nodes,
                               len(model.SerializeToString()), len(data), Path(model_path))
     return data, summary
 
@@ -113,34 +116,6 @@ def _yolo_part(model: onnx.ModelProto, path: Path):
     excluded = [n.name for n in model.graph.node if n.name not in trunk]
     detector = YoloV8.from_onnx(path, runtime="onnxruntime", threads=1)
     return model, excluded, level_outputs, lambda frame: detector.ort_inputs(frame.image)
-
-
-def _pillars_part(model: onnx.ModelProto, path: Path):
-    """The BEV part after the split, without the layers the sparse path peels off (they stay
-    float: the native kernels run them); inputs: the dense scatter output of a LiDAR scan — the
-    quantised tensors see exactly the values they see behind the sparse path, which equals the
-    dense one."""
-    from ..ops.pillars.model import PointPillars
-    from ..ops.pillars.onnx_sparse import plan_bev
-
-    detector = PointPillars.from_onnx(path, runtime="onnxruntime", sparse=False,
-                                      threads=1).open()
-    split, head = detector.split, detector.head
-    plan = plan_bev(split, head.map_size(detector.config), head.anchors_per_cell, True,
-                    rewrite=False)
-    rest = {n.name for n in plan.rest.graph.node}
-    peeled = [n.name for n in split.bev.graph.node if n.name not in rest]
-    if plan.heads is not None:  # the class conv beside the peeled heads stays float too, so
-        peeled += _class_head(split)  # the sparse path still recognises the three heads
-    return split.bev, peeled, [], lambda frame: detector.ort_inputs(frame.points)
-
-
-def _class_head(split) -> list[str]:
-    """Names of the Transpose behind the class output and of the Conv feeding it."""
-    producer = {out: node for node in split.bev.graph.node for out in node.output}
-    transpose = producer.get(split.outputs["cls"])
-    conv = producer.get(transpose.input[0]) if transpose is not None else None
-    return [n.name for n in (transpose, conv) if n is not None]
 
 
 def float_tensors(model: onnx.ModelProto, tensors: list[str]) -> onnx.ModelProto:

@@ -48,7 +48,7 @@ class CallsMixin:
         if isinstance(fn, Scalar):
             return self.cast(fn, node)
         if fn in (int, float, bool):
-            return self.cast({int: I64, float: F64, bool: BOOL}[fn], node)
+            return self.cast({int: I64, float: F64, bool: BOOL}[fn], node, builtin=True)
         if fn in (min, max):
             return self.minmax(fn is min, node)
         if fn is abs:
@@ -92,10 +92,12 @@ class CallsMixin:
                       f"argument(s), got {len(node.args)}")
         return [self.expr(a) for a in node.args]
 
-    def cast(self, ty: Scalar, node: ast.Call):
+    def cast(self, ty: Scalar, node: ast.Call, builtin: bool = False):
         (x,) = self.args(node, 1)
         if ty.compute != ty:
             self.fail(node, f"{ty} is a storage type", f"`{ty.compute}(...)`")
+        if isinstance(x, Val) and isinstance(x.ty, VecType) and not builtin:
+            return self.vec_cast(ty, x)
         if isinstance(x, Const):  # a typed value: `best = f32(-1e30)` makes best an f32
             folded = _py_cast(ty, x.value)
             return Val(self.value(Const(folded), node, want=ty).ir, ty)
@@ -125,7 +127,9 @@ class CallsMixin:
         (x,) = self.args(node, 1)
         if isinstance(x, Const):
             return Const(abs(x.value))
-        val = self.value(x, node.args[0])
+        val = self.value(x, node.args[0], vector=True)
+        if isinstance(val.ty, VecType):
+            return self.vec_abs(val, node)
         if val.ty.is_float:
             return Val(u.intrinsic(self.b, "llvm.fabs", val.ir), val.ty, val.weak)
         neg = negate(self.b, val, ())

@@ -25,9 +25,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import os
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 from llvmlite import ir
@@ -35,6 +35,7 @@ from llvmlite import ir
 from ... import config
 from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
+from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
@@ -110,9 +111,8 @@ class Kernel:
                           source=self.source_digest())
 
     def _defaults(self) -> dict:
-        sig = inspect.signature(self.py_func)
-        return {p.name: p.default for p in sig.parameters.values()
-                if p.kind is p.KEYWORD_ONLY and p.default is not p.empty}
+        """Default values of the static parameters (read from the function, not its source)."""
+        return dict(self.py_func.__kwdefaults__ or {})
 
     # -- running ------------------------------------------------------------------------
     def __call__(self, *args, **static):
@@ -271,43 +271,76 @@ def _check_buffer(kname: str, pname: str, ty: BufType, arr, sizes: dict) -> np.n
 
 
 def _digest_sources(fn) -> str:
-    """Hash of the kernel's module file plus the files of helpers/kernels/modules it can reach
-    through its module's globals (outside the Python installation)."""
-    files = set()
-    module = sys.modules.get(fn.__module__)
-    for obj in [fn, *(vars(module).values() if module else ())]:
-        target = getattr(obj, "__cuvil_kernel__", None)
-        target = target.py_func if target is not None else obj
-        if obj is fn or getattr(target, "__cuvil_inline__", False) or \
-                hasattr(obj, "__cuvil_kernel__") or isinstance(obj, types.ModuleType):
-            path = _file_of(target)
-            if path is not None:
-                files.add(path)
+    """Hash of the kernel's module file plus the files of every module it can reach through
+    module globals that are helpers (``@inline``), kernels or modules, transitively (a helper
+    calling a helper of a third module is covered), outside the Python installation; and of
+    the values of those modules' constants, which kernels read as compile-time values wherever
+    they were defined (``from .params import EPS``). Each file is read once per process
+    (`sources.file_digest`)."""
+    files, constants = _module_closure(fn.__module__)
     h = hashlib.sha256()
-    for path in sorted(files):
-        h.update(str(path).encode())
-        h.update(_file_digest(path))
+    for path in sorted(files | {_file_of(fn)} - {None}):
+        h.update(path.encode())
+        h.update(file_digest(path))
+    h.update(constants.encode())
     return h.hexdigest()[:24]
 
 
 @functools.lru_cache(maxsize=None)
-def _file_digest(path: Path) -> bytes:
-    """sha256 of one file, once per process (kernels of one module share it)."""
-    return hashlib.sha256(path.read_bytes()).digest()
+def _module_closure(module_name: str) -> tuple[frozenset, str]:
+    """(files, constants) of ``module_name`` and of the modules its helpers, kernels and
+    imported modules come from, transitively; constants as sorted ``module.name=repr`` lines
+    (memoised: the kernels of one module share it)."""
+    files: set[str] = set()
+    constants: list[str] = []
+    pending, seen = [module_name], set()
+    while pending:
+        module = sys.modules.get(pending.pop())
+        if module is None or module.__name__ in seen:
+            continue
+        seen.add(module.__name__)
+        own = _file_of(module)
+        if own is None:
+            continue  # the standard library or an installed package: not ours to key
+        files.add(own)
+        for name, obj in list(vars(module).items()):
+            if isinstance(obj, Kernel):
+                obj = obj.py_func
+            if isinstance(obj, types.ModuleType):
+                pending.append(obj.__name__)
+            elif getattr(obj, "__cuvil_inline__", False) or hasattr(obj, "__cuvil_kernel__"):
+                pending.append(getattr(obj, "__module__", None) or "")
+            elif not name.startswith("__") and _is_constant(obj):
+                constants.append(f"{module.__name__}.{name}={obj!r}")
+    return frozenset(files), "\n".join(sorted(constants))
 
 
-_SYSTEM = tuple(str(Path(p).resolve()) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+def _is_constant(value) -> bool:
+    """A value a kernel may read as a compile-time constant (numbers, strings, tuples of them)."""
+    if isinstance(value, tuple):
+        return all(_is_constant(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, bytes, np.generic))
 
 
-def _file_of(obj) -> Path | None:
-    try:
-        name = inspect.getsourcefile(obj)
-    except TypeError:
+_SYSTEM = tuple(os.path.realpath(p) + os.sep
+                for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+
+
+def _file_of(obj) -> str | None:
+    """The resolved source file of a function or module, or None (no file, or one inside the
+    Python installation / site-packages)."""
+    code = getattr(obj, "__code__", None)
+    name = code.co_filename if code is not None else getattr(obj, "__file__", None)
+    if not name or not name.endswith(".py"):
         return None
-    if not name:
-        return None
-    path = Path(name).resolve()
-    if str(path).startswith(_SYSTEM) or "site-packages" in path.parts or not path.is_file():
+    return _resolved_source(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _resolved_source(name: str) -> str | None:
+    path = os.path.realpath(name)
+    if path.startswith(_SYSTEM) or f"{os.sep}site-packages{os.sep}" in path \
+            or not os.path.isfile(path):
         return None
     return path
 

@@ -24,7 +24,8 @@ is a *mask*). They live in registers, are immutable values, and take part in ari
 ``+ - *`` (and ``/`` on floats), ``& | ^ ~`` on ints and masks, unary ``-``, comparisons
 ``< <= > >= == !=`` (give a mask; ``!=`` is true on NaN lanes, as in Python), ``v[k]`` (one
 lane; ``k`` a constant or a run-time int in ``[0, n)``), ``kmath`` functions lane-wise
-(``kmath.fma(a, b, acc)``, ``sqrt``, ``exp``...). The other operand of an operator may be a
+(``kmath.fma(a, b, acc)``, ``sqrt``, ``exp``...), ``abs(v)`` and casts (``f32(v)``, ``i32(v)``:
+each lane cast as the scalar cast does). The other operand of an operator may be a
 scalar of the element type (or a literal): it is broadcast. Two vectors must agree in element
 type and lane count; there are no implicit conversions.
 

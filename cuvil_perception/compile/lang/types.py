@@ -66,6 +66,8 @@ class Scalar:
 
     def __call__(self, value):
         """The cast, in plain Python (numpy scalars: same rounding as the compiled kernel)."""
+        if isinstance(value, np.ndarray):
+            return _cast_lanes(self, value)
         if self.is_int and isinstance(value, (float, np.floating)):
             value = float(value)  # exact comparisons with the int limits below
             info = np.iinfo(self.dtype)
@@ -75,6 +77,18 @@ class Scalar:
 
     def __repr__(self) -> str:
         return self.name
+
+
+def _cast_lanes(ty: Scalar, v: np.ndarray) -> np.ndarray:
+    """A vector cast uncompiled: each lane as `Scalar.__call__` casts a scalar."""
+    if ty.is_int and v.dtype.kind == "f":
+        info, hi = np.iinfo(ty.dtype), float(2 ** (ty.bits - 1))
+        with np.errstate(invalid="ignore"):
+            inside = (v >= -hi) & (v < hi)
+            out = np.where(inside, v, 0).astype(ty.dtype)
+        out = np.where(v >= hi, info.max, np.where(v < -hi, info.min, out))
+        return out.astype(ty.dtype).view(type(v))
+    return v.astype(ty.dtype)
 
 
 BOOL = Scalar("boolean", "b", 1)

@@ -240,6 +240,42 @@ class VectorMixin:
         self.fail(node, f"`{ast.unparse(node)}` on a {x.ty}",
                   "`~mask` for a mask's complement, `-v` for a negation")
 
+    def vec_abs(self, x: Val, node) -> Val:
+        """``abs(v)`` lane-wise (ints wrap: abs of the most negative lane is itself)."""
+        if x.ty.elem == BOOL:
+            self.fail(node, "abs() of a mask")
+        if x.ty.elem.is_float:
+            return Val(u.intrinsic(self.b, "llvm.fabs", x.ir), x.ty)
+        neg = self.vec_unary(ast.USub, x, node)
+        below = self.b.icmp_signed("<", neg.ir, u.splat(0, x.ty.ir))
+        return Val(self.b.select(below, x.ir, neg.ir), x.ty)
+
+    def vec_cast(self, ty, x: Val) -> Val:
+        """``f32(v)``, ``i32(v)``...: every lane cast as the scalar cast does (float -> int
+        truncates and saturates, NaN -> 0; -> boolean is ``!= 0``)."""
+        src, out, b, v = x.ty.elem, VecType(ty, x.ty.lanes), self.b, x.ir
+        if src == ty:
+            return x
+        if ty == BOOL:
+            zero = u.splat(0.0 if src.is_float else 0, x.ty.ir)
+            return Val(b.fcmp_unordered("!=", v, zero) if src.is_float
+                       else b.icmp_unsigned("!=", v, zero), out)
+        if src.is_float and ty.is_float:
+            return Val(b.fpext(v, out.ir) if ty.bits > src.bits else b.fptrunc(v, out.ir), out)
+        if ty.is_float:
+            return Val(b.uitofp(v, out.ir) if src == BOOL else b.sitofp(v, out.ir), out)
+        if not src.is_float:
+            wider = ty.bits > src.bits
+            return Val((b.zext if src == BOOL else b.sext)(v, out.ir) if wider
+                       else b.trunc(v, out.ir), out)
+        hi, lo = u.splat(float(2 ** (ty.bits - 1)), x.ty.ir), u.splat(-float(2 ** (ty.bits - 1)),
+                                                                         x.ty.ir)
+        inside = b.and_(b.fcmp_ordered(">=", v, lo), b.fcmp_ordered("<", v, hi))
+        r = b.fptosi(b.select(inside, v, u.splat(0.0, x.ty.ir)), out.ir)
+        r = b.select(b.fcmp_ordered(">=", v, hi), u.splat(2 ** (ty.bits - 1) - 1, out.ir), r)
+        return Val(b.select(b.fcmp_ordered("<", v, lo), u.splat(-2 ** (ty.bits - 1), out.ir), r),
+                   out)
+
     def vec_compare(self, op: str, x, y, node) -> Val:
         x, y = self.operands(x, y, node)
         return Val(self.vcmp(op, x, y), VecType(BOOL, x.ty.lanes))

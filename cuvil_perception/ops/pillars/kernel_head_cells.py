@@ -9,8 +9,8 @@ G = A*K class logits per cell (the NHWC class map); F the map the heads read, gi
 channel parts (``feats[k]``: f32[C_k, HW], NCHW as the runtime returns them; static ``parts`` =
 (C_1, .., C_N), C_f their sum: the parts of a Concat the network no longer builds, see
 onnx_rewrite.split_concat); JB = A*7 box and JD = A*2 direction values per cell, J = JB + JD
-rounded up to 16 (``weights[:, j]`` = the j-th head row, zero-padded; at most `simd`'s 256
-lanes, 28 anchors per cell). Semantics
+rounded up to 16 (``weights[:, j]`` = the j-th head row, zero-padded; at most a vector's 256
+lanes: 28 anchors per cell, a wider model keeps its dense heads, see onnx_sparse). Semantics
 (``reference.head_cells``): a cell is a candidate when one of its anchors' best class logit
 (taken as decode takes it) reaches ``gate`` (decode's own logit gate, ``config.logit_gate``:
 every anchor decode decodes lies in a candidate cell); for candidates, box[c] | dir[c] =

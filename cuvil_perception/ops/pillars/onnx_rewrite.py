@@ -14,7 +14,9 @@ DepthToSpace(s) - ORT's DepthToSpace is not blocked and cost more than the ConvT
 
 2. ``split_concat``: with the box / direction heads peeled, the class conv is the only reader of
 the concatenated feature map; it becomes one conv per concatenated part, summed, and the parts
-are the network's outputs (the head kernel reads them where the map would have been).
+are the network's outputs (the head kernel reads them where the map would have been). An INT8
+file (``quantize``) has the class conv split over the parts already: the map has no reader left
+and only the parts are output.
 """
 
 from __future__ import annotations
@@ -123,20 +125,23 @@ def split_concat(model: onnx.ModelProto, feat: str, channels: int) -> tuple:
     concat = next((n for n in graph.node if feat in n.output), None)
     users = [n for n in graph.node if feat in n.input]
     if concat is None or concat.op_type != "Concat" or _attrs(concat).get("axis") not in (1, -3) \
-            or len(users) != 1 or not _plain_1x1(users[0], graph):
+            or len(users) > 1 or (users and not _plain_1x1(users[0], graph)):
         return model, [feat], [channels], ""
     counts = _channels(model, list(concat.input))
-    conv = users[0]
-    inits = {t.name: t for t in graph.initializer}
     if counts is None or sum(counts) != channels:
         return model, [feat], [channels], ""
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    _replace_concat_conv(out.graph, concat, conv, inits, counts)
-    parts = list(concat.input)
+    parts, joined = list(concat.input), " + ".join(str(c) for c in counts)
+    if not users:  # an INT8 file (quantize): the class conv is split over the parts already
+        out.graph.node.remove(next(n for n in out.graph.node if feat in n.output))
+        _outputs_to_parts(out.graph, concat, counts)
+        return out, parts, counts, (f"Concat '{concat.name}' not materialised: the heads read "
+                                    f"its parts ({joined} channels)")
+    conv = users[0]
+    _replace_concat_conv(out.graph, concat, conv, {t.name: t for t in graph.initializer}, counts)
     return out, parts, counts, (f"Concat '{concat.name}' + Conv '{conv.name}' run as one 1x1 "
-                                f"Conv per part ({' + '.join(str(c) for c in counts)} "
-                                f"channels), summed")
+                                f"Conv per part ({joined} channels), summed")
 
 
 def _plain_1x1(node, graph) -> bool:
@@ -186,6 +191,15 @@ def _replace_concat_conv(graph, concat, conv, inits: dict, channels: list) -> No
     graph.node.remove(conv)
     for k, node in enumerate(nodes):
         graph.node.insert(at + k, node)
+    _outputs_to_parts(graph, concat, channels)
+    used = {n for node in graph.node for n in node.input}
+    kept = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+
+
+def _outputs_to_parts(graph, concat, channels: list) -> None:
+    """Graph output ``concat``'s output -> its inputs (the parts), with their shapes."""
     feat = [o for o in graph.output if o.name == concat.output[0]]
     for value in feat:
         graph.output.remove(value)
@@ -193,7 +207,3 @@ def _replace_concat_conv(graph, concat, conv, inits: dict, channels: list) -> No
         dims = [d.dim_value for d in feat[0].type.tensor_type.shape.dim] if feat else []
         shape = [1, count] + dims[2:] if len(dims) == 4 else None
         graph.output.append(helper.make_tensor_value_info(part, onnx.TensorProto.FLOAT, shape))
-    used = {n for node in graph.node for n in node.input}
-    kept = [t for t in graph.initializer if t.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)

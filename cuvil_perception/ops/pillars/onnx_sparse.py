@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ...compile.lang.types import MAX_LANES
 from ...errors import ConfigError
 from .onnx_rewrite import rewrite_deblocks, split_concat
 from .onnx_split import SplitModel
@@ -84,7 +85,8 @@ def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
         conv, conv_nodes, conv_out = None, [], None
         notes.append(f"dense first layer: {why}")
     try:
-        heads, head_nodes, feat = _peel_heads(nodes, inits, split.outputs, anchors_per_cell)
+        heads, head_nodes, feat = _peel_heads(nodes, inits, split.outputs, anchors_per_cell,
+                                               split.bev, map_size)
         notes.append(f"sparse: box and direction heads (1x1, {heads.features} -> "
                      f"{len(heads.box_bias)} + {len(heads.dir_bias)}) at candidate cells only")
     except _NoFit as why:
@@ -227,15 +229,19 @@ def _head_conv(nodes: list, inits: dict, output: str, role: str):
     return conv, producer
 
 
-def _peel_heads(nodes: list, inits: dict, roles: dict, anchors_per_cell: int):
+def _peel_heads(nodes: list, inits: dict, roles: dict, anchors_per_cell: int,
+                bev: onnx.ModelProto, map_size: tuple):
     """CellHeadWeights from the box and dir 1x1 convs, their nodes, and the feature map F."""
-    cls_conv, _ = _head_conv(nodes, inits, roles["cls"], "class")
-    feat = cls_conv.input[0]
-    found, peeled = {}, []
+    if 9 * anchors_per_cell > MAX_LANES:  # kernel_head_cells keeps a cell's outputs in one vector
+        raise _NoFit(f"{anchors_per_cell} anchors per cell give {9 * anchors_per_cell} box and "
+                     f"direction values per cell, more than the candidate-cell kernel's "
+                     f"{MAX_LANES} lanes")
+    found, peeled, feat = {}, [], None
     for role, per_anchor in (("box", 7), ("dir", 2)):
         conv, transpose = _head_conv(nodes, inits, roles[role], role)
+        feat = feat or conv.input[0]
         if conv.input[0] != feat:
-            raise _NoFit(f"the {role} conv '{conv.name}' reads '{conv.input[0]}', the class "
+            raise _NoFit(f"the {role} conv '{conv.name}' reads '{conv.input[0]}', the box "
                          f"conv reads '{feat}'")
         weight, bias, stride, pads = _conv_params(conv, inits)
         if weight.shape[2:] != (1, 1) or stride != (1, 1) or any(pads):
@@ -245,7 +251,54 @@ def _peel_heads(nodes: list, inits: dict, roles: dict, anchors_per_cell: int):
                          f"cell, the head expects {anchors_per_cell * per_anchor}")
         found[role] = (weight[:, :, 0, 0].astype(np.float32), bias.astype(np.float32))
         peeled += [conv, transpose]
+    _class_reads(nodes, inits, roles["cls"], feat, bev, map_size)
     if found["box"][0].shape[1] != found["dir"][0].shape[1]:
         raise _NoFit("the box and direction convs read different channel counts")
     weights = CellHeadWeights(*found["box"], *found["dir"])
     return weights, peeled, feat
+
+
+def _class_reads(nodes: list, inits: dict, output: str, feat: str, bev: onnx.ModelProto,
+                 map_size: tuple) -> None:
+    """The class output must come from the heads' feature map F: Transpose(0,2,3,1) of a Conv
+    reading F, or (an INT8 file, see quantize) a class path computed from F alone or from its
+    Concat parts (the class conv quantised, split over the parts by onnx_rewrite.split_concat);
+    F must then have the head maps' size (shape inference), as nothing else ties it to them."""
+    try:
+        conv, _ = _head_conv(nodes, inits, output, "class")
+    except _NoFit:
+        conv = None
+    if conv is not None:
+        if conv.input[0] != feat:
+            raise _NoFit(f"the class conv '{conv.name}' reads '{conv.input[0]}', the box "
+                         f"conv reads '{feat}'")
+        return
+    sources = {feat}
+    concat = next((n for n in nodes if feat in n.output), None)
+    if concat is not None and concat.op_type == "Concat":
+        sources.update(concat.input)
+    if not _reaches(nodes, inits, output, sources):
+        raise _NoFit(f"the class output '{output}' is neither a conv of the heads' map "
+                     f"'{feat}' nor computed from it alone")
+    inferred = onnx.shape_inference.infer_shapes(bev)
+    dims = next(([d.dim_value for d in v.type.tensor_type.shape.dim]
+                 for v in inferred.graph.value_info if v.name == feat), None)
+    if dims is None or dims[0] != 1 or tuple(dims[2:]) != tuple(map_size):
+        raise _NoFit(f"the heads' map '{feat}' has shape {dims}, not [1, C, {map_size[0]}, "
+                     f"{map_size[1]}]")
+
+
+def _reaches(nodes: list, inits: dict, output: str, sources: set) -> bool:
+    """Whether every path back from ``output`` ends in ``sources`` or stored weights."""
+    producer = {out: n for n in nodes for out in n.output}
+    stack, seen = [output], set()
+    while stack:
+        name = stack.pop()
+        if name in sources or name in seen or not name:
+            continue
+        seen.add(name)
+        node = producer.get(name)
+        if node is None and name not in inits:
+            return False
+        stack.extend(node.input if node is not None else [])
+    return True
