@@ -24,10 +24,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _util import print_table  # noqa: E402
 from ir_baseline import (pillars_conv_scatter, pillars_decode, pillars_head_cells,  # noqa: E402
-                         pillars_nms, pillars_pfn, pillars_pillarize, yolo_decode, yolo_nms,
-                         yolo_scan)
+                         pillars_nms, pillars_pfn, pillars_pillarize, pillars_scatter,
+                         pillars_scatter_lines, yolo_decode, yolo_nms, yolo_scan)
+from ir_baseline import examples as ir_examples  # noqa: E402
 
-from cuvil_perception.compile import cache_clear, get_kernel, registry  # noqa: E402
+from cuvil_perception.compile import cache_clear, examples, get_kernel, registry  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_conv_scatter as p_conv  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_decode as p_decode  # noqa: E402
 from cuvil_perception.ops.pillars import native_sparse  # noqa: E402
@@ -36,6 +37,8 @@ from cuvil_perception.ops.pillars import kernel_head_cells as p_head_cells  # no
 from cuvil_perception.ops.pillars import kernel_nms as p_nms  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_pfn as p_pfn  # noqa: E402
 from cuvil_perception.ops.pillars import kernel_pillarize as p_pillarize  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_scatter as p_scatter  # noqa: E402
+from cuvil_perception.ops.pillars import kernel_scatter_lines as p_lines  # noqa: E402
 from cuvil_perception.ops.pillars import native as p_native  # noqa: E402
 from cuvil_perception.ops.pillars.config import HeadConfig, PillarConfig  # noqa: E402
 from cuvil_perception.ops.yolo import kernel_decode, kernel_nms, kernel_scan  # noqa: E402
@@ -164,6 +167,28 @@ def _pillars_nms_case(rng):
     return run, boxes
 
 
+def _scatter_case(order: str):
+    """Three KITTI frames in turn through one state per kernel (last frame's cells cleared)."""
+    def factory(rng):
+        frames = [p_native.PillarizeKernel(PC).open()(kitti_points(rng, k)) for k in range(3)]
+        frames = [(f.coords.copy(), int(f.count)) for f in frames]
+        features = rng.normal(0, 1, (PC.max_pillars, PC.num_features)).astype(np.float32)
+        states = {}
+
+        def run(fn, collect=True):
+            if fn.address not in states:
+                states[fn.address] = p_native.ScatterKernel(PC, order)
+            k = states[fn.address]
+            out = []
+            for coords, count in frames:
+                fn(features.ctypes.data, coords.ctypes.data, count, *k._addr)
+                if collect:
+                    out += [k.bev.copy(), k.prev_cells.copy(), k.prev_count.copy()]
+            return out if collect else None
+        return run, (frames, features)
+    return factory
+
+
 CONV = ConvLayer(np.random.default_rng(3).normal(0, 0.12, (64, 64, 3, 3)).astype(np.float32),
                  np.random.default_rng(4).normal(0, 0.3, 64).astype(np.float32), (2, 2),
                  (1, 1, 1, 1))
@@ -226,6 +251,24 @@ def _nms_case(rng):
     return run, boxes
 
 
+def _example_case(kind: str):
+    """An example kernel on random float32 arrays of its static size."""
+    def factory(rng):
+        n = {"axpy": examples.AXPY, "sum": examples.SUM}.get(kind, examples.EXP_MAP).static["n"]
+        x = rng.uniform(-20, 20, n).astype(np.float32)
+        y = rng.uniform(-1, 1, n).astype(np.float32)
+
+        def run(fn, collect=True):
+            out = y.copy() if collect else y
+            if kind == "sum":
+                return [np.float32(fn(x.ctypes.data))] if collect else fn(x.ctypes.data)
+            args = (0.75,) if kind == "axpy" else ((2,) if kind == "exp_accumulate" else ())
+            fn(x.ctypes.data, out.ctypes.data, *args)
+            return [out] if collect else None
+        return run, (x, y)
+    return factory
+
+
 def cases():
     """(name, old spec, new spec, case factory, old module, new module) per ported kernel."""
     return [
@@ -238,6 +281,16 @@ def cases():
          _pillarize_case, pillars_pillarize, p_pillarize),
         ("pillars.pfn", pillars_pfn.pfn_spec(PC), p_pfn.pfn_spec(PC), _pfn_case, pillars_pfn,
          p_pfn),
+        ("pillars.scatter_lines (stream)", pillars_scatter_lines.scatter_lines_spec(PC, True),
+         p_lines.scatter_lines_spec(PC, True), _scatter_case("stream"), pillars_scatter_lines,
+         p_lines),
+        ("pillars.scatter_lines (lines)", pillars_scatter_lines.scatter_lines_spec(PC, False),
+         p_lines.scatter_lines_spec(PC, False), _scatter_case("lines"), None, None),
+        ("pillars.scatter (merged)", pillars_scatter.scatter_spec(PC, "merged"),
+         p_scatter.scatter_spec(PC, "merged"), _scatter_case("merged"), pillars_scatter,
+         p_scatter),
+        ("pillars.scatter (pillar)", pillars_scatter.scatter_spec(PC, "pillar"),
+         p_scatter.scatter_spec(PC, "pillar"), _scatter_case("pillar"), None, None),
         ("pillars.conv_scatter", pillars_conv_scatter.conv_scatter_spec(PC, CONV),
          p_conv.conv_scatter_spec(PC, CONV), _conv_scatter_case, pillars_conv_scatter, p_conv),
         ("pillars.head_cells", pillars_head_cells.head_cells_spec(HC.map_size(PC), HC, (64, 64)),
@@ -249,7 +302,9 @@ def cases():
          pillars_nms, p_nms),
         ("yolo.nms", yolo_nms.nms_spec(), kernel_nms.nms_spec(), _nms_case, yolo_nms,
          kernel_nms),
-    ]
+    ] + [(f"example.{kind}", old, new, _example_case(kind), None, None)
+         for kind, old, new in zip(("axpy", "exp_map", "sigmoid_map", "sum", "exp_accumulate"),
+                                   ir_examples.ALL, examples.ALL)]
 
 
 def code_lines(module) -> int:
@@ -290,11 +345,14 @@ def _compile_times(spec) -> tuple[float, float]:
     return float(np.median(cold)), float(np.median(warm))
 
 
-def compare(rounds: int = 15, runs: int = 40) -> list:
-    """Check outputs and time each pair; prints the table and returns its rows."""
+def compare(rounds: int = 15, runs: int = 40, only: str = "") -> list:
+    """Check outputs and time each pair (``only``: names containing it); prints the table and
+    returns its rows."""
     rng = np.random.default_rng(12)
     rows = []
     for name, old_spec, new_spec, factory, old_src, new_src in cases():
+        if only not in name:
+            continue
         old, new = get_kernel(old_spec), get_kernel(new_spec)
         run, _keep = factory(rng)
         same = all(np.array_equal(a, b) for a, b in zip(run(old), run(new)))
@@ -304,7 +362,7 @@ def compare(rounds: int = 15, runs: int = 40) -> list:
             t_new.append(_time(lambda: run(new, False), runs))
         cold_old, warm_old = _compile_times(old_spec)
         cold_new, warm_new = _compile_times(new_spec)
-        lo, ln = code_lines(old_src), code_lines(new_src)
+        lo, ln = (code_lines(old_src), code_lines(new_src)) if old_src else ("", "")
         mo, mn = min(t_old), min(t_new)
         rows.append((name, "yes" if same else "NO", mo, mn, mn / mo, cold_old, cold_new,
                      warm_old, warm_new, lo, ln))
@@ -315,14 +373,38 @@ def compare(rounds: int = 15, runs: int = 40) -> list:
     return rows
 
 
+def line_counts() -> list:
+    """Source lines of every ported kernel module against its IR predecessor, and the total
+    (code lines as in `code_lines`); prints the table and returns its rows."""
+    pairs = {}
+    for name, _old, _new, _factory, old_src, new_src in cases():
+        if old_src is not None and "not switched" not in name:
+            pairs[new_src.__name__] = (name.split(" ")[0], old_src, new_src)
+    pairs["examples"] = ("compile.examples", ir_examples, examples)
+    rows = [(name, code_lines(old), code_lines(new), code_lines(new) / code_lines(old))
+            for name, old, new in pairs.values()]
+    total_old, total_new = sum(r[1] for r in rows), sum(r[2] for r in rows)
+    rows.append(("total", total_old, total_new, total_new / total_old))
+    print_table("source lines: kernel language port vs its hand-built IR predecessor",
+                ["kernel module", "IR lines", "lang lines", "lang/IR"], rows)
+    return rows
+
+
 if __name__ == "__main__":
+    import argparse
     import os
     import shutil
     import tempfile
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="kernels whose name contains this")
+    parser.add_argument("--lines", action="store_true", help="only the source-line table")
+    opts = parser.parse_args()
     cache = tempfile.mkdtemp(prefix="cuvil-bench-cache-")
     os.environ["CUVIL_CACHE_DIR"] = cache
     try:
-        compare()
+        if not opts.lines:
+            compare(only=opts.only)
+        line_counts()
     finally:
         shutil.rmtree(cache, ignore_errors=True)

@@ -5,6 +5,7 @@ the failure paths (missing toolchain, foreign directory, bad prefix / CPU) are o
 from __future__ import annotations
 
 import ctypes
+import json
 import re
 import subprocess
 
@@ -186,7 +187,7 @@ def test_never_writes_into_a_foreign_directory(tmp_path, capsys, repo_root):
 ])
 def test_argument_declarations_are_checked(args, message):
     with pytest.raises(CompileError, match=message):
-        KernelSpec("t.bad", examples.build_axpy, {"n": 4}, args)
+        KernelSpec("t.bad", examples.AXPY.build, {"n": 4}, args)
 
 
 def test_kernel_language_kernels_are_documented_in_the_header():
@@ -198,3 +199,15 @@ def test_kernel_language_kernels_are_documented_in_the_header():
     block = kernel_block(spec, "lib_yolo_scan")
     assert "int64_t lib_yolo_scan(uint64_t *cls_table, float *best, int64_t *cand, " \
            "float threshold);" in block
+
+
+def test_header_and_manifest_state_the_fast_math_flags_with_the_helpers(host_lib):
+    text = host_lib.header.read_text()
+    assert "/* pillars.decode  (fast-math: none (helpers: irutil.vexp contract))" in text
+    assert "/* pillars.pillarize  (fast-math: none)" in text
+    kernels = {k["name"]: k for k in json.loads((host_lib.out_dir / MANIFEST).read_text())
+               ["kernels"]}
+    decode = kernels["pillars.decode"]
+    assert (decode["fastmath"], decode["fastmath_helpers"], decode["fastmath_emitted"]) == \
+        ([], {"irutil.vexp": ["contract"]}, ["contract"])
+    assert kernels["pillars.pillarize"]["fastmath_emitted"] == []

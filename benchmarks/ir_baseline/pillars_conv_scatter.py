@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from cuvil_perception.compile import KernelSpec, irutil as u
+from cuvil_perception.compile import KernelSpec
+
+from . import _ir as u
 from cuvil_perception.ops.pillars.config import PillarConfig
 from cuvil_perception.ops.pillars.types import ConvLayer
 from cuvil_perception.ops.pillars.kernel_conv_scatter import chunks

@@ -7,7 +7,9 @@ import math
 
 from llvmlite import ir
 
-from cuvil_perception.compile import KernelSpec, irutil as u
+from cuvil_perception.compile import KernelSpec
+
+from . import _ir as u
 from cuvil_perception.ops.pillars.config import HeadConfig, PillarConfig
 from cuvil_perception.ops.pillars.signatures import decode_args
 

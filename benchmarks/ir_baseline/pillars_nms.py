@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from cuvil_perception.compile import KernelSpec, irutil as u
+from cuvil_perception.compile import KernelSpec
+
+from . import _ir as u
 from cuvil_perception.geometry.bev_iou import AREA, CORNERS, EPS, RADIUS, TABLE_WIDTH, X, Y
 from cuvil_perception.ops.pillars.config import HeadConfig
 from cuvil_perception.ops.pillars.signatures import nms_args

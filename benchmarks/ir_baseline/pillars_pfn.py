@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from cuvil_perception.compile import KernelSpec, irutil as u
+from cuvil_perception.compile import KernelSpec
+
+from . import _ir as u
 from cuvil_perception.ops.pillars.kernel_pfn import fold_weights  # noqa: F401 (re-export)
 from cuvil_perception.ops.pillars.config import PillarConfig
 from cuvil_perception.ops.pillars.signatures import pfn_args

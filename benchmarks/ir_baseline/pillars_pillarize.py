@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from cuvil_perception.compile import KernelSpec, irutil as u
+from cuvil_perception.compile import KernelSpec
+
+from . import _ir as u
 from cuvil_perception.ops.pillars.config import PillarConfig
 from cuvil_perception.ops.pillars.signatures import pillarize_args
 from cuvil_perception.ops.pillars.types import COUNT, DROPPED_PILLARS, DROPPED_POINTS, INVALID_POINTS, OUT_OF_RANGE

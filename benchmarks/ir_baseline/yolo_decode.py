@@ -6,7 +6,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from cuvil_perception.compile import KernelSpec
-from cuvil_perception.compile import irutil as u
+from . import _ir as u
 
 REG_MAX = 16
 V16 = u.vec(u.F32, REG_MAX)

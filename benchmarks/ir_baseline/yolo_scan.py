@@ -6,7 +6,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from cuvil_perception.compile import KernelSpec
-from cuvil_perception.compile import irutil as u
+from . import _ir as u
 
 
 def build_scan(module: ir.Module, fn_name: str, *, grids: list, nc: int) -> None:

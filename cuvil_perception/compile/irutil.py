@@ -1,11 +1,12 @@
-"""Small llvmlite IR helpers shared by every kernel generator.
+"""Small llvmlite IR helpers of the kernel language's lowering (`lang`); every kernel is
+written in the language, so this is all the hand-built IR left in the package.
 
-Types: ``PTR`` (opaque pointer; LLVM 22), ``I1 I8 I32 I64 F32 F64``, ``vec(elem, n)``.
-Memory: ``gep``, ``load_at``, ``store_at`` (element-indexed, ``inbounds``), ``load_vec``,
-``store_vec`` (element-aligned vector access), ``entry_alloca``.
+Types: ``PTR`` (opaque pointer; LLVM 22), ``I1 I32 I64 F32 F64``, ``vec(elem, n)``.
+Memory: ``gep``, ``load_at``, ``store_at`` (element-indexed, ``inbounds``), ``load_vec``
+(element-aligned vector load), ``entry_alloca``.
 Control: ``for_range`` (a canonical counted loop the loop vectoriser recognises).
-Math: ``vexp`` (polynomial exp, vectorisable), ``sigmoid``, ``fmin``/``fmax``, ``clamp``,
-``intrinsic`` calls (``llvm.floor`` ...), horizontal reductions ``reduce_fadd``/``reduce_fmax``.
+Math: ``vexp`` (polynomial exp, vectorisable), ``sigmoid``, ``clamp``, ``intrinsic`` calls
+(``llvm.floor`` ...), horizontal reductions ``reduce_fadd``/``reduce_fmax``.
 
 Every math helper works on f32 scalars and on ``<N x float>`` vectors alike (the same code is used
 inside loops that the loop vectoriser widens, and in hand-written vector code).
@@ -46,7 +47,6 @@ from .fastmath import note_helper
 
 PTR = ir.PointerType()
 I1 = ir.IntType(1)
-I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
@@ -59,14 +59,6 @@ Flags = Sequence[str]
 def vec(elem: ir.Type, n: int) -> ir.VectorType:
     """``<n x elem>``."""
     return ir.VectorType(elem, n)
-
-
-def const_f32(v: float) -> ir.Constant:
-    return ir.Constant(F32, float(v))
-
-
-def const_f64(v: float) -> ir.Constant:
-    return ir.Constant(F64, float(v))
 
 
 def const_i32(v: int) -> ir.Constant:
@@ -126,13 +118,6 @@ def load_vec(builder: ir.IRBuilder, ptr: ir.Value, index: ir.Value | int, vty: i
     """
     return builder.load(gep(builder, ptr, index, vty.element), name=name,
                         align=_elem_bytes(vty.element), typ=vty)
-
-
-def store_vec(builder: ir.IRBuilder, value: ir.Value, ptr: ir.Value,
-              index: ir.Value | int) -> None:
-    """Store vector ``value`` to the elements from ``ptr[index]`` on (element-aligned)."""
-    elem = value.type.element
-    builder.store(value, gep(builder, ptr, index, elem), align=_elem_bytes(elem))
 
 
 def _elem_bytes(ty: ir.Type) -> int:
@@ -209,16 +194,6 @@ def intrinsic(builder: ir.IRBuilder, name: str, *args: ir.Value, flags: Flags = 
     if fn is None:
         fn = ir.Function(module, ir.FunctionType(ty, [a.type for a in args]), name=full)
     return builder.call(fn, list(args), fastmath=tuple(flags))
-
-
-def fmin(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
-    """``a < b ? a : b`` (x86 ``minps`` semantics: if either is NaN the result is ``b``)."""
-    return builder.select(builder.fcmp_ordered("<", a, b), a, b)
-
-
-def fmax(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
-    """``a > b ? a : b`` (x86 ``maxps`` semantics: if either is NaN the result is ``b``)."""
-    return builder.select(builder.fcmp_ordered(">", a, b), a, b)
 
 
 def clamp(builder: ir.IRBuilder, x: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
@@ -306,8 +281,3 @@ def reduce_fadd(builder: ir.IRBuilder, v: ir.Value, flags: Flags | None = None) 
 def reduce_fmax(builder: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """Max of the lanes of a float vector (``llvm.vector.reduce.fmax``: NaN lanes ignored)."""
     return _reduce(builder, "llvm.vector.reduce.fmax", [v], v, ())
-
-
-def reduce_fmin(builder: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    """Min of the lanes of a float vector (``llvm.vector.reduce.fmin``: NaN lanes ignored)."""
-    return _reduce(builder, "llvm.vector.reduce.fmin", [v], v, ())

@@ -18,8 +18,9 @@ host CPU unless asked, and linked with the triple's system toolchain. A director
 files but no ``library.json`` is never written into.
 
 Same results on every target: integer kernels and kernels without fast-math (pillarize, the
-scatters, NMS) give bitwise the host's outputs; kernels with ``contract`` (PFN, decode) may round
-differently where one target fuses a multiply-add and another does not: the tests hold them to
+scatters, NMS) give bitwise the host's outputs; PFN's explicit FMAs (``kmath.fma``) round once
+everywhere; kernels with ``contract`` (decode: the exp polynomial) may round differently where
+one target fuses a multiply-add and another does not: the tests hold PFN and decode to
 the kernels' own tolerances (PFN rtol 1e-5 + 1e-6 x the largest feature; decode boxes and scores
 rtol/atol 1e-5, counts, labels and anchor indices exact). Measured on the ten KITTI frames,
 aarch64 (generic, under qemu-user) against this x86-64 host (znver4): bitwise equal for all
@@ -43,7 +44,8 @@ from .cheader import macro_name, render_header
 from .codegen import compile_ir
 from .optimize import DEFAULT_OPTIONS
 from .prewarm import unique_specs
-from .render import render
+from .fastmath import FastMathUse
+from .render import render, render_checked
 from .spec import KernelSpec
 from .target import Target, cross_target, ensure_llvm, host_target
 from .toolchain import Toolchain, arch_of, default_cpu, find_toolchain, host_arch
@@ -63,6 +65,8 @@ class Library:
     static: Path
     header: Path
     symbols: list[tuple[KernelSpec, str]] = field(default_factory=list)
+    #: symbol -> the kernel's fast-math flags: its own, its helpers', found in its IR
+    fastmath: dict[str, FastMathUse] = field(default_factory=dict)
 
     def symbol(self, kernel_name: str) -> str:
         """The exported symbol of the first kernel called ``kernel_name``."""
@@ -124,10 +128,12 @@ def symbols_for(specs: list[KernelSpec], prefix: str) -> list[tuple[KernelSpec, 
     return out
 
 
-def library_object(spec: KernelSpec, symbol: str, target: Target) -> bytes:
-    """Object code of ``spec`` for ``target`` with the kernel exported as ``symbol`` only."""
+def library_object(spec: KernelSpec, symbol: str, target: Target,
+                   ir_text: str | None = None) -> bytes:
+    """Object code of ``spec`` for ``target`` with the kernel exported as ``symbol`` only
+    (``ir_text``: the spec's rendered IR, if the caller has it)."""
     ensure_llvm()
-    module = llvm.parse_assembly(render(spec))
+    module = llvm.parse_assembly(render(spec) if ir_text is None else ir_text)
     for fn in module.functions:
         if fn.is_declaration:
             continue
@@ -152,17 +158,21 @@ def build_library(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path,
     kernels = symbols_for(unique_specs(specs), prefix)
     if not kernels:
         raise UsageError("the pipeline has no native kernels: nothing to put in a library")
-    objects = []
+    objects, uses = [], {}
     for spec, symbol in kernels:
+        rendered = render_checked(spec)
+        uses[symbol] = rendered.fastmath
         path = out / "obj" / f"{symbol}.o"
-        path.write_bytes(library_object(spec, symbol, target))
+        path.write_bytes(library_object(spec, symbol, target, rendered.text))
         objects.append(path)
     lib = Library(out, target, prefix, out / f"lib{prefix}.so", out / f"lib{prefix}.a",
-                  out / f"{prefix}.h", kernels)
+                  out / f"{prefix}.h", kernels, uses)
     _link(tools, objects, lib)
     lib.header.write_text(render_header(f"{macro_name(prefix)}_H",
                                         f"{prefix}: native kernels for {target.triple} "
-                                        f"(cpu {target.cpu})", kernels), encoding="utf-8")
+                                        f"(cpu {target.cpu})", kernels,
+                                        {sym: use.describe() for sym, use in uses.items()}),
+                          encoding="utf-8")
     _write_manifest(lib)
     return lib
 
@@ -193,6 +203,16 @@ def _link(tools: Toolchain, objects: list[Path], lib: Library) -> None:
     tools.run([tools.ar, "rcs", str(lib.static), *names], "archiving the .a")
 
 
+def _fastmath_fields(spec: KernelSpec, use: FastMathUse | None) -> dict:
+    """``fastmath`` (the kernel's own flags), ``fastmath_helpers`` (helper -> the flags it
+    adds) and ``fastmath_emitted`` (the flags found in its IR) for the manifest."""
+    if use is None:
+        return {"fastmath": list(spec.fastmath)}
+    return {"fastmath": list(spec.fastmath),
+            "fastmath_helpers": {name: list(flags) for name, flags in use.helpers},
+            "fastmath_emitted": list(use.emitted)}
+
+
 def _write_manifest(lib: Library) -> None:
     from .. import __version__
 
@@ -202,5 +222,6 @@ def _write_manifest(lib: Library) -> None:
                 "llvm": ".".join(str(v) for v in llvm.llvm_version_info),
                 "kernels": [{"name": spec.name, "symbol": symbol, "static": dict(spec.static),
                              "args": list(spec.args), "ret": spec.ret,
-                             "fastmath": list(spec.fastmath)} for spec, symbol in lib.symbols]}
+                             **_fastmath_fields(spec, lib.fastmath.get(symbol))}
+                            for spec, symbol in lib.symbols]}
     (lib.out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")

@@ -6,6 +6,8 @@ a generator produced live here: the function it must define, and its fast-math f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llvmlite import ir
 
 from ..errors import CompileError
@@ -16,6 +18,15 @@ _IR_TYPES = {"ptr": irutil.PTR, "i32": irutil.I32, "i64": irutil.I64,
              "f32": irutil.F32, "f64": irutil.F64}
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A kernel's IR text and what its fast-math flags are: declared by the kernel, by the
+    helpers it called, and found on its instructions."""
+
+    text: str
+    fastmath: fastmath.FastMathUse
+
+
 def render(spec: KernelSpec) -> str:
     """Run the spec's generator into a fresh module and return its IR text.
 
@@ -24,6 +35,11 @@ def render(spec: KernelSpec) -> str:
     Raises `CompileError` naming the kernel if the generator fails or defines the wrong function,
     `FastMathError` if the IR carries a fast-math flag nothing declares.
     """
+    return render_checked(spec).text
+
+
+def render_checked(spec: KernelSpec) -> Rendered:
+    """`render`, with the fast-math flags it checked (for library headers and manifests)."""
     module = ir.Module(name=spec.name)
     try:
         spec.build(module, spec.fn_name, **spec.static)
@@ -33,9 +49,9 @@ def render(spec: KernelSpec) -> str:
         raise CompileError(f"kernel {spec.name} ({spec.static_str()}): IR generation failed: "
                            f"{type(exc).__name__}: {exc}") from exc
     _check_signature(spec, module)
-    fastmath.check(spec.name, spec.fastmath, module)
+    use = fastmath.check(spec.name, spec.fastmath, module)
     _internalize_others(spec, module)
-    return str(module)
+    return Rendered(str(module), use)
 
 
 def _check_signature(spec: KernelSpec, module: ir.Module) -> None:

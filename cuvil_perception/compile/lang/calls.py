@@ -68,6 +68,8 @@ class CallsMixin:
             return self.select(node)
         if fn in kmath.FUNCTIONS:
             return self.math(fn, node)
+        if fn in kmath.INT_FUNCTIONS:
+            return self.bit_count(fn, node)
         if fn in simd.OPERATIONS:
             return self.simd_call(fn, node)
         if fn in simd.VECTOR_OPERATIONS:
@@ -166,6 +168,8 @@ class CallsMixin:
                 self.b.position_before(entry.instructions[0])
             slot = self.b.alloca(elem, size=u.const_i64(total), name="local")
             slot.align = 64  # a cache line: whole-vector and whole-word access stay aligned
+            slot.type = u.PTR  # opaque, like a parameter's (llvmlite checks stores through
+            # a typed `float*` against float, which a `simd` vector store is not)
         zero = ir.Constant(elem, 0.0 if dtype.value.is_float else 0)
         with u.for_range(self.b, 0, total, name="zero") as k:  # like numpy.zeros (a memset)
             u.store_at(self.b, zero, slot, k)
@@ -238,6 +242,17 @@ class CallsMixin:
             out = u.intrinsic(self.b, "llvm.exp" if name == "exp" else name, *args,
                               flags=self.flags)
         return Val(out, ty)
+
+    def bit_count(self, fn, node: ast.Call):
+        """`kmath.ctz` / `kmath.popcount` of an i32 or i64 (the result has its type)."""
+        (x,) = self.args(node, 1)
+        if isinstance(x, Const):
+            return Const(fn(x.value))
+        val = self.value(x, node.args[0])
+        if val.ty.is_float or val.ty == BOOL:
+            self.fail(node, f"kmath.{fn.__name__} of a {val.ty}", "an i32 or i64 argument")
+        extra = [ir.Constant(u.I1, 0)] if fn is kmath.ctz else []  # ctz(0) = width, defined
+        return Val(u.intrinsic(self.b, kmath.INT_FUNCTIONS[fn], val.ir, *extra), val.ty)
 
     # -- helpers ------------------------------------------------------------------------
     def inline_call(self, fn, node: ast.Call):

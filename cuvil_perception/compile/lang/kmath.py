@@ -19,6 +19,14 @@ fma         ``llvm.fma`` (one rounding; uncompiled: the float64 product-sum, rou
 isnan       ``x != x``
 sigmoid     f32: ``1 / (1 + exp(-x))`` with the polynomial exp (see `irutil.sigmoid`)
 ==========  =========================================================================
+
+Bit counts of an int (i32 or i64; the result has the argument's type; a u64 buffer element
+loads as i64 with the same bits):
+
+==========  =========================================================================
+ctz         trailing zero bits (``llvm.cttz``: one ``tzcnt``); the bit width when x == 0
+popcount    set bits (``llvm.ctpop``: one ``popcnt``)
+==========  =========================================================================
 """
 
 from __future__ import annotations
@@ -85,6 +93,25 @@ def sigmoid(x):
         out = 1.0 / (1.0 + np.exp(-np.float64(x)))
     return out.astype(x.dtype) if isinstance(x, np.ndarray) else type(x)(out)  # (a vector)
 
+
+def _bits(x) -> tuple[int, int]:
+    """(the value's bits as a non-negative int, its width): numpy ints keep theirs, Python
+    ints and bools count as i64 (the type they take in a kernel)."""
+    width = np.dtype(type(x)).itemsize * 8 if isinstance(x, np.integer) else 64
+    return int(x) & ((1 << width) - 1), width
+
+
+def ctz(x):
+    v, width = _bits(x)
+    return (v & -v).bit_length() - 1 if v else width
+
+
+def popcount(x):
+    return bin(_bits(x)[0]).count("1")
+
+
+#: integer functions -> LLVM intrinsic
+INT_FUNCTIONS = {ctz: "llvm.cttz", popcount: "llvm.ctpop"}
 
 #: name -> (LLVM intrinsic or a special lowering, number of arguments)
 FUNCTIONS = {sqrt: ("llvm.sqrt", 1), exp: ("exp", 1), log: ("llvm.log", 1),

@@ -13,7 +13,9 @@ call                            compiled as
 ``simd.copy(dst, at, src,       one ``<n x T>`` load and one store (element-aligned, so any
 from_, n)``                     numpy view is fine)
 ``simd.stream_fill(...)``,      the same with ``!nontemporal`` stores (whole cache lines
-``simd.stream_copy(...)``       written without a read for ownership); end with ``fence()``
+``simd.stream_copy(...)``       written without a read for ownership); end with ``fence()``.
+                                The destination must be aligned to the vector's size up
+                                to 64 bytes, as for ``stream_store`` (64 for 16 f32)
 ``simd.fence()``                a seq_cst fence (orders streaming stores before later loads)
 ``simd.prefetch(buf, at)``      ``llvm.prefetch`` for writing, all cache levels (a hint: the
                                 address may lie past the buffer, it never faults)

@@ -56,9 +56,12 @@ class SimdMixin:
         index = self.index_of(at, node.args[1])
         self.check_flat(buf, index, lanes, node)
         elem = buf.ty.dtype.ir
+        size = max(1, elem.width // 8) if isinstance(elem, ir.IntType) else \
+            (4 if elem == u.F32 else 8)
+        # A streaming store is aligned like simd.stream_store's: x86 has no unaligned
+        # non-temporal vector store, and LLVM splits an element-aligned one into `movntsd`s.
         store = self.b.store(vector, u.gep(self.b, buf.ptr, index, elem),
-                             align=max(1, elem.width // 8) if isinstance(elem, ir.IntType)
-                             else (4 if elem == u.F32 else 8))
+                             align=min(64, (size * lanes) & -(size * lanes)) if stream else size)
         if stream:
             store.set_metadata("nontemporal", self.b.module.add_metadata([u.const_i32(1)]))
         return Const(None)
