@@ -330,11 +330,13 @@ def test_head_cells_kernel_runs_uncompiled_too():
 
     cells, parts, jb, jd, width = 30, (8, 4), 42, 12, 64
     cls = RNG.normal(-5, 1.5, (cells, 18)).astype(np.float32)
+    cls[0, :3] = [np.nan, 9.0, 9.0]  # a NaN first logit: that anchor never passes
     feats = [RNG.normal(0, 1, (c, cells)).astype(np.float32) for c in parts]
     table = np.array([f.ctypes.data for f in feats], np.uint64)
     weights = RNG.normal(0, 0.2, (sum(parts), width)).astype(np.float32)
     bias = RNG.normal(0, 0.2, width).astype(np.float32)
-    static = dict(cells=cells, groups=18, classes=3, parts=parts, jb=jb, jd=jd, gate=-2.2,
+    picks = [[a * 3 + k for a in range(6)] for k in range(3)]  # 6 anchors x 3 classes
+    static = dict(cells=cells, groups=18, picks=picks, parts=parts, jb=jb, jd=jd, gate=-2.2,
                   width=width)
     outs = [[np.zeros((cells, jb), np.float32), np.zeros((cells, jd), np.float32),
              np.zeros(cells, np.int32)] for _ in range(2)]

@@ -81,9 +81,63 @@ def test_refused_knobs_warn_once_and_the_run_continues(tmp_path, monkeypatch):
     warnings = []
     result = run_pipeline(p, RunOptions(workers=2, warn=warnings.append))
     assert result.frames == 3
-    assert sum("rt.sched: the OS refused SCHED_FIFO priority 3" in w for w in warnings) == 2
+    # the compute and io threads, and the scheduler thread for the length of the run
+    assert sum("rt.sched: the OS refused SCHED_FIFO priority 3" in w for w in warnings) == 3
     assert sum("rt.cpu_affinity.compute: the OS refused CPUs [0]" in w for w in warnings) == 1
     assert len(warnings) == len(set(warnings))  # one line per distinct refusal
+
+
+def _in_a_thread(fn):
+    """``fn()``'s result, called on a fresh thread (pytest's own thread keeps its scheduler)."""
+    import threading
+
+    out = []
+    thread = threading.Thread(target=lambda: out.append(fn()))
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+def _policy():
+    return os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+
+
+def test_the_scheduler_thread_runs_fifo_for_the_run_then_gets_its_policy_back():
+    def probe():
+        warnings, before = [], _policy()
+        with knobs_module.scheduler_thread_knobs(knobs_module.RtKnobs(fifo_priority=3),
+                                                 warnings.append):
+            inside = _policy()
+        return warnings, before, inside, _policy()
+
+    warnings, before, inside, after = _in_a_thread(probe)
+    assert after == before == (os.SCHED_OTHER, 0)
+    if warnings:  # no CAP_SYS_NICE here: refused, said once, nothing changed
+        assert inside == before and warnings == [w for w in warnings if "scheduler threads" in w]
+    else:
+        assert inside == (os.SCHED_FIFO, 3)
+    # without sched: fifo the thread is not touched at all
+    assert _in_a_thread(lambda: _no_fifo()) == (os.SCHED_OTHER, 0)
+
+
+def _no_fifo():
+    with knobs_module.scheduler_thread_knobs(knobs_module.RtKnobs(), None):
+        return _policy()
+
+
+def test_run_rt_fifo_sets_the_pipelines_sched_knob(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cuvil_perception.cli.app import cli
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f"pipeline: knobs\nrt:\n  sched: {{policy: fifo, priority: 2}}\n{STAGES}")
+    applied = []
+    monkeypatch.setattr(knobs_module, "apply_thread_knobs",
+                        lambda knobs, group, warn: applied.append((group, knobs.fifo_priority)))
+    result = CliRunner().invoke(cli, ["run", str(path), "--rt-fifo", "7"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert ("scheduler", 7) in applied and {p for _, p in applied} == {7}
 
 
 def test_mlockall_refusal_warns(tmp_path, monkeypatch):

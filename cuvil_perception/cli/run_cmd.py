@@ -52,12 +52,17 @@ from .live_view import apply_foxglove, foxglove_option
                    "per frame).")
 @click.option("--viz", metavar="DIR",
               help="After the run, draw its detections: camera and bird's-eye PNGs and an MP4.")
+@click.option("--rt-fifo", "rt_fifo", type=click.IntRange(1, 99), metavar="PRIORITY",
+              help="Run the executor's threads (compute pool, io threads, the scheduler) under "
+                   "SCHED_FIFO at PRIORITY (1..99), in place of the pipeline's rt.sched; the OS "
+                   "may refuse it (needs CAP_SYS_NICE or an rtprio limit): a warning, and the "
+                   "run goes on.")
 @foxglove_option
 @click.option("--metrics", metavar="[HOST:]PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics during the run "
                    "(HOST defaults to 127.0.0.1).")
 def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
-            enforce_deadlines, no_deadlines, no_shed, overwrite, summary, viz, metrics,
+            enforce_deadlines, no_deadlines, no_shed, overwrite, summary, viz, rt_fifo, metrics,
             foxglove) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
@@ -82,6 +87,8 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
 
     p = load_pipeline(pipeline, validate=False)
     apply_cli_sources(p, replay=replay, camera=camera, out=out)
+    if rt_fifo is not None:  # checked with the rest of the rt: block when the run starts
+        p.rt = {**(p.rt or {}), "sched": {"policy": "fifo", "priority": rt_fifo}}
     apply_foxglove(p.validate(), foxglove)
     console, errors = wide_console(), Console(stderr=True)
 

@@ -21,7 +21,7 @@ from ..graph import RunContext, preflight
 from .admission import KIND as ADMISSION_SKIP, AdmissionControl
 from .clock import MonotonicClock
 from .feed import RunFeed
-from .knobs import apply_process_knobs, parse_knobs
+from .knobs import apply_process_knobs, parse_knobs, scheduler_thread_knobs
 from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all
 from .options import RunOptions, RunResult
 from .placement import intra_op_threads, placement_lines
@@ -135,7 +135,8 @@ def _schedule(scheduler) -> None:
     state, wall0 = scheduler.state, time.perf_counter()
     scheduler.start()
     try:
-        scheduler.run()
+        with scheduler_thread_knobs(scheduler.knobs, state.warn):
+            scheduler.run()
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM ends a run: keep what finished, close cleanly, still report.
         state.interrupted = True

@@ -13,7 +13,9 @@ mlockall, cgroup v2 placement.
       #     move the process into a child cgroup v2 with that quota / CPU set (cgroup.py);
       #     cpu_max: max lifts the quota
 
-Groups: ``io`` (source readers and io-stage threads) and ``compute`` (the worker pool). The block
+Groups: ``io`` (source readers and io-stage threads) and ``compute`` (the worker pool); the
+thread that admits and dispatches frames (the scheduler, the caller's thread) takes the
+``sched: fifo`` priority for the length of the run (``scheduler_thread_knobs``). The block
 is checked strictly (unknown keys, wrong types) with the file:line of ``rt:``. The OS may refuse a
 knob (no CAP_SYS_NICE, RLIMIT_MEMLOCK, a CPU not in the allowed set): the run continues and the
 refusal is one warning line naming the knob and the OS error.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..errors import Location, PipelineError
@@ -147,3 +150,25 @@ def apply_thread_knobs(knobs: RtKnobs, group: str, warn) -> None:
         if refused is not None:
             warn(f"rt.sched: the OS refused SCHED_DEADLINE ({knobs.deadline.describe()}) for "
                  f"the {group} threads ({refused}); they keep the default scheduler")
+
+
+@contextmanager
+def scheduler_thread_knobs(knobs: RtKnobs, warn):
+    """SCHED_FIFO (``sched: fifo``) for the calling thread while the block runs, then its own
+    policy back. The scheduler thread admits and dispatches every frame: at the default priority
+    it waits behind the machine's other work while the stages it should start are ready (on a
+    loaded machine, ms per frame). Only FIFO: a SCHED_DEADLINE reservation is sized for a
+    stage's work, and affinity belongs to the groups; the caller's thread is left as it was."""
+    if knobs.fifo_priority is None or not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    apply_thread_knobs(RtKnobs(fifo_priority=knobs.fifo_priority), "scheduler", warn)
+    try:
+        yield
+    finally:
+        if (os.sched_getscheduler(0), os.sched_getparam(0)) != (policy, param):
+            try:
+                os.sched_setscheduler(0, policy, param)
+            except OSError as exc:  # going back to SCHED_OTHER is always allowed; say if not
+                warn(f"rt.sched: could not restore the calling thread's scheduler ({exc})")

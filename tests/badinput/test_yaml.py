@@ -76,6 +76,11 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     (["--rate", "fast"], "not a valid float"),
     (["--frames", "0"], "not in the range"),
     (["--workers", "-2"], "not in the range"),
+    (["--rt-fifo", "0"], "not in the range"),
+    (["--rt-fifo", "100"], "not in the range"),
+    (["--rt-fifo", "1e400"], "not a valid integer"),
+    (["--rt-fifo", "nan"], "not a valid integer"),
+    (["--rt-fifo", ""], "not a valid integer"),
 ])
 def test_bad_numeric_cli_option_is_a_usage_error(tmp_path, args, fragment):
     path = tmp_path / "p.yaml"

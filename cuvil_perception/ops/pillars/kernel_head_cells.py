@@ -18,7 +18,9 @@ weights.T @ F[:, c] + bias, summed over channels in order; their indices go to `
 ascending; returns how many. Rows of other cells are left as they were (decode never reads
 them). ``cells`` has a row per cell: no overflow.
 
-Cost: the gate reads the class map (HW x G floats) once; a candidate costs C_f strided loads
+Cost: the gate reads the class map (HW x G floats) once - a cell's G logits as one vector, the
+best of each anchor taken across K shuffles of it (the A anchors side by side in one register,
+where the IR's scalar chains were vectorised as 4 + 2 anchors); a candidate costs C_f strided loads
 (the gather of F[:, c]) and C_f x J FMAs. The J outputs of a cell are one vector value
 (``Vec[f32, J]``: four zmm registers for J = 64) updated by one vector FMA per channel - the
 code of the hand-built IR this kernel replaced (benchmarks/ir_baseline/pillars_head_cells.py,
@@ -30,7 +32,7 @@ convs did 54 x 128 MACs at every cell. fast-math: ``contract`` only (FMA).
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, kernel, kmath, select, simd, u64, unroll, view
+from ...compile.lang import Buf, f32, i32, i64, kernel, kmath, simd, u64, unroll, view
 from .config import HeadConfig, logit_gate
 from .signatures import head_cells_args
 
@@ -39,23 +41,23 @@ from .signatures import head_cells_args
 def head_cells(cls: Buf[f32, "cells", "groups"], feats: Buf[u64],
                weights: Buf[f32, None, "width"], bias: Buf[f32, "width"],
                box: Buf[f32, "cells", "jb"], dirs: Buf[f32, "cells", "jd"],
-               found: Buf[i32, "cells"], *, cells: int, groups: int, classes: int,
+               found: Buf[i32, "cells"], *, cells: int, groups: int, picks: tuple,
                parts: tuple, jb: int, jd: int, gate: float, width: int) -> i64:
     n = 0
+    start = simd.load(bias, 0, width)
     for c in range(cells):
-        # a candidate: some anchor's best logit >= gate, the best taken as decode takes it
-        # (the first logit, replaced only by a strictly greater one; NaN first never passes)
-        hit = False
-        for a in unroll(groups // classes):
-            best = cls[c, a * classes]
-            for k in unroll(classes - 1):
-                value = cls[c, a * classes + k + 1]
-                best = select(value > best, value, best)
-            hit = hit | (best >= gate)
-        if hit:
+        # a candidate: some anchor's best logit >= gate, the best taken as decode takes it (the
+        # first logit, replaced only by a strictly greater one; a NaN first never passes).
+        # picks[k]: the lanes of class k of every anchor
+        logits = simd.load(cls, c * groups, groups)
+        best = simd.shuffle(logits, picks[0])
+        for k in unroll(len(picks) - 1):
+            value = simd.shuffle(logits, picks[k + 1])
+            best = simd.select(value > best, value, best)
+        if simd.any(best >= gate):
             found[n] = c
             n += 1
-            acc = simd.load(bias, 0, width)
+            acc = start
             row = 0
             for k, count in enumerate(parts):  # F[:, c], part by part, channels in order
                 feat = view(feats[k], f32, count, cells)
@@ -72,6 +74,7 @@ def head_cells_spec(map_size: tuple, head: HeadConfig, parts: tuple) -> KernelSp
     """The candidate-cell heads kernel for one head map (H, W) and feature parts (C_1, ..);
     ``width`` (J) is the weight / bias row length, 9 values per anchor rounded up to 16."""
     a, k = head.anchors_per_cell, head.num_classes
-    return head_cells.spec(cells=map_size[0] * map_size[1], groups=a * k, classes=k, jb=7 * a,
+    picks = [[anchor * k + j for anchor in range(a)] for j in range(k)]
+    return head_cells.spec(cells=map_size[0] * map_size[1], groups=a * k, picks=picks, jb=7 * a,
                            jd=2 * a, width=-(-9 * a // 16) * 16, parts=[int(c) for c in parts],
                            gate=logit_gate(head.score_threshold), arg_docs=head_cells_args())
