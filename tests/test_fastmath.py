@@ -23,7 +23,7 @@ def _build_fma(module: ir.Module, fn_name: str, flags: tuple, exp: bool = False)
     fn = ir.Function(module, ir.FunctionType(u.VOID, [u.PTR, u.PTR]), name=fn_name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     x, y = fn.args
-    a, c, d = (u.load_at(b, x, i, u.F32) for i in range(3))
+    a, c, d = (b.load(u.gep(b, x, i, u.F32), typ=u.F32) for i in range(3))
     out = b.fadd(b.fmul(a, c, flags=flags), d, flags=flags)
     if exp:
         out = u.vexp(b, out)
@@ -121,24 +121,3 @@ def test_every_shipped_kernel_passes():
     for spec in specs:
         render(spec)  # raises FastMathError on a mismatch
 
-
-def _build_sum(module, fn_name, flags):
-    fn = ir.Function(module, ir.FunctionType(u.F32, [u.PTR]), name=fn_name)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    b.ret(u.reduce_fadd(b, u.load_vec(b, fn.args[0], 0, u.vec(u.F32, 8)), flags))
-
-
-def build_sum_default(module, fn_name):
-    _build_sum(module, fn_name, None)  # the helper's own reassoc
-
-
-def build_sum_chosen(module, fn_name):
-    _build_sum(module, fn_name, ("reassoc",))  # the kernel's choice: it must declare it
-
-
-def test_reduce_fadd_default_is_the_helpers_and_an_explicit_flag_the_kernels():
-    spec = KernelSpec("t.sum", build_sum_default, {}, ("ptr",), ret="f32")
-    assert "reassoc" in render(spec)
-    with pytest.raises(FastMathError, match="'reassoc'"):
-        render(KernelSpec("t.sum", build_sum_chosen, {}, ("ptr",), ret="f32"))
-    render(KernelSpec("t.sum", build_sum_chosen, {}, ("ptr",), ret="f32", fastmath=("reassoc",)))

@@ -2,11 +2,11 @@
 written in the language, so this is all the hand-built IR left in the package.
 
 Types: ``PTR`` (opaque pointer; LLVM 22), ``I1 I32 I64 F32 F64``, ``vec(elem, n)``.
-Memory: ``gep``, ``load_at``, ``store_at`` (element-indexed, ``inbounds``), ``load_vec``
+Memory: ``gep``, ``store_at`` (element-indexed, ``inbounds``), ``load_vec``
 (element-aligned vector load), ``entry_alloca``.
 Control: ``for_range`` (a canonical counted loop the loop vectoriser recognises).
 Math: ``vexp`` (polynomial exp, vectorisable), ``sigmoid``, ``clamp``, ``intrinsic`` calls
-(``llvm.floor`` ...), horizontal reductions ``reduce_fadd``/``reduce_fmax``.
+(``llvm.floor`` ...).
 
 Every math helper works on f32 scalars and on ``<N x float>`` vectors alike (the same code is used
 inside loops that the loop vectoriser widens, and in hand-written vector code).
@@ -94,12 +94,6 @@ def gep(builder: ir.IRBuilder, ptr: ir.Value, index: ir.Value | int, elem_type: 
     if isinstance(index, int):
         index = const_i64(index)
     return builder.gep(ptr, [index], inbounds=True, name=name, source_etype=elem_type)
-
-
-def load_at(builder: ir.IRBuilder, ptr: ir.Value, index: ir.Value | int, elem_type: ir.Type,
-            name: str = "") -> ir.Value:
-    """``ptr[index]``."""
-    return builder.load(gep(builder, ptr, index, elem_type), name=name, typ=elem_type)
 
 
 def store_at(builder: ir.IRBuilder, value: ir.Value, ptr: ir.Value,
@@ -210,8 +204,6 @@ _EXP_HI = 88.8                   # above: exp(x) > FLT_MAX; the scaling overflow
 #: The flags `vexp` (and `sigmoid` through it) puts on its polynomial, whatever the kernel
 #: declares: ``contract`` lets the Horner steps become FMAs (the accuracy above is measured so).
 VEXP_FASTMATH = ("contract",)
-#: The flag `reduce_fadd` uses when the caller passes none (a tree-shaped sum).
-REDUCE_FADD_FASTMATH = ("reassoc",)
 _EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
              4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)   # Cephes expf, r^7 .. r^2
 
@@ -252,32 +244,3 @@ def sigmoid(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     e = vexp(builder, builder.fneg(x))
     return builder.fdiv(one, builder.fadd(one, e))
 
-
-def _reduce(builder: ir.IRBuilder, name: str, args: list[ir.Value], vec_v: ir.Value,
-            flags: Flags) -> ir.Value:
-    ty = vec_v.type
-    if not isinstance(ty, ir.VectorType):
-        raise ValueError(f"{name} needs a vector operand, got {ty}")
-    suffix = f"v{ty.count}{'f32' if ty.element == F32 else 'f64'}"
-    full = f"{name}.{suffix}"
-    fn = builder.module.globals.get(full)
-    if fn is None:
-        fn = ir.Function(builder.module,
-                         ir.FunctionType(ty.element, [a.type for a in args]), name=full)
-    return builder.call(fn, args, fastmath=tuple(flags))
-
-
-def reduce_fadd(builder: ir.IRBuilder, v: ir.Value, flags: Flags | None = None) -> ir.Value:
-    """Sum of the lanes of a float vector. By default ``reassoc`` (a tree-shaped sum), declared
-    as this helper's own flag; flags passed explicitly are the kernel's (``flags=()`` for the
-    strict left-to-right order)."""
-    if flags is None:
-        flags = REDUCE_FADD_FASTMATH
-        note_helper(builder.module, "irutil.reduce_fadd", flags)
-    start = ir.Constant(v.type.element, -0.0)
-    return _reduce(builder, "llvm.vector.reduce.fadd", [start, v], v, flags)
-
-
-def reduce_fmax(builder: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    """Max of the lanes of a float vector (``llvm.vector.reduce.fmax``: NaN lanes ignored)."""
-    return _reduce(builder, "llvm.vector.reduce.fmax", [v], v, ())

@@ -11,7 +11,8 @@ Signature::
                  ptr cell_pillar i32[ny*nx], ptr cells i32[P], ptr pids i32[P])
 
 State between calls: ``bev`` holds the previous frame's map, ``prev_cells[:prev_count]`` its
-cells; ``bitmap`` is all-zero on entry and exit; ``cell_pillar``, ``cells`` and ``pids`` are
+cells; ``bitmap`` is all-zero on entry and exit (u64 words, annotated i64: a u64 loads as i64
+anyway, and so the bit operations read the same uncompiled); ``cell_pillar``, ``cells`` and ``pids`` are
 scratch. Result: ``bev`` equals ``reference.scatter`` bitwise (every cell not written this
 frame is +0.0).
 
@@ -36,7 +37,7 @@ No floating-point arithmetic: values are copied, so bitwise equality holds.
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, select, u64
+from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, select
 from .config import PillarConfig
 from .signatures import scatter_args
 
@@ -92,7 +93,7 @@ def merged(features, bev, prev_cells, previous, cells, pids, count, channels, pl
 @kernel(name="pillars.scatter", noalias=False)  # noalias lets LLVM turn the
 # strided plane stores of "pillar" into masked scatters, slower than scalar stores (Zen 4)
 def scatter(features: Buf[f32, None, "channels"], coords: Buf[i32, None, 3], count: i64,
-            bev: Buf[f32], prev_cells: Buf[i32], prev_count: Buf[i64, 1], bitmap: Buf[u64],
+            bev: Buf[f32], prev_cells: Buf[i32], prev_count: Buf[i64, 1], bitmap: Buf[i64],
             cell_pillar: Buf[i32], cells: Buf[i32], pids: Buf[i32], *, channels: int, nx: int,
             ny: int, order: int):
     mark_and_sort(coords, count, bitmap, cell_pillar, cells, pids, nx, ny)

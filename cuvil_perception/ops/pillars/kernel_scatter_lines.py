@@ -54,8 +54,7 @@ from __future__ import annotations
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import (Buf, f32, i32, i64, inline, kernel, local, select, simd, u64,
-                              unroll)
+from ...compile.lang import Buf, f32, i32, i64, inline, kernel, local, select, simd, unroll
 from .config import PillarConfig
 from .kernel_scatter import item_or_past, mark_and_sort
 from .signatures import scatter_lines_args
@@ -111,8 +110,7 @@ def compose(line, gathered, q, cells, start, end):
     pillars ``start..end`` in their cells' lanes. Every index is a constant but the pillar's,
     so ``line`` lives in 16 registers: a pillar is one lane compare and 16 masked broadcasts."""
     for c in unroll(LANES):
-        for lane in unroll(LANES):
-            line[c, lane] = 0.0
+        simd.fill(line, c * LANES, LANES, 0.0)
     for t in range(start, end):
         hit = cells[t] & (LANES - 1)
         for c in unroll(LANES):
@@ -123,7 +121,7 @@ def compose(line, gathered, q, cells, start, end):
 
 @kernel(name="pillars.scatter_lines")
 def scatter_lines(features: Buf[f32, None, "channels"], coords: Buf[i32, None, 3], count: i64,
-                  bev: Buf[f32], prev_lines: Buf[i32], prev_count: Buf[i64, 1], bitmap: Buf[u64],
+                  bev: Buf[f32], prev_lines: Buf[i32], prev_count: Buf[i64, 1], bitmap: Buf[i64],
                   cell_pillar: Buf[i32], cells: Buf[i32], pids: Buf[i32], union_lines: Buf[i32],
                   union_ends: Buf[i32], gathered: Buf[f32, None, "max_pillars", LANES],
                   rank: Buf[i32], *, channels: int, nx: int, ny: int, max_pillars: int,
@@ -133,16 +131,14 @@ def scatter_lines(features: Buf[f32, None, "channels"], coords: Buf[i32, None, 3
     keep_lines(union_lines, union_ends, n_union, prev_lines, prev_count)
     gather(features, pids, rank, count, gathered, channels, max_pillars)
     line = local(f32, LANES, LANES)  # one line of 16 channel planes, [channel, lane]
+    store = simd.stream_copy if stream else simd.copy
     for q in range(channels // LANES):
         start = 0
         for k in range(n_union):
             compose(line, gathered, q, cells, start, i64(union_ends[k]))
             at = q * LANES * nx * ny + i64(union_lines[k]) * LANES
             for c in unroll(LANES):
-                if stream:
-                    simd.stream_copy(bev, at + c * nx * ny, line, c * LANES, LANES)
-                else:
-                    simd.copy(bev, at + c * nx * ny, line, c * LANES, LANES)
+                store(bev, at + c * nx * ny, line, c * LANES, LANES)
             start = i64(union_ends[k])
     if stream:
         simd.fence()  # orders the streaming stores before any later load (mfence on x86)
