@@ -17,6 +17,7 @@ it reads, code outside those directories) must put that in ``static`` or bump ``
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 from pathlib import Path
@@ -79,11 +80,19 @@ def source_fingerprint(build) -> str | None:
         source = inspect.getsourcefile(build)
     except TypeError:
         source = None
-    if source is None or not Path(source).is_file():
+    dirs = _fingerprint_dirs(source) if source is not None else None
+    return None if dirs is None else "".join(tree_digest(d) for d in dirs)
+
+
+@functools.lru_cache(maxsize=None)
+def _fingerprint_dirs(source: str) -> tuple[str, ...] | None:
+    """The folders whose sources key a generator defined in ``source`` (resolved once)."""
+    if not Path(source).is_file():
         return None
     directory = Path(source).resolve().parent
-    dirs = (_PACKAGE_DIR,) if directory.is_relative_to(_PACKAGE_DIR) else (_PACKAGE_DIR, directory)
-    return "".join(tree_digest(str(d)) for d in dirs)
+    if directory.is_relative_to(_PACKAGE_DIR):
+        return (str(_PACKAGE_DIR),)
+    return (str(_PACKAGE_DIR), str(directory))
 
 
 def _digest(fields: list[str]) -> str:

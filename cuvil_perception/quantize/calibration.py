@@ -6,8 +6,9 @@ frame — exactly what the op gives ONNX Runtime at run time:
 
 * YOLOv8: the letterboxed, normalised camera image (``YoloV8.ort_inputs``), fed to the whole
   export (the head nodes after the trunk are left in float, so they only pass values through);
-* PointPillars: the BEV part after the split at the scatter (``PointPillars.ort_inputs``): the
-  scatter output for a LiDAR scan, computed by the native pillarize / PFN / scatter kernels.
+* PointPillars: the network the sparse path runs (``PointPillars.ort_inputs``): the fused
+  scatter + first layer's output map for a LiDAR scan, computed by the native pillarize / PFN /
+  fused conv kernels (the dense scatter output for a model whose first layer does not fit).
 
 Frames are taken evenly over the drive (``frame_indices``), so a calibration of N frames sees
 the whole drive rather than its first seconds.

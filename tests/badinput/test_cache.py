@@ -2,9 +2,10 @@
 
 Rows damage a warm cache the ways a user, a script or a crash can (an entry copied over
 another, two entries swapped, an entry or an alias replaced by something else) and then ask for
-the kernel again. Each must be detected: a `CacheCorruptionWarning` naming the entry, a
-recompilation, a correct kernel, and a cache that is whole again (the next lookup is a hit:
-nothing recompiles forever). The folders are private whatever the umask.
+the kernel again (one by one, or all at once as a warm start's prewarm does). Each must be
+detected: a `CacheCorruptionWarning` naming the entry, a recompilation, a correct kernel, and a
+cache that is whole again (the next lookup is a hit: nothing recompiles forever). The folders
+are private whatever the umask.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile import CacheCorruptionWarning, compile_stats, get_kernel
+from cuvil_perception.compile import CacheCorruptionWarning, compile_stats, get_kernel, prewarm
 from cuvil_perception.compile import cache as disk
 from cuvil_perception.compile import examples as ex
 from cuvil_perception.compile import registry
@@ -98,14 +99,17 @@ def _check_axpy(kernel, n: int) -> None:
     np.testing.assert_array_equal(y, 1.0 + 2.0 * x)
 
 
+@pytest.mark.parametrize("via", ["get_kernel", "prewarm"])
 @pytest.mark.parametrize("damage", list(ROWS.values()), ids=list(ROWS))
-def test_damaged_cache_is_detected_rebuilt_and_whole_again(cache_dir, damage):
+def test_damaged_cache_is_detected_rebuilt_and_whole_again(cache_dir, damage, via):
     files = _warm()
     originals = {name: path.read_bytes() for name, path in files.items() if name.endswith("obj")}
     expected = damage(files)
     registry.clear_memory()  # as if a new process started
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        if via == "prewarm":  # the warm-start path: cache hits loaded together
+            prewarm([A, B])
         _check_axpy(get_kernel(A), 1024)
         _check_axpy(get_kernel(B), 2048)
     messages = [str(w.message) for w in caught if issubclass(w.category, CacheCorruptionWarning)]

@@ -54,12 +54,14 @@ from __future__ import annotations
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, inline, kernel, local, select, simd, unroll
+from ...compile.lang import Buf, f32, i32, i64, inline, kernel, local, simd, unroll
 from .config import PillarConfig
 from .kernel_scatter import item_or_past, mark_and_sort
 from .signatures import scatter_lines_args
 
 LANES = 16  # floats per 64-byte cache line; also channels per chunk
+SPREAD = tuple(c for c in range(LANES) for _ in range(LANES))  # channel c into all 16 lanes
+TILE = tuple(lane for _ in range(LANES) for lane in range(LANES))  # a lane mask, 16 times
 
 
 @inline
@@ -105,18 +107,16 @@ def gather(features, pids, rank, count, gathered, channels, max_pillars):
 
 
 @inline
-def compose(line, gathered, q, cells, start, end):
-    """The 16 line vectors of chunk ``q`` for one line: zeros, with the features of the sorted
-    pillars ``start..end`` in their cells' lanes. Every index is a constant but the pillar's,
-    so ``line`` lives in 16 registers: a pillar is one lane compare and 16 masked broadcasts."""
-    for c in unroll(LANES):
-        simd.fill(line, c * LANES, LANES, 0.0)
+def compose(gathered, chunk, cells, start, end, lane):
+    """The 16 lines of one chunk of channels for one line as one vector ([channel, lane]):
+    zeros, with the features of the sorted pillars ``start..end`` in their cells' lanes. A
+    pillar is one lane compare and 16 masked broadcasts (LLVM splits the 256 lanes in 16)."""
+    line = simd.splat(f32(0.0), LANES * LANES)
     for t in range(start, end):
-        hit = cells[t] & (LANES - 1)
-        for c in unroll(LANES):
-            value = gathered[q, t, c]
-            for lane in unroll(LANES):
-                line[c, lane] = select(hit == lane, value, line[c, lane])
+        hit = simd.shuffle(lane == (cells[t] & (LANES - 1)), TILE)
+        row = simd.load(gathered, chunk + t * LANES, LANES)
+        line = simd.select(hit, simd.shuffle(row, SPREAD), line)
+    return line
 
 
 @kernel(name="pillars.scatter_lines")
@@ -130,15 +130,19 @@ def scatter_lines(features: Buf[f32, None, "channels"], coords: Buf[i32, None, 3
     n_union = union_of_lines(prev_lines, prev_count[0], cells, count, union_lines, union_ends)
     keep_lines(union_lines, union_ends, n_union, prev_lines, prev_count)
     gather(features, pids, rank, count, gathered, channels, max_pillars)
-    line = local(f32, LANES, LANES)  # one line of 16 channel planes, [channel, lane]
-    store = simd.stream_copy if stream else simd.copy
+    iota = local(i32, LANES)
+    for k in range(LANES):
+        iota[k] = k
+    lane = simd.load(iota, 0, LANES)
+    store = simd.stream_store if stream else simd.store
     for q in range(channels // LANES):
         start = 0
         for k in range(n_union):
-            compose(line, gathered, q, cells, start, i64(union_ends[k]))
+            line = compose(gathered, q * max_pillars * LANES, cells, start, i64(union_ends[k]),
+                           lane)
             at = q * LANES * nx * ny + i64(union_lines[k]) * LANES
             for c in unroll(LANES):
-                store(bev, at + c * nx * ny, line, c * LANES, LANES)
+                store(bev, at + c * nx * ny, simd.slice(line, c * LANES, LANES))
             start = i64(union_ends[k])
     if stream:
         simd.fence()  # orders the streaming stores before any later load (mfence on x86)
