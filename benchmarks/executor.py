@@ -28,8 +28,8 @@ Definitions (printed with the tables):
   are set: each detector stage's p99 at ``rate 1`` (with ``--rt-fifo 10``) on the 40-frame
   synthetic drive (pooled over ``repeat`` runs), plus 25 %, rounded up to 10 ms.
 * frame 0 (with ``--only demo``): make demo's run with the detectors warmed up by one pass
-  (what they did before) and by ``ops.warmup.WARMUP_RUNS`` passes, alternating in one process:
-  frame 0's cpu and wall time per detector against its steady frames (>= 1).
+  (what they did before) and by ``ops.warmup.WARMUP_RUNS`` passes, alternating, each run in a
+  fresh process: frame 0's cpu and wall time per detector against its steady frames (>= 1).
 """
 
 from __future__ import annotations
@@ -177,26 +177,22 @@ def realtime_rows(out_dir: Path, repeat: int, drive: Path) -> tuple[list, list]:
 
 def first_frame_rows(out_dir: Path, repeat: int) -> list:
     """make demo's run with the detectors warmed up by one pass and by ``WARMUP_RUNS`` passes
-    (ops.warmup), alternating, ``repeat`` runs each: per detector, frame 0's cpu and wall time
-    (median over the runs) against the p50 of its frames >= 1, and frame 0's cpu / steady cpu."""
+    (ops.warmup), alternating, ``repeat`` runs each, each in a fresh process (as ``make demo``
+    starts: in one process a run would find the pages and allocations of the run before it):
+    per detector, frame 0's cpu and wall time (median over the runs) against the p50 of its
+    frames >= 1, and frame 0's cpu / steady cpu."""
+    import json
+    import subprocess
+
     from cuvil_perception.ops import warmup
 
-    default = warmup.WARMUP_RUNS
-    pooled: dict[int, list] = {1: [], default: []}
-    try:
-        for i in range(repeat):
-            for passes in pooled:
-                warmup.WARMUP_RUNS = passes
-                pipeline = load_pipeline(REPO / "configs" / "fusion.yaml", validate=False)
-                apply_cli_sources(pipeline, replay=REPO / "datasets" / "sample_drive",
-                                  out=out_dir / f"first-{passes}-{i}.jsonl")
-                pipeline.rt = dict(DEMO_RT)
-                result = run_pipeline(pipeline.validate(),
-                                      RunOptions(workers=2, rate=1.0, write_record=False))
-                pooled[passes].extend(t for t in result.recorder.timings
-                                      if t["stage"] in ("yolo", "pillars"))
-    finally:
-        warmup.WARMUP_RUNS = default
+    pooled: dict[int, list] = {1: [], warmup.WARMUP_RUNS: []}
+    for i in range(repeat):
+        for passes in pooled:
+            child = subprocess.run([sys.executable, __file__, "--first-frame-child", str(passes),
+                                    str(out_dir / f"first-{passes}-{i}.jsonl")],
+                                   capture_output=True, text=True, check=True)
+            pooled[passes].extend(json.loads(child.stdout.splitlines()[-1]))
     rows = []
     for stage in ("yolo", "pillars"):
         for passes, timings in pooled.items():
@@ -208,6 +204,21 @@ def first_frame_rows(out_dir: Path, repeat: int) -> list:
                            for x in (first, steady))
             rows.append((stage, passes, cpu0, wall0, cpu, wall, f"{cpu0 / cpu:.2f}"))
     return rows
+
+
+def first_frame_child(passes: int, out: Path) -> None:
+    """One make-demo run with ``passes`` warm-up passes; prints its detector timings as JSON."""
+    import json
+
+    from cuvil_perception.ops import warmup
+
+    warmup.WARMUP_RUNS = passes
+    pipeline = load_pipeline(REPO / "configs" / "fusion.yaml", validate=False)
+    apply_cli_sources(pipeline, replay=REPO / "datasets" / "sample_drive", out=out)
+    pipeline.rt = dict(DEMO_RT)
+    result = run_pipeline(pipeline.validate(), RunOptions(workers=2, rate=1.0, write_record=False))
+    print(json.dumps([{k: t[k] for k in ("stage", "frame", "cpu_ns", "start_ns", "end_ns")}
+                      for t in result.recorder.timings if t["stage"] in ("yolo", "pillars")]))
 
 
 def _overload_row(result, rate: float, shed: bool, frames: int, deadline: float) -> tuple:
@@ -245,7 +256,12 @@ def main() -> None:
                              "quiet machine the fusion pipeline keeps up to ~2x, so 3x and 4x "
                              "overload it")
     parser.add_argument("--only", choices=("overhead", "overload", "demo"))
+    parser.add_argument("--first-frame-child", nargs=2, metavar=("PASSES", "OUT"),
+                        help=argparse.SUPPRESS)  # one run of first_frame_rows, in its process
     args = parser.parse_args()
+    if args.first_frame_child:
+        first_frame_child(int(args.first_frame_child[0]), Path(args.first_frame_child[1]))
+        return
     import tempfile
 
     if args.only != "overload":
