@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pillars_sparse import stage_rows  # noqa: E402
 from _util import print_table  # noqa: E402
 
+from cuvil_perception.compile.lang import Buf, f32, i64, kernel, simd  # noqa: E402
 from cuvil_perception.drives import Drive  # noqa: E402
 from cuvil_perception.drives.synth import make_drive  # noqa: E402
 from cuvil_perception.graph import builtin_models_dir  # noqa: E402
@@ -58,28 +59,18 @@ def bandwidth_gbs() -> float:
     return 2 * src.nbytes / best / 1e9
 
 
-def _build_stream_zero(module, fn_name: str) -> None:
-    """void fn(ptr dst, i64 lines): zero ``lines`` 64-byte lines with streaming stores."""
-    from llvmlite import ir
-    from cuvil_perception.compile import irutil as u
-    fn = ir.Function(module, ir.FunctionType(u.VOID, [u.PTR, u.I64]), name=fn_name)
-    dst, lines = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    hint = module.add_metadata([u.const_i32(1)])
-    zero = ir.Constant(u.vec(u.F32, 16), [0.0] * 16)
-    with u.for_range(b, 0, lines) as i:
-        b.store(zero, u.gep(b, dst, b.mul(i, u.const_i64(16)), u.F32),
-                align=64).set_metadata("nontemporal", hint)
-    b.fence("seq_cst")
-    b.ret_void()
+@kernel(name="bench.stream_zero")
+def stream_zero(dst: Buf[f32], lines: i64):
+    """Zero ``lines`` 64-byte lines from ``dst`` on (64-byte aligned) with streaming stores."""
+    for i in range(lines):
+        simd.stream_fill(dst, i * 16, 16, 0.0)
+    simd.fence()
 
 
 def stream_bandwidth_gbs() -> float:
     """Streaming-store (write-only, no read for ownership) bandwidth over 16 MB, GB/s."""
-    from cuvil_perception.compile import KernelSpec, get_kernel
-    kernel = get_kernel(KernelSpec(name="bench.stream_zero", build=_build_stream_zero,
-                                   static={}, args=("ptr", "i64"), ret=None, fastmath=(),
-                                   version=1))
+    from cuvil_perception.compile import get_kernel
+    kernel = get_kernel(stream_zero.spec())
     raw = np.zeros((64 << 20) // 4 + 16, np.float32)
     start = raw.ctypes.data + (-raw.ctypes.data % 64)
     lines = (16 << 20) // 64
