@@ -4,8 +4,8 @@ Per kernel: outputs compared (bitwise), run time (best of interleaved rounds: on
 machine the minimum is the least noisy estimate, and only the ratio counts), cold compile, warm
 disk load, and source lines (IR generator module vs kernel-language module, code lines without
 docstrings, comments, blank lines or imports).
-The IR versions live in benchmarks/ir_baseline/ (benchmark-only since the port); a port that is
-not (yet) within 10 % stays in the package as IR, its language version in benchmarks/lang_ports/.
+The IR versions live in benchmarks/ir_baseline/ (benchmark-only since the port: every kernel of
+the package is now written in the language).
 
 Run: ``python benchmarks/lang_vs_ir.py`` (also part of ``benchmarks/compile.py``).
 """

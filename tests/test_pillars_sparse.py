@@ -316,3 +316,13 @@ def test_heads_wider_than_a_vector_keep_the_dense_path():
 
     with pytest.raises(_NoFit, match="29 anchors per cell give 261 box and direction values"):
         _peel_heads([], {}, {}, 29, None, ())
+
+
+def test_more_class_logits_than_a_vector_is_a_config_error():
+    from cuvil_perception.ops.pillars.config import AnchorClass
+
+    head = HeadConfig(anchors=tuple(AnchorClass(f"c{k}", (1.0, 1.0, 1.0), 0.0)
+                                    for k in range(17)), rotations=(0.0,))  # 17 x 17 logits
+    weights = CellHeadWeights(*(np.zeros(s, np.float32) for s in ((119, 4), 119, (34, 4), 34)))
+    with pytest.raises(ConfigError, match="289 class logits per cell"):
+        HeadCellsKernel((4, 4), head, weights)

@@ -9,8 +9,10 @@ G = A*K class logits per cell (the NHWC class map); F the map the heads read, gi
 channel parts (``feats[k]``: f32[C_k, HW], NCHW as the runtime returns them; static ``parts`` =
 (C_1, .., C_N), C_f their sum: the parts of a Concat the network no longer builds, see
 onnx_rewrite.split_concat); JB = A*7 box and JD = A*2 direction values per cell, J = JB + JD
-rounded up to 16 (``weights[:, j]`` = the j-th head row, zero-padded; at most a vector's 256
-lanes: 28 anchors per cell, a wider model keeps its dense heads, see onnx_sparse). Semantics
+rounded up to 16 (``weights[:, j]`` = the j-th head row, zero-padded). J and G are at most a
+vector's 256 lanes: a model with more than 28 anchors per cell keeps its dense heads
+(onnx_sparse), one with more than 256 class logits per cell is a ConfigError (native_sparse).
+Semantics
 (``reference.head_cells``): a cell is a candidate when one of its anchors' best class logit
 (taken as decode takes it) reaches ``gate`` (decode's own logit gate, ``config.logit_gate``:
 every anchor decode decodes lies in a candidate cell); for candidates, box[c] | dir[c] =
@@ -19,9 +21,9 @@ ascending; returns how many. Rows of other cells are left as they were (decode n
 them). ``cells`` has a row per cell: no overflow.
 
 Cost: the gate reads the class map (HW x G floats) once - a cell's G logits as one vector, the
-best of each anchor taken across K shuffles of it (the A anchors side by side in one register,
-where the IR's scalar chains were vectorised as 4 + 2 anchors); a candidate costs C_f strided loads
-(the gather of F[:, c]) and C_f x J FMAs. The J outputs of a cell are one vector value
+best of each anchor taken across K shuffles of it (the A anchors side by side in one
+register, where the IR's scalar chains were vectorised as 4 + 2 anchors); a candidate costs
+C_f strided loads (the gather of F[:, c]) and C_f x J FMAs. The J outputs of a cell are one vector value
 (``Vec[f32, J]``: four zmm registers for J = 64) updated by one vector FMA per channel - the
 code of the hand-built IR this kernel replaced (benchmarks/ir_baseline/pillars_head_cells.py,
 bitwise equal). Left to the SLP vectoriser, 54 unrolled scalar accumulators were packed

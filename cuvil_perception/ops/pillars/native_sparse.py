@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...compile.lang.types import MAX_LANES
+from ...errors import ConfigError
 from .config import HeadConfig, PillarConfig
 from .kernel_conv_scatter import conv_scatter_spec
 from .kernel_head_cells import head_cells_spec
@@ -69,6 +71,11 @@ class HeadCellsKernel(_Bound):
         if sum(self.parts) != weights.features:
             raise ValueError(f"feature parts {self.parts} do not add up to the heads' "
                              f"{weights.features} channels")
+        groups = head.anchors_per_cell * head.num_classes
+        if groups > MAX_LANES:  # the kernel's gate loads a cell's logits as one vector
+            raise ConfigError(f"{groups} class logits per cell ({head.anchors_per_cell} anchors "
+                              f"x {head.num_classes} classes), more than the sparse heads' "
+                              f"{MAX_LANES} lanes; set `sparse: false`", "sparse")
         self.spec = head_cells_spec(map_size, head, self.parts)
         cells = map_size[0] * map_size[1]
         jb, jd = len(weights.box_bias), len(weights.dir_bias)
