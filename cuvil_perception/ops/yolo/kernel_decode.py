@@ -35,8 +35,7 @@ def side_distances(box, p, dist):
         for k in unroll(REG_MAX):
             e[k] = box[side * REG_MAX + k, p]
             top = max(top, e[k])
-        total: f32 = 0.0
-        expect: f32 = 0.0
+        total = expect = f32(0.0)
         for k in unroll(REG_MAX):  # strict left-to-right sums
             e[k] = kmath.exp(e[k] - top)
             total += e[k]
