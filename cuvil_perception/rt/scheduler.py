@@ -89,6 +89,7 @@ class Scheduler:
         self.sink_stages = {s.id for s in self.workers if not s.output_specs}
         self.ts0_ns: int | None = None  # sensor time of frame 0 (pacing origin)
         self.pace0_ns = 0  # run-clock time frame 0 was released
+        self.seen_ns = 0  # virtual clock: the latest time the scheduler has seen (see _now)
 
     # -- threads -------------------------------------------------------------------------
     def start(self) -> None:
@@ -136,6 +137,17 @@ class Scheduler:
         if isinstance(event, Done):
             self._settle_done(event)
 
+    def _now(self) -> int:
+        """The run clock for scheduling decisions. A virtual clock moves when a running stage
+        advances it, at a moment only thread timing decides: while stages run, the scheduler
+        sees virtual time only up to the end of the results it has settled, so its decisions
+        (pacing, admission, e2e) follow the events it processed, not the threads' interleaving."""
+        if not self.clock.virtual:
+            return self.clock.now_ns()
+        if not self.busy:  # nothing runs: the clock stands still, reading it is deterministic
+            self.seen_ns = max(self.seen_ns, self.clock.now_ns())
+        return self.seen_ns
+
     # -- admission -------------------------------------------------------------------------
     def _limit_reached(self) -> bool:
         limit = self.options.frames
@@ -150,11 +162,20 @@ class Scheduler:
             for sid, reader in self.readers.items():
                 if sid not in self.pending:
                     try:
-                        self.pending[sid] = reader.queue.get_nowait()
+                        self.pending[sid] = self._next_read(reader)
                     except queue.Empty:
                         return
             if not self._admit_pending():
                 return
+
+    def _next_read(self, reader):
+        """The reader's next ``Read``; raises ``queue.Empty`` when it has none yet. On a virtual
+        clock a read takes no time, so the sample is there at once: waiting for it (instead of
+        deciding without it while a worker moves the clock) keeps admission decisions
+        independent of how the reader thread is scheduled. Live input is never waited for."""
+        if self.clock.virtual and not self.options.live:
+            return reader.get()
+        return reader.queue.get_nowait()
 
     def _in_flight(self) -> int:
         """Admitted frames not finished; shed ones only wait for the stages to pass them."""
@@ -170,7 +191,7 @@ class Scheduler:
                 self.ended = True
                 return False
         target = self._pacing_target()
-        if target is not None and self.clock.now_ns() < target:
+        if target is not None and self._now() < target:
             return False
         self.pending.clear()
         first = reads[0].sample
@@ -179,7 +200,7 @@ class Scheduler:
         else:  # several sources: prefix each stream with its stage id
             stamps = {f"{s.id}/{k}": v for s, r in zip(self.sources, reads)
                       for k, v in r.sample.stamps.items()}
-        now = self.clock.now_ns()
+        now = self._now()
         # A paced frame "arrives" at its release time even when the pipeline was too busy to
         # take it then; a live one when it was read. End-to-end latency counts from there.
         arrival = target if target is not None else \
@@ -281,7 +302,7 @@ class Scheduler:
         if frame.e2e_checked:
             return
         frame.e2e_checked = True
-        elapsed = self.clock.now_ns() - frame.release_ns
+        elapsed = self._now() - frame.release_ns
         if self.policy.decide_e2e(frame.index, elapsed):
             reason = {"stage": None, "policy": "drop", "reason": "e2e_miss"}
             for sid in self.sink_stages:
@@ -300,8 +321,8 @@ class Scheduler:
         op = self.instances[stage.id].get(variant) or self.instances[stage.id]["normal"]
         reference = stage.id in self.options.reference_stages
         pool = self.threads.pool(stage.id)
+        self.busy_since[stage.id] = (frame.index, self._now())
         self.busy.add(stage.id)
-        self.busy_since[stage.id] = (frame.index, self.clock.now_ns())
         if dropped is not None:
             pool.submit(execute_dropped, self.events.put, stage.id, op, info, dropped)
             return
@@ -310,6 +331,8 @@ class Scheduler:
 
     # -- settling results ----------------------------------------------------------------------
     def _settle_done(self, done: Done) -> None:
+        if done.timing:
+            self.seen_ns = max(self.seen_ns, done.timing["end_ns"])
         self.busy.discard(done.stage)
         self.busy_since.pop(done.stage, None)
         self.next_frame[done.stage] += 1
@@ -358,7 +381,7 @@ class Scheduler:
     def _maybe_complete(self, frame: _Frame) -> None:
         if len(frame.values) < len(self.stages):
             return
-        end = self.clock.now_ns()
+        end = self._now()
         if not frame.skipped:
             self.recorder.add_e2e(frame.index, frame.release_ns, end, frame.timestamp_ns)
         del self.frames[frame.index]

@@ -23,9 +23,12 @@ class StageThreads:
         self.knobs, self.warn = knobs, warn
         # Paced replay: one sample ahead is enough (the pipeline idles between frames), and the
         # reader waits for those idle moments (``idle``) instead of competing with the frame
-        # being processed for the CPU and the GIL.
+        # being processed for the CPU and the GIL. On a virtual clock (``FakeClock``) a read
+        # competes with nothing and the gate's real-time timeout would only add thread timing to
+        # the run: no gate there (the scheduler waits for each sample instead, see ``Scheduler``).
         depth = 1 if options.rate > 0 else options.read_ahead
-        self.idle = threading.Event() if options.rate > 0 and not options.live else None
+        gated = options.rate > 0 and not options.live and not options.clock.virtual
+        self.idle = threading.Event() if gated else None
         if self.idle is not None:
             self.idle.set()
         # A source that is not a live device (a video file given to --camera) never drops frames.
