@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 import cuvil_perception.testing.ops  # noqa: F401  (registers test.*)
 from cuvil_perception.cli.app import cli
+from cuvil_perception.testing.clock import FakeClock
 
 PIPELINE = """\
 pipeline: cli-test
@@ -18,12 +19,19 @@ stages:
   - id: slow
     op: test.cost
     inputs: {x: src/value}
-    params: {cost_ms: [0.0, 0.0, 40.0, 0.0]}  # real clock: sleeps
+    params: {cost_ms: [0.0, 0.0, 40.0, 0.0]}  # on the fake clock: exactly these costs
     deadline_ms: 20
     on_miss: %s
   - {id: work, op: test.work, inputs: {x: slow/y}, params: {reps: 1}}
   - {id: out, op: test.lines, inputs: {y: work/y}, params: {path: out.jsonl}}
 """
+
+
+@pytest.fixture(autouse=True)
+def fake_clock(monkeypatch):
+    """`run` measures on a FakeClock: `slow` takes exactly its cost_ms and the other stages no
+    time, so which frames miss their 20 ms deadline never depends on the machine's load."""
+    monkeypatch.setattr("cuvil_perception.rt.executor.MonotonicClock", FakeClock)
 
 
 @pytest.fixture
