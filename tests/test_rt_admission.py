@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from cuvil_perception.graph import Pipeline
 from cuvil_perception.rt import RunOptions, read_record, run_pipeline
 from cuvil_perception.rt.admission import AdmissionControl
 from cuvil_perception.testing.clock import FakeClock
+from cuvil_perception.testing.ops import ScriptedSource
 
 FRAMES = 12
 
@@ -113,6 +115,24 @@ def test_a_pipeline_too_slow_even_when_idle_keeps_running_frames(tmp_path):
     written = delivered(result)
     assert result.actions.get("skip")  # it does not queue every frame ...
     assert len(written) >= FRAMES // 4 and max(written) >= FRAMES - 3  # ... nor starve
+
+
+def test_on_the_fake_clock_admission_does_not_depend_on_thread_timing(tmp_path, monkeypatch):
+    """The scheduler waits for each sample and sees virtual time by the results it settled, so
+    a reader thread that is late (a loaded machine) changes no decision."""
+    def decisions(result):
+        return delivered(result), [d["frame"] for d in result.decisions]
+
+    prompt = run(pipeline(None, cost=[300.0]))
+    read = ScriptedSource.read
+
+    def late_read(self):
+        time.sleep(0.005)  # real time only: the fake clock does not move
+        return read(self)
+
+    monkeypatch.setattr(ScriptedSource, "read", late_read)
+    late = run(pipeline(None, cost=[300.0]))
+    assert prompt.actions.get("skip") and decisions(late) == decisions(prompt)
 
 
 def test_without_an_e2e_deadline_the_budget_is_the_stage_deadlines_on_the_longest_path(tmp_path):
