@@ -138,6 +138,7 @@ def test_run_rt_fifo_sets_the_pipelines_sched_knob(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["run", str(path), "--rt-fifo", "7"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert ("scheduler", 7) in applied and {p for _, p in applied} == {7}
+    assert "SCHED_FIFO priority 7" in result.output  # run's placement header says so
 
 
 def test_mlockall_refusal_warns(tmp_path, monkeypatch):

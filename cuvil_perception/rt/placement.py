@@ -40,6 +40,8 @@ def placement_lines(pipeline, instances, workers: int, knobs, threads: int) -> l
     io = sum(1 for s in stages if s.effective_tag == "io")
     lines = [f"{usable_cores()} core(s): compute pool of {workers} worker(s), {io} io thread(s), "
              f"{threads} intra-op thread(s) per network"]
+    if knobs.fifo_priority is not None:  # asked for; a refusal is a warning of its own
+        lines[0] += f"; SCHED_FIFO priority {knobs.fifo_priority} (executor threads, scheduler)"
     width = max(len(s.id) for s in stages)
     for stage in stages:
         group = "io" if is_source(stage) or stage.effective_tag == "io" else "compute"

@@ -100,9 +100,9 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin):
         self.expr(node.value)
 
     def s_Assign(self, node: ast.Assign) -> None:
-        if len(node.targets) != 1:
-            self.fail(node, "chained assignment `a = b = ...`", "two assignments")
-        self.assign(node.targets[0], self.expr(node.value), node)
+        value = self.expr(node.value)
+        for target in node.targets:  # `a = b = v`: as Python, v once, bound left to right
+            self.assign(target, value, node)
 
     def s_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name):

@@ -98,15 +98,13 @@ def conv_scatter(features: Buf[f32, None, "cin"], coords: Buf[i32, None, 3], cou
             if valid_y & valid_x:
                 cell = oy * wo + ox
                 matvec(features, p, weights, tap, acc, cin, cout, ways)
-                if mark[cell] == 0:  # first touch this frame: recorded, stored
+                first = mark[cell] == 0  # first touch this frame: recorded, stored
+                if first:
                     mark[cell] = 1
                     touched[reached] = cell
                     reached += 1
-                    for j in unroll(cout):
-                        out[cell, j] = acc[0, j]
-                else:
-                    for j in unroll(cout):
-                        out[cell, j] = out[cell, j] + acc[0, j]
+                for j in unroll(cout):  # branch-free: a first touch ignores the stale value
+                    out[cell, j] = select(first, acc[0, j], out[cell, j] + acc[0, j])
     for k in range(prev_count[0]):  # last frame's cells not reached: back to relu(b)
         cell = i64(prev[k])
         if mark[cell] == 0:

@@ -64,8 +64,7 @@ def decode(cls: Buf[f32, "anchors", "classes"], box: Buf[f32, "anchors", 7],
            boxes: Buf[f32, "cap", 7], scores: Buf[f32, "cap"], labels: Buf[i32, "cap"],
            anchor: Buf[i32, "cap"], counts: Buf[i64, 2], *, anchors: int, classes: int, cap: int,
            threshold: float, dir_offset: float, gate: float):
-    written = 0
-    passed = 0
+    written = passed = 0
     flags = local(u8, BLOCK)
     words = view(address(flags), u64, BLOCK // 8)
     for blk in range((anchors + BLOCK - 1) // BLOCK):

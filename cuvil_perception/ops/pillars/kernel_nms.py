@@ -62,8 +62,12 @@ def next_vertex(k, count):
 
 
 @inline
-def clip(sx, sy, dx, dy, count, ax, ay, bx, by):
-    """bev_iou.clip_polygon: (sx, sy) (count vertices) clipped by edge a->b into (dx, dy)."""
+def clip(sx, sy, dx, dy, count, table, j, k):
+    """bev_iou.clip_polygon: (sx, sy) (count vertices) clipped by the edge from corner k to
+    corner k + 1 of box j (a row of ``table``) into (dx, dy)."""
+    e = (k + 1) % 4
+    ax, ay = table[j, CORNERS + 2 * k], table[j, CORNERS + 2 * k + 1]
+    bx, by = table[j, CORNERS + 2 * e], table[j, CORNERS + 2 * e + 1]
     ex, ey = bx - ax, by - ay
     out = 0
     for k in range(count):
@@ -100,14 +104,9 @@ def iou(table, i, j, xa, ya, xb, yb):
         for k in unroll(4):
             xa[k], ya[k] = table[i, CORNERS + 2 * k], table[i, CORNERS + 2 * k + 1]
         count = 4
-        for k in unroll(4):  # clip by b's 4 edges, ping-ponging between the two buffers
-            e = (k + 1) % 4
-            ax, ay = table[j, CORNERS + 2 * k], table[j, CORNERS + 2 * k + 1]
-            bx, by = table[j, CORNERS + 2 * e], table[j, CORNERS + 2 * e + 1]
-            if k % 2 == 0:
-                count = clip(xa, ya, xb, yb, count, ax, ay, bx, by)
-            else:
-                count = clip(xb, yb, xa, ya, count, ax, ay, bx, by)
+        for k in unroll(2):  # clip by b's 4 edges, ping-ponging between the two buffers
+            count = clip(xa, ya, xb, yb, count, table, j, 2 * k)
+            count = clip(xb, yb, xa, ya, count, table, j, 2 * k + 1)
         overlap = polygon_area(xa, ya, count)
         overlap = select(overlap < 0.0, 0.0, overlap)
         union = area_a + area_b - overlap
@@ -124,7 +123,6 @@ def nms(boxes: Buf[f32, "m", 7], cosines: Buf[f64, "m"], sines: Buf[f64, "m"], m
     xb, yb = local(f64, MAX_VERTS), local(f64, MAX_VERTS)
     for j in range(m):
         fill_row(boxes, cosines, sines, table, extents, j)
-    for j in range(m):
         suppressed[j] = 0
     kept = 0
     for i in range(m):

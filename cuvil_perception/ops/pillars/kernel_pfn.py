@@ -48,9 +48,7 @@ def pfn(voxels: Buf[f32, None, "max_points", 4], coords: Buf[i32, None, 3],
     base, acc = local(f32, channels), local(f32, channels)
     for p in range(count):
         filled = i64(num_points[p])
-        sx: f32 = 0.0
-        sy: f32 = 0.0
-        sz: f32 = 0.0
+        sx = sy = sz = f32(0.0)
         for k in range(filled):
             sx, sy, sz = sx + voxels[p, k, 0], sy + voxels[p, k, 1], sz + voxels[p, k, 2]
         cx = f32(coords[p, 2]) * voxel[0] + offset[0]  # cell centres (coords are z, y, x)

@@ -35,8 +35,7 @@ def side_distances(box, p, dist):
         for k in unroll(REG_MAX):
             e[k] = box[side * REG_MAX + k, p]
             top = max(top, e[k])
-        total: f32 = 0.0
-        expect: f32 = 0.0
+        total = expect = f32(0.0)
         for k in unroll(REG_MAX):  # strict left-to-right sums
             e[k] = kmath.exp(e[k] - top)
             total += e[k]
@@ -50,15 +49,12 @@ def decode(box_table: Buf[u64], cls_table: Buf[u64], cand: Buf[i64, "n"], n: i64
            strides: tuple, nc: int) -> i64:
     kept = 0
     for k in range(n):
-        p = cand[k]
-        w, hw, stride = grids[0][1], grids[0][0] * grids[0][1], f32(strides[0])
-        box_at, cls_at = box_table[0], cls_table[0]
         offset = 0
-        for level, (h, wl) in enumerate(grids):  # levels are contiguous anchor ranges
-            if level > 0 and cand[k] >= offset:
-                p, w, hw, stride = cand[k] - offset, wl, h * wl, f32(strides[level])
+        for level, (h, w) in enumerate(grids):  # levels are contiguous anchor ranges
+            if cand[k] >= offset:  # (always true at level 0)
+                p, width, hw, stride = cand[k] - offset, w, h * w, f32(strides[level])
                 box_at, cls_at = box_table[level], cls_table[level]
-            offset += h * wl
+            offset += h * w
         logits = view(cls_at, f32, nc, hw)
         best, top = 0, logits[0, p]
         for c in range(1, nc):  # strict: ties keep the lower class
@@ -67,8 +63,8 @@ def decode(box_table: Buf[u64], cls_table: Buf[u64], cand: Buf[i64, "n"], n: i64
         score = kmath.sigmoid(top)
         if score > conf:
             box = view(box_at, f32, 4 * REG_MAX, hw)
-            gy = p // w
-            ax, ay = f32(p - gy * w) + 0.5, f32(gy) + 0.5
+            gy = p // width
+            ax, ay = f32(p - gy * width) + 0.5, f32(gy) + 0.5
             dist = local(f32, 4)
             side_distances(box, p, dist)
             x1, y1, x2, y2 = ax - dist[0], ay - dist[1], ax + dist[2], ay + dist[3]

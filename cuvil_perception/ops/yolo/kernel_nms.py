@@ -20,7 +20,7 @@ branch-free (``suppressed[j] |= iou > thr``) so it vectorises; no fast-math flag
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, f64, i64, kernel, u8
+from ...compile.lang import Buf, f32, f64, i64, kernel, u8, unroll
 
 
 @kernel(name="yolo.nms")
@@ -29,10 +29,9 @@ def nms(boxes: Buf[f32, "n", 4], classes: Buf[f32, "n"], n: i64, class_offset: f
         keep: Buf[i64, "max_det"]) -> i64:
     for i in range(n):  # shifted boxes and areas, structure of arrays
         shift = classes[i] * class_offset
-        x1, y1 = boxes[i, 0] + shift, boxes[i, 1] + shift
-        x2, y2 = boxes[i, 2] + shift, boxes[i, 3] + shift
-        work[0, i], work[1, i], work[2, i], work[3, i] = x1, y1, x2, y2
-        work[4, i] = (x2 - x1) * (y2 - y1)
+        for c in unroll(4):
+            work[c, i] = boxes[i, c] + shift
+        work[4, i] = (work[2, i] - work[0, i]) * (work[3, i] - work[1, i])
         suppressed[i] = 0
     kept = 0
     for i in range(n):

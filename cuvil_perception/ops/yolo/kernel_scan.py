@@ -25,8 +25,7 @@ from ...compile.lang import Buf, f32, i64, kernel, u64, view
 @kernel(name="yolo.scan")
 def scan(cls_table: Buf[u64], best: Buf[f32], cand: Buf[i64], threshold: f32, *, grids: tuple,
          nc: int) -> i64:
-    count = 0
-    offset = 0
+    count = offset = 0
     for level, (h, w) in enumerate(grids):
         hw = h * w
         logits = view(cls_table[level], f32, nc, hw)
