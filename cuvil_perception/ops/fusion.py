@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..drives.labels import CLASSES
 from ..geometry import iou_matrix, project_boxes, velo_to_image
 from ..geometry.objects import (BOX_2D, BOX_3D, CLASS, COLUMNS, SCORE_2D, SCORE_3D, SEEN_BY,
                                 SEEN_CAMERA, SEEN_LIDAR)
 from ..graph import FrameInfo, Op, Param, PortSpec, Range, register
 from .summary import count_by_class
 
-CLASS_NAMES = ("car", "pedestrian", "cyclist")  # the LiDAR detector's (OpenPCDet KITTI) classes
+
 def greedy_match(iou: np.ndarray, threshold: float) -> list[tuple[int, int]]:
     """Pairs (row, column) by repeatedly taking the highest remaining IoU >= threshold; ties go
     to the lower row, then the lower column. Entries < 0 never match.
@@ -157,7 +158,7 @@ class FusionAssociate(Op):
         if port != "objects" or objects.ndim != 2 or not len(objects):
             return str(len(objects))
         both = int(np.sum(objects[:, SEEN_BY] == (SEEN_CAMERA | SEEN_LIDAR)))
-        return f"{len(objects)}: {count_by_class(objects[:, CLASS], CLASS_NAMES)} ({both} both)"
+        return f"{len(objects)}: {count_by_class(objects[:, CLASS], CLASSES)} ({both} both)"
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
         matrix = velo_to_image(inputs["P2"], inputs["R0_rect"], inputs["Tr_velo_to_cam"])
