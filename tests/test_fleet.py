@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from cuvil_perception.errors import UsageError
 from cuvil_perception.fleet import ResultsFile, discover, read_results
 from cuvil_perception.rt.stats import percentiles
+from cuvil_perception.testing.interrupt import python_argv
 
 from fleet_support import (FUSION, REPO, cli, corrupt_drive, drives, exit_pipeline,  # noqa: F401
                            fleet_dir, read_jsonl, rewrite_drive, single_run_bytes, union_drive,
@@ -109,7 +109,8 @@ def test_ctrl_c_leaves_a_valid_results_file_and_resume_finishes(drives, tmp_path
     slow = exit_pipeline(tmp_path, sleep_ms=300)  # >= 0.6 s a drive: time to interrupt
     main = ("import sys, cuvil_perception.testing.ops; from cuvil_perception.cli import main; "
             "main(sys.argv[1:])")  # the CLI with the test ops registered (test.exit)
-    args = [sys.executable, "-c", main, "fleet", "run", str(slow),
+    # SIGINT armed in the child: a suite run in the background inherits it ignored
+    args = [*python_argv(main), "fleet", "run", str(slow),
             *map(str, drives), "--out", str(out), "--local", "1"]
     process = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)

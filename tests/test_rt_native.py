@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
-import cuvil_perception.testing.ops  # noqa: F401  (registers test.*)
 from cuvil_perception.compile import get_kernel, registry
 from cuvil_perception.graph import Op, Pipeline, PortSpec, register
 from cuvil_perception.rt import RunOptions, read_record, run_pipeline
-from cuvil_perception.testing.gil import python_rate_during
+from cuvil_perception.testing.gil import CallProbe, size_for
+from cuvil_perception.testing.ops import NativeSpinOp
 
 N = 4096
 
@@ -24,10 +22,11 @@ def fresh_cache(tmp_path, monkeypatch):
     registry.clear_memory()
 
 
-def spin_pipeline(out, frames: int, reps: int, hold_gil: bool = False) -> Pipeline:
+def spin_pipeline(out, frames: int, reps: int, hold_gil: bool = False,
+                  op: str = "test.native_spin") -> Pipeline:
     p = Pipeline("spin")
     p.add("src", "test.scripted", frames=frames, n=N)
-    p.add("spin", "test.native_spin", inputs={"x": "src/value"}, reps=reps, hold_gil=hold_gil)
+    p.add("spin", op, inputs={"x": "src/value"}, reps=reps, hold_gil=hold_gil)
     p.add("out", "test.lines", inputs={"y": "spin/y"}, path=str(out))
     return p.validate()
 
@@ -99,23 +98,34 @@ def test_a_compile_inside_open_counts_as_after_prewarm(tmp_path, fresh_cache):
     assert result.compiles_after_frame0 == 1
 
 
+@register
+class _ProbedSpin(NativeSpinOp):
+    """test.native_spin whose kernel calls ``probe`` times (see CallProbe)."""
+
+    name = "rttest.probed_spin"
+    probe: CallProbe | None = None
+
+    def open(self, ctx):
+        super().open(ctx)
+        self.kernel = type(self).probe.wrap(self.kernel)
+
+
 def test_python_thread_keeps_running_while_compute_stages_run(tmp_path):
     from cuvil_perception.compile import get_kernel
     from cuvil_perception.compile.examples import EXP_ACCUMULATE
 
     kernel = get_kernel(EXP_ACCUMULATE.with_static(n=N))
     x, y = np.zeros(N, np.float32), np.zeros(N, np.float32)
-    t0 = time.perf_counter()
-    kernel(x.ctypes.data, y.ctypes.data, 200)
-    reps = max(200, int(200 * 0.06 / max(time.perf_counter() - t0, 1e-6)))  # ~60 ms a frame
-
-    def run(hold: bool):
-        p = spin_pipeline(tmp_path / f"o-{hold}.jsonl", 8, reps, hold_gil=hold)
-        return lambda: run_pipeline(p, RunOptions(workers=2, write_record=False))
-
-    alone = python_rate_during(lambda: time.sleep(0.25))
-    released = python_rate_during(run(False)) / alone
-    held = python_rate_during(run(True)) / alone
-    print(f"counter during the run: {released:.0%} of its solo rate (GIL held: {held:.0%})")
-    assert released > 0.3
-    assert held < 0.6 * released  # the check can fail: holding the GIL starves the counter
+    reps = size_for(lambda n: kernel(x.ctypes.data, y.ctypes.data, n), 0.05)  # ~50 ms a frame
+    shares = {}
+    for hold in (False, True):  # True: bound with PYFUNCTYPE, holding the GIL (must fail)
+        p = spin_pipeline(tmp_path / f"o-{hold}.jsonl", 8, reps, hold_gil=hold,
+                          op="rttest.probed_spin")
+        with CallProbe() as _ProbedSpin.probe:
+            run_pipeline(p, RunOptions(workers=2, write_record=False))
+        assert len(_ProbedSpin.probe.calls) == 8
+        shares[hold] = _ProbedSpin.probe.progress_share()
+    print(f"kernel calls a Python thread ran during: {shares[False]:.0%} "
+          f"(GIL held: {shares[True]:.0%})")
+    assert shares[False] >= 0.75  # load slows the calls and the Python thread alike
+    assert shares[True] <= 0.25  # the check can fail: holding the GIL stops the thread

@@ -7,7 +7,8 @@ so a worker that dies mid-drive (a segfault in native code, the OOM killer, ``os
 noticed at once, its drive is known exactly, and a fresh process takes its place.
 
 Workers ignore SIGINT: Ctrl-C reaches the whole process group, and it is the driver that
-decides to stop (it terminates the workers; their unfinished drives are not recorded).
+decides to stop (it terminates the workers; their unfinished drives are not recorded). A worker
+whose run that SIGTERM stops (the run ends cleanly, as on Ctrl-C) exits at once and quietly.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def _worker_main(conn, job: FleetJob) -> None:
             conn.send((task, execute(job, task)))
         except (EOFError, OSError):  # the driver went away (stopped, or Ctrl-C): so do we
             return
+        except KeyboardInterrupt:  # the driver's SIGTERM (its Ctrl-C) stopped the run: leave
+            return  # quietly (a run stops cleanly on SIGTERM; the driver records nothing)
 
 
 @dataclass

@@ -131,8 +131,8 @@ def _run(job: FleetJob, task: DriveTask, tmp: Path, warnings: list) -> dict:
     options = RunOptions(frames=job.frames, workers=job.workers, rate=0.0,
                          enforce_deadlines=not job.no_deadlines, warn=warnings.append)
     result = run_pipeline(pipeline, options)
-    if result.interrupted:
-        raise RuntimeError("the run was interrupted")
+    if result.interrupted:  # a signal stopped the run (the driver's SIGTERM): so does the worker
+        raise KeyboardInterrupt("the run was interrupted")
     if result.record_path is not None and Path(result.record_path).is_file():
         _annotate_record(Path(result.record_path), tmp / "out", task)
     files = {str(p.relative_to(tmp / "out")): p.read_bytes()

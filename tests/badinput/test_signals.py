@@ -21,6 +21,7 @@ import pytest
 
 from cuvil_perception.drives.synth import make_drive
 from cuvil_perception.rt import record_status
+from cuvil_perception.testing.interrupt import cli_argv
 
 from ._runner import REPO, cli
 
@@ -63,9 +64,10 @@ def test_signal_mid_run_leaves_whole_lines_and_a_record_that_says_so(tmp_path, d
                 cwd=tmp_path)
     assert first.code == 0, first.stderr  # leaves a record of a run on the old drive
     out = tmp_path / "out.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "cuvil_perception", "run", "p.yaml",
-                             "--replay", str(new), "--rate", "1"], cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # SIGINT armed in the child: a suite run in the background inherits it ignored
+    proc = subprocess.Popen(cli_argv("run", "p.yaml", "--replay", str(new), "--rate", "1"),
+                            cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     _wait_for_lines(out, 2, proc)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
