@@ -244,7 +244,9 @@ def test_a_pipeline_without_source_is_a_usage_error():
 
 def test_paced_replay_reads_while_the_pipeline_is_idle(tmp_path):
     p = Pipeline("paced-real")
-    p.add("src", "test.scripted", frames=5, dt_ms=40.0)
+    # the gate waits for idle at most one period: 100 ms, 10x the frame's cost, so a frame
+    # slowed by a loaded machine still ends before the next read gives up waiting
+    p.add("src", "test.scripted", frames=5, dt_ms=100.0)
     p.add("slow", "test.cost", inputs={"x": "src/value"}, cost_ms=[10.0])  # real clock: sleeps
     p.add("out", "test.lines", inputs={"y": "slow/y"}, path=str(tmp_path / "o.jsonl"))
     result = run_pipeline(p.validate(), RunOptions(rate=1.0, workers=2, write_record=False))
