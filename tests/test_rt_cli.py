@@ -19,8 +19,8 @@ stages:
   - id: slow
     op: test.cost
     inputs: {x: src/value}
-    params: {cost_ms: [0.0, 0.0, 40.0, 0.0]}  # on the fake clock: exactly these costs
-    deadline_ms: 20
+    params: {cost_ms: [0.0, 0.0, 200.0, 0.0]}  # on the fake clock: exactly these costs
+    deadline_ms: 100
     on_miss: %s
   - {id: work, op: test.work, inputs: {x: slow/y}, params: {reps: 1}}
   - {id: out, op: test.lines, inputs: {y: work/y}, params: {path: out.jsonl}}
@@ -30,7 +30,7 @@ stages:
 @pytest.fixture(autouse=True)
 def fake_clock(monkeypatch):
     """`run` measures on a FakeClock: `slow` takes exactly its cost_ms and the other stages no
-    time, so which frames miss their 20 ms deadline never depends on the machine's load."""
+    time, so which frames miss their 100 ms deadline never depends on the machine's load."""
     monkeypatch.setattr("cuvil_perception.rt.executor.MonotonicClock", FakeClock)
 
 
@@ -60,7 +60,7 @@ def test_run_prints_outputs_record_prewarm_and_table(tmp_path, make):
     assert "prewarm 0 kernel(s)" in result.output and "0 compile(s) after frame 0" in result.output
     for column in ("stage", "op", "tag", "p50", "p99", "cpu/wall", "misses"):
         assert column in result.output
-    assert "deadline decisions: drop 1" in result.output  # frame 2 sleeps 40 ms > 20 ms
+    assert "deadline decisions: drop 1" in result.output  # frame 2 costs 200 ms > 100 ms
     assert len(out.read_text().splitlines()) == 5
     assert json.loads(trace.read_text())["traceEvents"]
 

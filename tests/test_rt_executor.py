@@ -251,8 +251,9 @@ def test_paced_replay_reads_while_the_pipeline_is_idle(tmp_path):
     clock in that order of events (the frame's end before the pipeline goes idle, the read's
     start after the gate opened), so this is no race. The gate waits at most one frame period
     from frame j-3's admission: only a frame in flight that long (a loaded machine) may see the
-    read, so such frames are left out (all of them only when every frame was that slow)."""
-    dt_ms, count = 40.0, 10
+    read, so such frames are left out (all of them only when every frame was that slow); a
+    100 ms period (10x the frame's cost) leaves few out even on a loaded machine."""
+    dt_ms, count = 100.0, 8
     p = Pipeline("paced-real")
     p.add("src", "test.scripted", frames=count, dt_ms=dt_ms)
     p.add("slow", "test.cost", inputs={"x": "src/value"}, cost_ms=[10.0])  # real clock: sleeps
