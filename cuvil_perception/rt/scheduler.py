@@ -138,10 +138,9 @@ class Scheduler:
             self._settle_done(event)
 
     def _now(self) -> int:
-        """The run clock for scheduling decisions. A virtual clock moves when a running stage
-        advances it, at a moment only thread timing decides: while stages run, the scheduler
-        sees virtual time only up to the end of the results it has settled, so its decisions
-        (pacing, admission, e2e) follow the events it processed, not the threads' interleaving."""
+        """The run clock for decisions. A running stage moves a virtual clock at a moment thread
+        timing decides, so while stages run the scheduler sees it only up to the results it has
+        settled: pacing, admission and e2e decisions follow events, not thread interleaving."""
         if not self.clock.virtual:
             return self.clock.now_ns()
         if not self.busy:  # nothing runs: the clock stands still, reading it is deterministic
@@ -169,10 +168,9 @@ class Scheduler:
                 return
 
     def _next_read(self, reader):
-        """The reader's next ``Read``; raises ``queue.Empty`` when it has none yet. On a virtual
-        clock a read takes no time, so the sample is there at once: waiting for it (instead of
-        deciding without it while a worker moves the clock) keeps admission decisions
-        independent of how the reader thread is scheduled. Live input is never waited for."""
+        """The reader's next ``Read`` (``queue.Empty``: none yet). A read takes no virtual time,
+        so on a virtual clock the sample is waited for: when the reader thread runs decides
+        nothing. Live input is never waited for."""
         if self.clock.virtual and not self.options.live:
             return reader.get()
         return reader.queue.get_nowait()

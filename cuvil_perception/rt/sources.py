@@ -1,10 +1,11 @@
 """Source read-ahead: one thread per source stage feeding a bounded queue.
 
 Replay: the reader runs up to ``depth`` samples ahead of the pipeline and blocks when the queue
-is full, so disk reads overlap compute without unbounded memory. Paced replay (``rate > 0``):
-each read also waits for the pipeline to be idle (at most one frame period). Live: the queue
-holds one sample; when the pipeline is behind the reader replaces the waiting sample with the
-newest one (counted in ``skipped``), so the pipeline always works on the freshest camera frame.
+is full, so disk reads overlap compute without unbounded memory. Paced replay (``rate > 0``) on
+the real clock: each read also waits for the pipeline to be idle (at most one frame period).
+Live: the queue holds one sample; when the pipeline is behind the reader replaces the waiting
+sample with the newest one (counted in ``skipped``), so the pipeline always works on the
+freshest camera frame.
 
 Each read is timed like a stage (start/end on the run clock, thread CPU time), so the source
 appears in the latency table and the trace.

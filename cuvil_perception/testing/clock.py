@@ -4,7 +4,9 @@ Pass it as ``RunOptions(clock=FakeClock())``; the executor measures every stage 
 that calls ``clock.advance_ms(30)`` inside ``process()`` "takes" exactly 30 ms, whatever the machine
 does. ``sleep_until`` jumps forward instead of sleeping, so paced replays (``rate 1.0``) run at full
 speed. The clock is thread-safe; with several workers the advances of overlapping stages add up,
-so deadline tests that need exact per-stage costs run with ``workers=1``.
+so deadline tests that need exact per-stage costs run with ``workers=1``. The scheduler itself
+waits for each source sample and, while stages run, sees the clock only up to the results it has
+settled, so a paced run's admission, pacing and e2e decisions do not depend on thread timing.
 """
 
 from __future__ import annotations
