@@ -151,6 +151,16 @@ class VectorMixin:
         vty = VecType(val.ty, self.vlanes(n, node.args[1]))
         return Val(self.broadcast(val.ir, vty), vty)
 
+    def v_iota(self, node) -> Val:
+        ty, n = self.args(node, 2)
+        elem = ty.value if isinstance(ty, Const) else None
+        if elem not in COMPUTE or elem == BOOL:
+            self.fail(node.args[0], "simd.iota needs an element type first",
+                      "`simd.iota(i32, 16)` (i32, i64, f32 or f64)")
+        vty = VecType(elem, self.vlanes(n, node.args[1]))
+        lanes = [ir.Constant(elem.ir, float(k) if elem.is_float else k) for k in range(vty.lanes)]
+        return Val(ir.Constant(vty.ir, lanes), vty)
+
     def lane_index(self, v: Val, k, node, vnode) -> ir.Value:
         lanes = v.ty.lanes
         if isinstance(k, Const):
