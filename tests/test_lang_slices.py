@@ -58,6 +58,13 @@ def int_slices(a: Buf[i32, "n", 16], b: Buf[i64, "n", 4], out: Buf[i32, "n", 16]
 
 
 @kernel
+def chosen_rows(x: Buf[f32, "n", 4], out: Buf[f32, "n", 4], n: i64):
+    """simd.select with one bool for every lane (a branch-free whole-vector choice)."""
+    for i in range(n):
+        out[i, :] = simd.select(x[i, 0] > 0.0, x[i, :], out[i, :] + x[i, :])
+
+
+@kernel
 def float_iota(out: Buf[f64, 5], g: Buf[f32, 3]):
     out[:] = simd.iota(f64, 5) * 0.5
     g[:] = simd.iota(f32, 3) + 1.0
@@ -100,6 +107,13 @@ def test_int_slices_and_iota_compiled_equal_uncompiled():
     got, want = _both(float_iota, [np.zeros(5), np.zeros(3, np.float32)])
     assert list(got[0]) == list(want[0]) == [0, 0.5, 1, 1.5, 2]
     assert list(got[1]) == list(want[1]) == [1, 2, 3]
+
+
+def test_select_of_a_bool_picks_whole_vectors():
+    x = RNG.normal(0, 1, (40, 4)).astype(np.float32)
+    got, want = _both(chosen_rows, [x, np.ones((40, 4), np.float32)], 40)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[1], np.where(x[:, :1] > 0, x, x + 1))
 
 
 def test_uncompiled_slice_reads_are_values_and_the_source_is_the_users():

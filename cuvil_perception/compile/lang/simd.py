@@ -46,7 +46,8 @@ v)``                            largest power of two dividing it, at most 64 byt
 ``simd.insert(v, k, x)``        ``v`` with lane ``k`` replaced by ``x``
 ``simd.shuffle(v, lanes)``      ``(v[lanes[0]], v[lanes[1]], ...)``: ``lanes`` a static tuple
 ``simd.slice(v, start, n)``     lanes ``start .. start + n - 1`` as a vector (constants)
-``simd.select(mask, a, b)``     lane-wise ``a if mask else b`` (a masked blend)
+``simd.select(mask, a, b)``     lane-wise ``a if mask else b`` (a masked blend); ``mask`` may
+                                be one bool for every lane (a branch-free ``a if c else b``)
 ``simd.min(a, b)``,             lane-wise ``b if b < a else a`` / ``b if b > a else a`` (the
 ``simd.max(a, b)``              scalar min/max: NaN in ``a`` stays, in ``b`` is skipped)
 ``simd.reduce_add(v)``,         the lanes combined pairwise, halves first: ``v[:h] op v[h:]``

@@ -217,7 +217,15 @@ class VectorMixin:
 
     def v_select(self, node) -> Val:
         m, a, c = self.args(node, 3)
-        m = self.vector(m, node.args[0])
+        if not is_vector(m):  # one bool for every lane: a whole-vector choice
+            if not (is_vector(a) or is_vector(c)):
+                self.fail(node, "simd.select of a bool and two scalars", "select(c, a, b)")
+            flag = self.value(m, node.args[0])
+            if flag.ty != BOOL:
+                self.fail(node.args[0], f"simd.select needs a mask or a bool first, got "
+                          f"{flag.ty}", "a comparison")
+            a, c = self.operands(a, c, node)
+            return Val(self.b.select(flag.ir, a.ir, c.ir), a.ty)
         if m.ty.elem != BOOL:
             self.fail(node.args[0], "simd.select needs a mask first", "a vector comparison")
         a, c = self.operands(a, c, node, lanes=m.ty.lanes)
