@@ -14,8 +14,9 @@ from llvmlite import ir
 from cuvil_perception.compile.lang import (Buf, f32, f64, i32, i64, inline, kernel, kmath, local,
                                            simd, u8)
 from cuvil_perception.compile.lang.simd import Vector
-from cuvil_perception.errors import KernelIndexError, KernelSourceError
+from cuvil_perception.errors import KernelIndexError
 from test_lang import line_of as lang_line_of
+from test_lang_simd import assert_compile_error
 
 THIS = Path(__file__).resolve()
 RNG = np.random.default_rng(12)
@@ -202,13 +203,7 @@ def _bad_kernels():
 
 @pytest.mark.parametrize("case", sorted(_bad_kernels()))
 def test_slice_misuse_is_a_compile_error_at_its_line(case):
-    k, marker, text = _bad_kernels()[case]
-    spec = k.spec(n=16)
-    with pytest.raises(KernelSourceError) as info:
-        spec.build(ir.Module(), "f", **spec.static)
-    message = str(info.value)
-    assert message.startswith(f"{THIS}:{line_of('marker: ' + marker)}:"), message
-    assert text in message, message
+    assert_compile_error(*_bad_kernels()[case], path=THIS)
 
 
 @kernel(debug=True)
