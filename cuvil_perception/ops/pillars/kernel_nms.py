@@ -23,6 +23,8 @@ drops has no overlap (IoU ~ 0, never > the threshold), so the decisions are the 
 
 from __future__ import annotations
 
+import math
+
 from ...compile import KernelSpec
 from ...compile.lang import Buf, f32, f64, i32, i64, inline, kernel, kmath, local, select, u8
 from ...compile.lang import unroll
@@ -33,6 +35,7 @@ from .signatures import nms_args
 MAX_VERTS = 16  # a quad clipped by 4 half-planes has at most 8 vertices
 HALF = ((0.5, 0.5), (-0.5, 0.5), (-0.5, -0.5), (0.5, -0.5))  # bev_iou._HALF
 MARGIN = 1e-4
+INF = math.inf
 
 
 @inline
@@ -43,15 +46,12 @@ def fill_row(boxes, cosines, sines, table, extents, j):
     c, s = cosines[j], sines[j]
     table[j, X], table[j, Y], table[j, AREA] = x, y, dx * dy
     table[j, RADIUS] = 0.5 * kmath.sqrt(dx * dx + dy * dy)
+    lo_x, hi_x, lo_y, hi_y = INF, -INF, INF, -INF
     for k, (hx, hy) in enumerate(HALF):
         px, py = hx * dx, hy * dy
         cx, cy = x + px * c - py * s, y + px * s + py * c
         table[j, CORNERS + 2 * k], table[j, CORNERS + 2 * k + 1] = cx, cy
-        if k == 0:
-            lo_x, hi_x, lo_y, hi_y = cx, cx, cy, cy
-        else:
-            lo_x, hi_x = select(lo_x < cx, lo_x, cx), select(hi_x > cx, hi_x, cx)
-            lo_y, hi_y = select(lo_y < cy, lo_y, cy), select(hi_y > cy, hi_y, cy)
+        lo_x, hi_x, lo_y, hi_y = min(lo_x, cx), max(hi_x, cx), min(lo_y, cy), max(hi_y, cy)
     extents[0, j], extents[1, j], extents[2, j], extents[3, j] = lo_x, hi_x, lo_y, hi_y
 
 
@@ -99,19 +99,18 @@ def polygon_area(xs, ys, count):
 def iou(table, i, j, xa, ya, xb, yb):
     """bev_iou.iou_rows(table[i], table[j]) as float64."""
     area_a, area_b = table[i, AREA], table[j, AREA]
-    result = 0.0
-    if area_a > 0.0 and area_b > 0.0:
-        for k in unroll(4):
-            xa[k], ya[k] = table[i, CORNERS + 2 * k], table[i, CORNERS + 2 * k + 1]
-        count = 4
-        for k in unroll(2):  # clip by b's 4 edges, ping-ponging between the two buffers
-            count = clip(xa, ya, xb, yb, count, table, j, 2 * k)
-            count = clip(xb, yb, xa, ya, count, table, j, 2 * k + 1)
-        overlap = polygon_area(xa, ya, count)
-        overlap = select(overlap < 0.0, 0.0, overlap)
-        union = area_a + area_b - overlap
-        result = overlap / select(union > EPS, union, EPS)
-    return result
+    if not (area_a > 0.0 and area_b > 0.0):  # (NaN areas too)
+        return 0.0
+    for k in unroll(4):
+        xa[k], ya[k] = table[i, CORNERS + 2 * k], table[i, CORNERS + 2 * k + 1]
+    count = 4
+    for k in unroll(2):  # clip by b's 4 edges, ping-ponging between the two buffers
+        count = clip(xa, ya, xb, yb, count, table, j, 2 * k)
+        count = clip(xb, yb, xa, ya, count, table, j, 2 * k + 1)
+    overlap = polygon_area(xa, ya, count)
+    overlap = select(overlap < 0.0, 0.0, overlap)
+    union = area_a + area_b - overlap
+    return overlap / select(union > EPS, union, EPS)
 
 
 @kernel(name="pillars.nms")
