@@ -8,7 +8,9 @@ Three ways to write, each all-or-nothing at its own grain:
   whole line and ``OutputWriteError`` names the file. Every line is flushed to the kernel before
   the next frame, so kill -9 loses at most the line being written and never leaves half of one.
 * ``write_bytes_atomic`` / ``write_text_atomic`` write a whole file through a temporary file in
-  the same folder and a rename; on failure the temporary file is removed.
+  the same folder and a rename; on failure the temporary file is removed. The temporary name
+  (``temp_files.temp_path``) says which host and process wrote it, so the first write into a
+  folder removes what a killed run left there (``temp_files.sweep_stale``) and nothing else.
 * ``mark_folder`` drops a ``.cuvil-output`` marker into a folder this tool fills (PNG folders,
   ``--viz``, ``--plot``, ``compile --out``).
 
@@ -31,6 +33,7 @@ import os
 from pathlib import Path
 
 from .errors import OutputWriteError
+from .temp_files import sweep_stale, temp_path
 
 FOLDER_MARKER = ".cuvil-output"
 TRACE_PRODUCER = "cuvil-perception"
@@ -93,9 +96,10 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     one, never half of one; on failure the temporary file is removed and ``OutputWriteError``
     names ``path``."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_stale(path.parent)
         with open(tmp, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)

@@ -22,6 +22,7 @@ import json
 import math
 from pathlib import Path
 
+from ..output_files import write_text_atomic
 from .report import FleetReport, budget_label
 
 FORMAT = "cuvil-fleet-report/1"
@@ -84,8 +85,5 @@ def _num(value):
 
 
 def write_json(path: Path, data: dict) -> Path:
-    """Write atomically (temp + rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write atomically (temp + rename, see ``output_files.write_text_atomic``)."""
+    return write_text_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")

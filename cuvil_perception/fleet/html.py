@@ -12,6 +12,8 @@ import base64
 import html
 from pathlib import Path
 
+from ..output_files import write_text_atomic
+
 _BAR_W, _BAR_GAP, _PLOT_H = 18, 4, 160
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;
@@ -34,10 +36,7 @@ def write_html(path: Path, data: dict, histogram_png: bytes | None) -> Path:
     parts += _budgets_section(data)
     parts += _drives_section(data)
     parts.append("</body></html>")
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(parts) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, "\n".join(parts) + "\n")
 
 
 def _e(value) -> str:

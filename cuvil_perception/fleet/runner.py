@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from ..temp_files import sweep_stale, temp_path
 from .drives import DriveRef, fingerprint
 from .results import ResultsFile, row_key
 from .task import DriveTask, FleetJob
@@ -138,17 +139,21 @@ def _row(task: DriveTask, outcome: dict, ctx: _Context) -> dict:
 
 def write_outputs(folder: Path, files: dict[str, bytes]) -> list[str]:
     """Write ``{relative path: bytes}`` as ``folder`` (replacing an older output of this fleet
-    there); returns the paths written, relative to the fleet's out folder."""
+    there); returns the paths written, relative to the fleet's out folder. The files go to a
+    staging folder first (``temp_files.temp_path``), removed if the write fails."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-    if staging.exists():
-        shutil.rmtree(staging)
-    for relative, data in files.items():
-        path = staging / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    staging.mkdir(parents=True, exist_ok=True)
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(staging, folder)
+    sweep_stale(folder.parent)
+    staging = temp_path(folder)
+    try:
+        staging.mkdir()
+        for relative, data in files.items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return [str(Path(DRIVES_DIR) / folder.name / r) for r in files]

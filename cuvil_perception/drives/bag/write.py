@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import DriveError, UsageError
+from ...temp_files import sweep_stale, temp_path
 from ..reader import Drive
 from .image import bgr_to_compressed, bgr_to_image
 from .pointcloud import points_to_pointcloud2
@@ -127,12 +128,19 @@ def _events(drive: Drive) -> list[tuple[int, int, str, int]]:
 
 
 class _Out:
-    """Where the rosbags writer writes, and how the result is moved into place."""
+    """Where the rosbags writer writes, and how the result is moved into place: every format
+    is written inside a staging folder beside ``out`` (``temp_files.temp_path``) and renamed
+    onto ``out`` when complete, so a killed convert leaves no half bag at ``out`` (and a later
+    write into that folder removes the staging folder, see ``temp_files.sweep_stale``)."""
 
     def __init__(self, out: Path, fmt: str):
         self.out, self.fmt = out, fmt
         self.bare = fmt in ("mcap", "sqlite3")
-        self.target = out.with_name(f".{out.name}.{os.getpid()}.tmp") if self.bare else out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        sweep_stale(out.parent)
+        self.staging = temp_path(out)
+        self.staging.mkdir()
+        self.target = self.staging / out.name  # the rosbags writer wants a path that is free
 
     def writer(self):
         if self.fmt == "ros1":
@@ -143,16 +151,16 @@ class _Out:
         return Writer(self.target, version=9, storage_plugin=plugin)
 
     def finish(self) -> None:
+        written = self.target
         if self.bare:  # the rosbag2 folder holds one storage file: that file is the output
-            (inner,) = [p for p in self.target.iterdir() if p.name != "metadata.yaml"]
-            os.replace(inner, self.out)
-            shutil.rmtree(self.target)
+            (written,) = [p for p in self.target.iterdir() if p.name != "metadata.yaml"]
+        if self.out.exists():  # made by someone else while we wrote: never write over it
+            raise UsageError(f"{self.out}: appeared while converting; left as it is")
+        os.replace(written, self.out)
+        shutil.rmtree(self.staging)
 
     def abandon(self) -> None:
-        if self.target.is_dir():
-            shutil.rmtree(self.target, ignore_errors=True)
-        elif self.target.exists():
-            self.target.unlink()
+        shutil.rmtree(self.staging, ignore_errors=True)
 
 
 def write_bag(drive_path: Path, out: Path, fmt: str | None = None,
