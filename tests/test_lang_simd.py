@@ -295,12 +295,16 @@ def _bad_kernels():
 
 @pytest.mark.parametrize("case", sorted(_bad_kernels()))
 def test_vector_misuse_is_a_compile_error_at_its_line(case):
-    k, marker, text = _bad_kernels()[case]
+    assert_compile_error(*_bad_kernels()[case])
+
+
+def assert_compile_error(k, marker: str, text: str, path: Path = THIS) -> None:
+    """Building ``k`` (n=16) fails at the line of ``path`` marked ``marker``, saying ``text``."""
     spec = k.spec(n=16)
     with pytest.raises(KernelSourceError) as info:
         spec.build(ir.Module(), "f", **spec.static)
     message = str(info.value)
-    assert message.startswith(f"{THIS}:{line_of('marker: ' + marker)}:"), message
+    assert message.startswith(f"{path}:{lang_line_of('marker: ' + marker, path)}:"), message
     assert text in message, message
 
 

@@ -14,6 +14,7 @@ from llvmlite import ir
 from .. import irutil as u
 from . import kmath, simd
 from .arith import compare, convert, negate
+from .slices import value_slices
 from .source import Source
 from .types import (BOOL, F64, I64, BufType, Scalar, VecType, address, local, select,
                     view)
@@ -26,7 +27,9 @@ MAX_INLINE_DEPTH = 16
 def inline(fn):
     """Mark a module-level function as a helper that kernels may call (inlined at each call).
 
-    Uncompiled it is the plain function."""
+    Uncompiled it is the plain function (rebuilt so that its slice reads are values: see
+    `slices`)."""
+    fn = value_slices(fn)
     fn.__cuvil_inline__ = True
     return fn
 

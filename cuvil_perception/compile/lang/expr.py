@@ -14,6 +14,7 @@ from llvmlite import ir
 
 from .. import irutil as u
 from .arith import compare, convert, int_index, invert, negate, truth
+from .slice_lower import is_slice
 from .types import BOOL, BufType, Scalar, VecType
 from .values import BufRef, Const, Val, const_type, materialize
 
@@ -292,6 +293,8 @@ class ExprMixin:
             return self.lane(base, node)
         if not isinstance(base, BufRef):
             self.fail(node, f"`{ast.unparse(node.value)}` cannot be indexed")
+        if is_slice(node):
+            return self.slice_load(base, node)
         ptr = self.element(base, node)
         ty = base.ty.dtype
         raw = self.b.load(ptr, typ=ty.ir)
@@ -302,6 +305,8 @@ class ExprMixin:
         if not isinstance(base, BufRef):
             self.fail(target, f"`{ast.unparse(target.value)}` is not a buffer; only buffer "
                       "elements can be assigned")
+        if is_slice(target):
+            return self.slice_store(base, target, value)
         ty = base.ty.dtype
         val = self.value(value, target, want=ty.compute)
         if val.ty.is_float and ty.is_int:
@@ -313,8 +318,6 @@ class ExprMixin:
     def element(self, buf: BufRef, node: ast.Subscript) -> ir.Value:
         """Address of ``buf[i, j, ...]`` (checked against the extents in a debug build)."""
         idx_nodes = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if any(isinstance(i, ast.Slice) for i in idx_nodes):
-            self.fail(node, "slices are not supported", "a loop over the elements")
         if len(idx_nodes) != buf.ty.rank:
             self.fail(node, f"buffer '{buf.name}' has {buf.ty.rank} axes, indexed with "
                       f"{len(idx_nodes)}", f"`{buf.name}[{', '.join('ijkl'[:buf.ty.rank])}]`")

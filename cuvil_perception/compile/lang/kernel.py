@@ -39,6 +39,7 @@ from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
+from .slices import value_slices
 from .source import Source
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 from .values import BufRef, Const, Val
@@ -63,8 +64,8 @@ class Kernel:
     """A compiled-on-demand kernel; see the module docstring."""
 
     def __init__(self, fn, *, name, fastmath, noalias, debug, version):
-        self.py_func = fn
-        fn.__cuvil_kernel__ = self
+        self.py_func = value_slices(fn)  # fn itself unless it reads slices (see `slices`)
+        fn.__cuvil_kernel__ = self.py_func.__cuvil_kernel__ = self
         self.__doc__ = fn.__doc__
         self.__name__ = fn.__name__
         self.name = name or f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"

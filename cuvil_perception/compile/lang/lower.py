@@ -25,6 +25,7 @@ from .calls import CallsMixin
 from .expr import ExprMixin
 from .names import STMT_HINTS
 from .simd_lower import SimdMixin
+from .slice_lower import SliceMixin
 from .source import Source, fail
 from .types import BOOL, I64, Scalar, VecType
 from .values import BufRef, Const, Val
@@ -53,7 +54,7 @@ class Frame:
     loops: list = field(default_factory=list)   # (continue block, break block)
 
 
-class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin):
+class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):

@@ -42,10 +42,12 @@ v)``                            largest power of two dividing it, at most 64 byt
                                 address must be a multiple of it (a debug build checks; a
                                 release build faults)
 ``simd.splat(x, n)``            ``x`` in every lane (the type of ``x``: ``f32(0.0)``)
+``simd.iota(T, n)``             the constant ``(0, 1, ..., n - 1)`` of type ``Vec[T, n]``
 ``simd.insert(v, k, x)``        ``v`` with lane ``k`` replaced by ``x``
 ``simd.shuffle(v, lanes)``      ``(v[lanes[0]], v[lanes[1]], ...)``: ``lanes`` a static tuple
 ``simd.slice(v, start, n)``     lanes ``start .. start + n - 1`` as a vector (constants)
-``simd.select(mask, a, b)``     lane-wise ``a if mask else b`` (a masked blend)
+``simd.select(mask, a, b)``     lane-wise ``a if mask else b`` (a masked blend); ``mask`` may
+                                be one bool for every lane (a branch-free ``a if c else b``)
 ``simd.min(a, b)``,             lane-wise ``b if b < a else a`` / ``b if b > a else a`` (the
 ``simd.max(a, b)``              scalar min/max: NaN in ``a`` stays, in ``b`` is skipped)
 ``simd.reduce_add(v)``,         the lanes combined pairwise, halves first: ``v[:h] op v[h:]``
@@ -158,6 +160,11 @@ def splat(x, n: int) -> Vector:
     return np.full(n, x, np.asarray(x).dtype).view(Vector)
 
 
+def iota(ty, n: int) -> Vector:
+    """The lane indices ``(0, 1, ..., n - 1)`` as a ``Vec[ty, n]`` (ty: i32, i64, f32, f64)."""
+    return np.arange(n, dtype=ty.dtype).view(Vector)
+
+
 def insert(v, k: int, x) -> Vector:
     out = np.array(v)
     out[k] = x
@@ -229,7 +236,8 @@ OPERATIONS = {fill: "fill", copy: "copy", stream_fill: "stream_fill",
               stream_copy: "stream_copy", fence: "fence", prefetch: "prefetch"}
 #: The vector-value operations (lowered by `vector_lower`).
 VECTOR_OPERATIONS = {load: "load", store: "store", stream_store: "stream_store",
-                     splat: "splat", insert: "insert", shuffle: "shuffle", slice: "slice",
+                     splat: "splat", iota: "iota", insert: "insert", shuffle: "shuffle",
+                     slice: "slice",
                      select: "select",
                      min: "min", max: "max", reduce_add: "reduce_add",
                      reduce_max: "reduce_max", reduce_min: "reduce_min", any: "any", all: "all"}

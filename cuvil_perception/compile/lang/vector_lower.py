@@ -151,6 +151,16 @@ class VectorMixin:
         vty = VecType(val.ty, self.vlanes(n, node.args[1]))
         return Val(self.broadcast(val.ir, vty), vty)
 
+    def v_iota(self, node) -> Val:
+        ty, n = self.args(node, 2)
+        elem = ty.value if isinstance(ty, Const) else None
+        if elem not in COMPUTE or elem == BOOL:
+            self.fail(node.args[0], "simd.iota needs an element type first",
+                      "`simd.iota(i32, 16)` (i32, i64, f32 or f64)")
+        vty = VecType(elem, self.vlanes(n, node.args[1]))
+        lanes = [ir.Constant(elem.ir, float(k) if elem.is_float else k) for k in range(vty.lanes)]
+        return Val(ir.Constant(vty.ir, lanes), vty)
+
     def lane_index(self, v: Val, k, node, vnode) -> ir.Value:
         lanes = v.ty.lanes
         if isinstance(k, Const):
@@ -207,7 +217,15 @@ class VectorMixin:
 
     def v_select(self, node) -> Val:
         m, a, c = self.args(node, 3)
-        m = self.vector(m, node.args[0])
+        if not is_vector(m):  # one bool for every lane: a whole-vector choice
+            if not (is_vector(a) or is_vector(c)):
+                self.fail(node, "simd.select of a bool and two scalars", "select(c, a, b)")
+            flag = self.value(m, node.args[0])
+            if flag.ty != BOOL:
+                self.fail(node.args[0], f"simd.select needs a mask or a bool first, got "
+                          f"{flag.ty}", "a comparison")
+            a, c = self.operands(a, c, node)
+            return Val(self.b.select(flag.ir, a.ir, c.ir), a.ty)
         if m.ty.elem != BOOL:
             self.fail(node.args[0], "simd.select needs a mask first", "a vector comparison")
         a, c = self.operands(a, c, node, lanes=m.ty.lanes)

@@ -30,14 +30,14 @@ State between calls: ``out`` holds the previous result (relu(b) everywhere befor
 the list once, so the lists (H_out*W_out entries) cannot overflow. One cell's C_out channels are
 contiguous (64 bytes for C_out = 16): a touch is one cache line, not C_out strided ones; the
 ONNX rest of the network takes the NHWC map through a Transpose (see onnx_sparse).
-FMAs are explicit (``kmath.fma``); the channel loops over C_out are unrolled so the partial
-sums stay in registers (the SLP vectoriser packs them 16 wide).
+FMAs are explicit (``kmath.fma``); a cell's C_out channels are one vector value
+(``out[cell, :]``, ``weights[tap, ci, :]``), so the partial sums stay in registers.
 """
 
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, local, select, u8, unroll
+from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, local, simd, u8, unroll
 from .config import PillarConfig
 from .signatures import conv_scatter_args
 from .types import ConvLayer
@@ -59,27 +59,23 @@ def axis(shifted, stride, size):
 
 
 @inline
-def matvec(features, p, weights, tap, acc, cin, cout, ways):
-    """acc[0, :] = W[tap] @ features[p]: channel ci into chain ci % ways (the rest into chain 0),
-    the chains summed pairwise at the end; the order is fixed, so the result is deterministic."""
+def matvec(features, p, weights, tap, acc, cin, ways):
+    """W[tap] @ features[p], a vector of C_out: channel ci into chain ci % ways (the rest into
+    chain 0; chain w is the row ``acc[w, :]``), the chains summed pairwise at the end; the order
+    is fixed, so the result is deterministic."""
     for w in unroll(ways):
-        for j in unroll(cout):
-            acc[w, j] = 0.0
+        acc[w, :] = 0.0
     main = cin - cin % ways
     for ci in range(0, main, ways):
-        for lane in unroll(ways):
-            value = features[p, ci + lane]
-            for j in unroll(cout):
-                acc[lane, j] = kmath.fma(value, weights[tap, ci + lane, j], acc[lane, j])
-    for rest in unroll(cin - main):
-        value = features[p, main + rest]
-        for j in unroll(cout):
-            acc[0, j] = kmath.fma(value, weights[tap, main + rest, j], acc[0, j])
-    for j in unroll(cout):
-        if ways == 4:
-            acc[0, j] = (acc[0, j] + acc[1, j]) + (acc[2, j] + acc[3, j])
-        elif ways == 2:
-            acc[0, j] = acc[0, j] + acc[1, j]
+        for w in unroll(ways):
+            acc[w, :] = kmath.fma(features[p, ci + w], weights[tap, ci + w, :], acc[w, :])
+    for ci in range(main, cin):
+        acc[0, :] = kmath.fma(features[p, ci], weights[tap, ci, :], acc[0, :])
+    if ways == 4:
+        return (acc[0, :] + acc[1, :]) + (acc[2, :] + acc[3, :])
+    if ways == 2:
+        return acc[0, :] + acc[1, :]
+    return acc[0, :]
 
 
 @kernel(name="pillars.conv_scatter")
@@ -88,7 +84,7 @@ def conv_scatter(features: Buf[f32, None, "cin"], coords: Buf[i32, None, 3], cou
                  out: Buf[f32, None, "cout"], mark: Buf[u8], touched: Buf[i32], prev: Buf[i32],
                  prev_count: Buf[i64, 1], *, cin: int, cout: int, kh: int, kw: int, sy: int,
                  sx: int, top: int, left: int, ho: int, wo: int, ways: int) -> i64:
-    acc = local(f32, ways, cout)
+    chains = local(f32, ways, cout)
     reached = 0
     for p in range(count):
         y, x = i64(coords[p, 1]), i64(coords[p, 2])
@@ -97,29 +93,26 @@ def conv_scatter(features: Buf[f32, None, "cin"], coords: Buf[i32, None, 3], cou
             ox, valid_x = axis(x + left - tap % kw, sx, wo)
             if valid_y & valid_x:
                 cell = oy * wo + ox
-                matvec(features, p, weights, tap, acc, cin, cout, ways)
+                total = matvec(features, p, weights, tap, chains, cin, ways)
                 first = mark[cell] == 0  # first touch this frame: recorded, stored
                 if first:
                     mark[cell] = 1
                     touched[reached] = cell
                     reached += 1
-                for j in unroll(cout):  # branch-free: a first touch ignores the stale value
-                    out[cell, j] = select(first, acc[0, j], out[cell, j] + acc[0, j])
+                # branch-free: a first touch ignores the stale value
+                out[cell, :] = simd.select(first, total, out[cell, :] + total)
     for k in range(prev_count[0]):  # last frame's cells not reached: back to relu(b)
         cell = i64(prev[k])
         if mark[cell] == 0:
-            for j in unroll(cout):
-                out[cell, j] = select(bias[j] > 0.0, bias[j], 0.0)
+            out[cell, :] = simd.select(bias[:] > 0.0, bias[:], 0.0)
     for k in range(reached):  # bias + ReLU on the reached cells; marks cleared
         cell = i64(touched[k])
-        for j in unroll(cout):
-            total = out[cell, j] + bias[j]
-            out[cell, j] = select(total > 0.0, total, 0.0)
+        total = out[cell, :] + bias[:]
+        out[cell, :] = simd.select(total > 0.0, total, 0.0)
         mark[cell] = 0
         prev[k] = cell
     prev_count[0] = reached
     return reached
-
 
 def conv_scatter_spec(config: PillarConfig, conv: ConvLayer) -> KernelSpec:
     """The fused scatter + first-conv kernel for one grid and layer shape (weights at run time)."""

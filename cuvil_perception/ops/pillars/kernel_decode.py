@@ -48,11 +48,9 @@ def best_class(cls, a, classes):
 def decode_one(box, dirs, table, a, out, slot, dir_offset):
     """ResidualCoder decode + direction bins of anchor ``a`` into row ``slot`` of ``out``."""
     diagonal = kmath.sqrt(table[a, 3] * table[a, 3] + table[a, 4] * table[a, 4])
-    out[slot, 0] = box[a, 0] * diagonal + table[a, 0]
-    out[slot, 1] = box[a, 1] * diagonal + table[a, 1]
+    out[slot, 0:2] = box[a, 0:2] * diagonal + table[a, 0:2]
     out[slot, 2] = box[a, 2] * table[a, 5] + table[a, 2]
-    for k in unroll(3):
-        out[slot, 3 + k] = kmath.exp(box[a, 3 + k]) * table[a, 3 + k]
+    out[slot, 3:6] = kmath.exp(box[a, 3:6]) * table[a, 3:6]  # the sizes dx, dy, dz
     shifted = box[a, 6] + table[a, 6] - dir_offset
     limited = shifted - kmath.floor(shifted / PI) * PI
     out[slot, 6] = limited + dir_offset + select(dirs[a, 1] > dirs[a, 0], PI, 0.0)

@@ -16,9 +16,10 @@ The bracket is one vector per pillar; each real point costs 4 FMAs per channel. 
 give relu(bias) (= relu(BN(0))), which enters the max once when the pillar has fewer than K points,
 as in OpenPCDet. Working relative to the cell centre keeps the per-point terms small (|u| < a
 voxel), so rounding stays at the level of the reference's own float32 arithmetic.
-Rows of ``out`` past ``count`` are not written. The channel loops are unrolled so the per-pillar
-vectors live in registers (the SLP vectoriser packs them 16 wide); FMAs are explicit
-(``kmath.fma``), every other operation rounds on its own (no fast-math flags).
+Rows of ``out`` past ``count`` are not written. The per-pillar rows (``base``, the running max
+``acc``) are vector values over the C channels (``weights[k, :]``: one row of C), so they live
+in registers; FMAs are explicit (``kmath.fma``), every other operation rounds on its own (no
+fast-math flags).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, kernel, kmath, local, select, unroll
+from ...compile.lang import Buf, f32, i32, i64, kernel, kmath, simd
 from .config import PillarConfig
 from .signatures import pfn_args
 from .types import PfnWeights
@@ -45,7 +46,6 @@ def pfn(voxels: Buf[f32, None, "max_points", 4], coords: Buf[i32, None, 3],
         num_points: Buf[i32], count: i64, weights: Buf[f32, 14, "channels"],
         bias: Buf[f32, "channels"], out: Buf[f32, None, "channels"], *, channels: int,
         max_points: int, voxel: tuple, offset: tuple):
-    base, acc = local(f32, channels), local(f32, channels)
     for p in range(count):
         filled = i64(num_points[p])
         sx = sy = sz = f32(0.0)
@@ -56,21 +56,18 @@ def pfn(voxels: Buf[f32, None, "max_points", 4], coords: Buf[i32, None, 3],
         cz = f32(coords[p, 0]) * voxel[2] + offset[2]
         n = f32(filled)
         dmx, dmy, dmz = sx / n - cx, sy / n - cy, sz / n - cz
-        for c in unroll(channels):
-            v = kmath.fma(-dmx, weights[4, c], kmath.fma(cx, weights[0, c], bias[c]))
-            v = kmath.fma(-dmy, weights[5, c], kmath.fma(cy, weights[1, c], v))
-            base[c] = kmath.fma(-dmz, weights[6, c], kmath.fma(cz, weights[2, c], v))
-            acc[c] = select(filled < max_points, select(bias[c] > 0.0, bias[c], 0.0), 0.0)
+        base = kmath.fma(-dmx, weights[4, :], kmath.fma(cx, weights[0, :], bias[:]))
+        base = kmath.fma(-dmy, weights[5, :], kmath.fma(cy, weights[1, :], base))
+        base = kmath.fma(-dmz, weights[6, :], kmath.fma(cz, weights[2, :], base))
+        padded = filled < max_points  # the padded rows' relu(bias) enters the max once
+        acc = simd.select((bias[:] > 0.0) & padded, bias[:], 0.0)
         for k in range(filled):
             ux, uy, uz = voxels[p, k, 0] - cx, voxels[p, k, 1] - cy, voxels[p, k, 2] - cz
             r = voxels[p, k, 3]
-            for c in unroll(channels):
-                v = kmath.fma(uy, weights[11, c], kmath.fma(ux, weights[10, c], base[c]))
-                v = kmath.fma(r, weights[13, c], kmath.fma(uz, weights[12, c], v))
-                acc[c] = select(acc[c] > v, acc[c], v)
-        for c in unroll(channels):
-            out[p, c] = acc[c]
-
+            v = kmath.fma(uy, weights[11, :], kmath.fma(ux, weights[10, :], base))
+            v = kmath.fma(r, weights[13, :], kmath.fma(uz, weights[12, :], v))
+            acc = simd.select(acc > v, acc, v)
+        out[p, :] = acc
 
 def pfn_spec(config: PillarConfig) -> KernelSpec:
     """The fused features + PFN kernel for one grid."""

@@ -54,7 +54,7 @@ from __future__ import annotations
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, inline, kernel, local, simd, unroll
+from ...compile.lang import Buf, f32, i32, i64, inline, kernel, simd, unroll
 from .config import PillarConfig
 from .kernel_scatter import item_or_past, mark_and_sort
 from .signatures import scatter_lines_args
@@ -94,27 +94,25 @@ def keep_lines(union_lines, union_ends, n_union, prev_lines, prev_count):
 
 
 @inline
-def gather(features, pids, rank, count, gathered, channels, max_pillars):
+def gather(features, pids, rank, count, gathered, channels):
     """gathered[q, j, :] = features[pids[j], 16q:16q+16] for j < count (64-byte moves), read
     in pillar order through ``rank`` (the inverse of ``pids``)."""
     for j in range(count):
         rank[pids[j]] = j
     for p in range(count):
-        at = i64(rank[p]) * LANES
         for q in unroll(channels // LANES):
-            simd.copy(gathered, at + q * LANES * max_pillars, features, p * channels + q * LANES,
-                      LANES)
+            gathered[q, rank[p], :] = features[p, q * LANES:(q + 1) * LANES]
 
 
 @inline
-def compose(gathered, chunk, cells, start, end, lane):
+def compose(gathered, q, cells, start, end, lane):
     """The 16 lines of one chunk of channels for one line as one vector ([channel, lane]):
     zeros, with the features of the sorted pillars ``start..end`` in their cells' lanes. A
     pillar is one lane compare and 16 masked broadcasts (LLVM splits the 256 lanes in 16)."""
     line = simd.splat(f32(0.0), LANES * LANES)
     for t in range(start, end):
         hit = simd.shuffle(lane == (cells[t] & (LANES - 1)), TILE)
-        row = simd.load(gathered, chunk + t * LANES, LANES)
+        row = gathered[q, t, :]
         line = simd.select(hit, simd.shuffle(row, SPREAD), line)
     return line
 
@@ -129,17 +127,13 @@ def scatter_lines(features: Buf[f32, None, "channels"], coords: Buf[i32, None, 3
     mark_and_sort(coords, count, bitmap, cell_pillar, cells, pids, nx, ny)
     n_union = union_of_lines(prev_lines, prev_count[0], cells, count, union_lines, union_ends)
     keep_lines(union_lines, union_ends, n_union, prev_lines, prev_count)
-    gather(features, pids, rank, count, gathered, channels, max_pillars)
-    iota = local(i32, LANES)
-    for k in range(LANES):
-        iota[k] = k
-    lane = simd.load(iota, 0, LANES)
+    gather(features, pids, rank, count, gathered, channels)
+    lane = simd.iota(i32, LANES)
     store = simd.stream_store if stream else simd.store
     for q in range(channels // LANES):
         start = 0
         for k in range(n_union):
-            line = compose(gathered, q * max_pillars * LANES, cells, start, i64(union_ends[k]),
-                           lane)
+            line = compose(gathered, q, cells, start, i64(union_ends[k]), lane)
             at = q * LANES * nx * ny + i64(union_lines[k]) * LANES
             for c in unroll(LANES):
                 store(bev, at + c * nx * ny, simd.slice(line, c * LANES, LANES))

@@ -1,0 +1,86 @@
+"""Buffer slices uncompiled: a read ``buf[i, a:b]`` must be a value, as compiled.
+
+numpy slicing gives a *view*: bound to a name, it would follow later writes to ``buf``, and an
+expression of views (``buf[i, :] * 2.0``) is a plain array that ``acc += v`` changes in place
+under every other name bound to it. Compiled, both are vectors (values). So the function a
+kernel or a helper runs uncompiled (``kernel.py_func``) is the user's function with each slice
+read wrapped in `as_value` (a `simd.Vector` copy; vectors' in-place operators make new
+vectors). Only functions that read a slice are rebuilt; the rebuilt one has the same file,
+line numbers, globals, defaults and annotations (tracebacks and debuggers show the user's
+source), and ``__wrapped__`` is the original (``inspect`` reads its source and signature).
+Slice *stores* (``out[p, :] = v``, ``out[p, :] += v``) are left to numpy: they write the buffer
+in both modes.
+"""
+
+from __future__ import annotations
+
+import __future__
+import ast
+import copy
+import functools
+
+import numpy as np
+
+from .simd import Vector
+from .source import Source
+
+_VALUE = "__cuvil_slice_value__"
+
+
+def as_value(x):
+    """A slice read uncompiled: a `simd.Vector` copy of a numpy view (anything else as is)."""
+    return np.array(x, copy=True).view(Vector) if isinstance(x, np.ndarray) else x
+
+
+class _WrapReads(ast.NodeTransformer):
+    def __init__(self):
+        self.found = False
+
+    def visit_Subscript(self, node: ast.Subscript):
+        self.generic_visit(node)
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if not isinstance(node.ctx, ast.Load) or not any(isinstance(i, ast.Slice)
+                                                         for i in items):
+            return node
+        self.found = True
+        call = ast.Call(ast.Name(_VALUE, ast.Load()), [node], [])
+        return ast.copy_location(call, node)
+
+
+def value_slices(fn):
+    """``fn``, or a rebuilt copy whose slice reads are values (see the module docstring)."""
+    if fn.__code__.co_freevars:
+        return fn  # a closure: kernels resolve module globals only, so it cannot compile
+    try:
+        src = Source.of(fn)
+    except Exception:  # no source: the compiler reports it when the kernel is built
+        return fn
+    tree = copy.deepcopy(src.tree)
+    tree.decorator_list = []
+    wrap = _WrapReads()
+    tree = wrap.visit(tree)
+    if not wrap.found:
+        return fn
+    # A factory binds the wrapper as a closure cell: the module's globals stay untouched.
+    factory = ast.FunctionDef(
+        name="__cuvil_factory__", args=ast.arguments(
+            posonlyargs=[], args=[ast.arg(_VALUE)], kwonlyargs=[], kw_defaults=[],
+            defaults=[]), body=[tree, ast.Return(ast.Name(tree.name, ast.Load()))],
+        decorator_list=[])
+    for node in ast.walk(factory):  # new nodes sit on the def line; end columns are not
+        if "lineno" in node._attributes:  # shifted like `Source` shifts starts: drop them
+            if not hasattr(node, "lineno"):
+                ast.copy_location(node, tree)
+            node.end_lineno = node.end_col_offset = None
+    module = ast.Module(body=[factory], type_ignores=[])
+    code = compile(module, src.file, "exec", dont_inherit=True,
+                   flags=__future__.annotations.compiler_flag)
+    scope: dict = {}
+    exec(code, fn.__globals__, scope)  # noqa: S102 - the user's own kernel source
+    rebuilt = scope["__cuvil_factory__"](as_value)
+    functools.update_wrapper(rebuilt, fn)
+    rebuilt.__kwdefaults__, rebuilt.__defaults__ = fn.__kwdefaults__, fn.__defaults__
+    return rebuilt
+
+
+__all__ = ["as_value", "value_slices"]

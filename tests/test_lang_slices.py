@@ -1,0 +1,226 @@
+"""Buffer slices as vector values (``buf[i, a:b]``) and ``simd.iota``: each construct compiled ==
+uncompiled (bitwise) on random inputs, a slice read a value in both modes (not a numpy view),
+each misuse a compile error at the kernel's own line, and the bounds-checked build."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from cuvil_perception.compile.lang import (Buf, f32, f64, i32, i64, inline, kernel, kmath, local,
+                                           simd, u8)
+from cuvil_perception.compile.lang.simd import Vector
+from cuvil_perception.errors import KernelIndexError
+from test_lang import line_of as lang_line_of
+from test_lang_simd import assert_compile_error
+
+THIS = Path(__file__).resolve()
+RNG = np.random.default_rng(12)
+
+
+def line_of(marker: str) -> int:
+    return lang_line_of(marker, THIS)
+
+
+@inline
+def doubled_row(x, i):
+    return x[i, :] * 2.0
+
+
+@kernel
+def float_slices(x: Buf[f32, "n", 8], y: Buf[f32, "n", 8], out: Buf[f32, "n", 8],
+                 red: Buf[f32, "n", 4], n: i64, k: i64):
+    """Reads, stores, broadcasts, op= on a slice, local arrays and a run-time start."""
+    acc = local(f32, 2, 8)
+    acc[1, :] = 0.5
+    for i in range(n):
+        row = x[i, :]                       # a value: the write below does not change it
+        x[i, 0] = 100.0
+        acc[0, :] = kmath.fma(row, y[i, 0:8], acc[1, :])
+        out[i, :] = acc[0, :] + x[i, :]
+        out[i, 2:6] += row[0]
+        out[i, 4:] = simd.select(x[i, :4] > y[i, 4:8], x[i, 0:4], -y[i, :4])
+        red[i, :2] = simd.slice(doubled_row(y, i), 6, 2)
+        red[i, 2] = simd.reduce_add(y[i, k:k + 4])
+        red[i, 3] = simd.reduce_max(abs(row))
+        y[i, :] = f32(0.0)
+
+
+@kernel
+def int_slices(a: Buf[i32, "n", 16], b: Buf[i64, "n", 4], out: Buf[i32, "n", 16], n: i64):
+    for i in range(n):
+        out[i, :] = a[i, :] * 3 + simd.iota(i32, 16)
+        b[i, :] = b[i, :] + i64(a[i, 0:4]) - simd.iota(i64, 4)
+        out[i, 8:12] = 7
+
+
+@kernel
+def chosen_rows(x: Buf[f32, "n", 4], out: Buf[f32, "n", 4], n: i64):
+    """simd.select with one bool for every lane (a branch-free whole-vector choice)."""
+    for i in range(n):
+        out[i, :] = simd.select(x[i, 0] > 0.0, x[i, :], out[i, :] + x[i, :])
+
+
+@kernel
+def float_iota(out: Buf[f64, 5], g: Buf[f32, 3]):
+    out[:] = simd.iota(f64, 5) * 0.5
+    g[:] = simd.iota(f32, 3) + 1.0
+
+
+def _both(k, arrays: list, *scalars):
+    """(compiled, uncompiled) results, each on fresh copies of ``arrays``."""
+    got, want = [a.copy() for a in arrays], [a.copy() for a in arrays]
+    k(*got, *scalars)
+    k.py_func(*want, *scalars)
+    return got, want
+
+
+def test_float_slices_compiled_equal_uncompiled_bitwise():
+    n = 9
+    x = RNG.normal(0, 3, (n, 8)).astype(np.float32)
+    y = RNG.normal(0, 3, (n, 8)).astype(np.float32)
+    x[3, 2] = np.nan
+    for k in (0, 2, 4):
+        got, want = _both(float_slices, [x, y, np.zeros((n, 8), np.float32),
+                                         np.zeros((n, 4), np.float32)], n, k)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype == np.float32
+            np.testing.assert_array_equal(g.view(np.int32), w.view(np.int32))
+    out = got[2]  # the row was read before x[i, 0] = 100: a value, not a view
+    expect = np.float32(x[:, 0] * y[:, 0] + np.float32(0.5)) + np.float32(100.0)
+    np.testing.assert_allclose(out[:, 0], expect, rtol=1e-6)
+    assert np.all(got[1] == 0.0)
+
+
+def test_int_slices_and_iota_compiled_equal_uncompiled():
+    n = 5
+    a = RNG.integers(-1000, 1000, (n, 16), dtype=np.int32)
+    b = RNG.integers(-10**12, 10**12, (n, 4), dtype=np.int64)
+    got, want = _both(int_slices, [a, b, np.zeros((n, 16), np.int32)], n)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(got[2][:, :8], a[:, :8] * 3 + np.arange(8))
+    assert np.all(got[2][:, 8:12] == 7)
+    got, want = _both(float_iota, [np.zeros(5), np.zeros(3, np.float32)])
+    assert list(got[0]) == list(want[0]) == [0, 0.5, 1, 1.5, 2]
+    assert list(got[1]) == list(want[1]) == [1, 2, 3]
+
+
+def test_select_of_a_bool_picks_whole_vectors():
+    x = RNG.normal(0, 1, (40, 4)).astype(np.float32)
+    got, want = _both(chosen_rows, [x, np.ones((40, 4), np.float32)], 40)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[1], np.where(x[:, :1] > 0, x, x + 1))
+
+
+def test_uncompiled_slice_reads_are_values_and_the_source_is_the_users():
+    x = np.arange(8, dtype=np.float32).reshape(1, 8)
+    v = doubled_row(x, 0)
+    assert isinstance(v, Vector) and v.dtype == np.float32
+    assert "float_slices(x: Buf" in inspect.getsource(float_slices.py_func)
+    assert float_slices.py_func.__code__.co_filename == str(THIS)
+    assert inspect.unwrap(float_slices.py_func) is not float_slices.py_func
+    assert int_slices.py_func.__kwdefaults__ == inspect.unwrap(int_slices.py_func).__kwdefaults__
+
+
+def test_slices_compile_to_one_vector_load_and_store():
+    for k, wanted in ((float_iota, ("store <5 x double>", "store <3 x float>")),
+                      (int_slices, ("load <16 x i32>", "store <4 x i64>"))):
+        module = ir.Module()
+        k.spec().build(module, "f", **k.spec().static)
+        assert all(w in str(module) for w in wanted)
+
+
+def _bad_kernels():
+    @kernel
+    def middle_axis(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0] = simd.reduce_add(x[0:2, 0])  # marker: middle-axis
+
+    @kernel
+    def run_time_bounds(x: Buf[f32, "n", 8], a: i64, b: i64, *, n: int):
+        x[0, :] = simd.splat(simd.reduce_add(x[0, a:b]), 8)  # marker: run-time-bounds
+
+    @kernel
+    def stepped(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:4] = x[0, 0:8:2]  # marker: stepped
+
+    @kernel
+    def past_end(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:4] = x[0, 6:10]  # marker: past-end
+
+    @kernel
+    def empty(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:4] = x[0, 4:4]  # marker: empty
+
+    @kernel
+    def length_mismatch(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:4] = x[0, 0:8]  # marker: length-mismatch
+
+    @kernel
+    def element_type(x: Buf[f32, "n", 8], k: Buf[i32, "n", 8], *, n: int):
+        x[0, :] = k[0, :]  # marker: element-type
+
+    @kernel
+    def scalar_type(x: Buf[f32, "n", 8], s: f64, *, n: int):
+        x[0, :] = s  # marker: scalar-type
+
+    @kernel
+    def byte_slice(x: Buf[u8, "n", 8], *, n: int):
+        x[0, :] = 1  # marker: byte-slice
+
+    @kernel
+    def whole_run_time(x: Buf[f32, "m", "m"], m: i64, *, n: int):
+        x[0, 0] = simd.reduce_add(x[0, :])  # marker: whole-run-time
+
+    @kernel
+    def slice_as_number(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0] = x[1, 0:8]  # marker: slice-as-number
+
+    @kernel
+    def bad_iota(x: Buf[f32, "n", 8], *, n: int):
+        x[0, :] = simd.iota(8, 8)  # marker: bad-iota
+
+    return {
+        "middle_axis": (middle_axis, "middle-axis", "only supported on the last axis"),
+        "run_time_bounds": (run_time_bounds, "run-time-bounds", "has no compile-time length"),
+        "stepped": (stepped, "stepped", "slice step `2`: only step 1"),
+        "past_end": (past_end, "past-end", "slice `6:10` out of range for the last axis of 'x'"),
+        "empty": (empty, "empty", "slice `4:4` out of range"),
+        "length_mismatch": (length_mismatch, "length-mismatch",
+                            "storing a Vec[f32, 8] into a slice of 4 f32 ('x')"),
+        "element_type": (element_type, "element-type", "storing a Vec[i32, 8] into a slice of 8"),
+        "scalar_type": (scalar_type, "scalar-type", "a f64 scalar with a Vec[f32, 8]"),
+        "byte_slice": (byte_slice, "byte-slice", "a slice of u8 buffer 'x'"),
+        "whole_run_time": (whole_run_time, "whole-run-time", "`:` needs a static last extent"),
+        "slice_as_number": (slice_as_number, "slice-as-number", "where a number is needed"),
+        "bad_iota": (bad_iota, "bad-iota", "simd.iota needs an element type first"),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_bad_kernels()))
+def test_slice_misuse_is_a_compile_error_at_its_line(case):
+    assert_compile_error(*_bad_kernels()[case], path=THIS)
+
+
+@kernel(debug=True)
+def checked_slices(x: Buf[f32, "n", "m"], i: i64, at: i64, *, n: int, m: int) -> f32:
+    head = simd.reduce_add(x[i, 0:4])  # marker: checked-row
+    return head + simd.reduce_add(x[0, at:at + 4])  # marker: checked-start
+
+
+def test_bounds_checked_build_covers_slices():
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    assert checked_slices(x, 2, 4, n=3, m=8) == checked_slices.py_func(x, 2, 4, n=3, m=8)
+    with pytest.raises(KernelIndexError) as info:
+        checked_slices(x, 3, 0, n=3, m=8)
+    assert f"{THIS}:{line_of('marker: checked-row')}" in str(info.value)
+    assert "index 3 out of range for axis 0 of 'x' (extent 3)" in str(info.value)
+    with pytest.raises(KernelIndexError) as info:
+        checked_slices(x, 0, 5, n=3, m=8)
+    assert f"{THIS}:{line_of('marker: checked-start')}" in str(info.value)
+    assert "index 5 out of range for axis 1 of 'x (the start of a slice of 4)' (extent 5)" in \
+        str(info.value)
