@@ -26,6 +26,44 @@ _EXIT_CODES = ("Exit codes: 0 all drives ran, all budgets hold; 1 a budget is br
                "error; 3 a drive failed (wins over 1); 130 Ctrl-C.")
 
 
+class _FleetCommand(click.Command):
+    """A fleet verb whose ``--local`` value is read by ``local_value_given`` first."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, local_value_given(args))
+
+
+def local_value_given(args: list[str]) -> list[str]:
+    """``args`` with a value after every bare ``--local``: ``auto`` when N is left out (last
+    word, or another option follows), else the word that follows, a negative number included.
+
+    ``--local`` takes a value in click's eyes, so ``--local -1`` and ``--local=-1`` reach
+    ``parse_processes`` and its one-line error; click's own optional values would read ``-1``
+    as an unknown option and print its usage text instead.
+    """
+    given = []
+    for index, word in enumerate(args):
+        if word == "--":
+            return given + args[index:]
+        given.append(word)
+        if word == "--local":
+            following = args[index + 1] if index + 1 < len(args) else None
+            if following is None or _is_option(following):
+                given.append("auto")
+    return given
+
+
+def _is_option(word: str) -> bool:
+    """``--frames``, ``-h``: an option; ``-1``, ``-inf``: a (bad) value of ``--local``."""
+    if not word.startswith("-") or len(word) == 1:
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return True
+    return False
+
+
 def _common(function):
     """The options every fleet verb has (applied bottom-up, so listed in reverse)."""
     options = [
@@ -33,8 +71,7 @@ def _common(function):
         click.argument("drives", nargs=-1, required=True),
         click.option("--out", metavar="DIR", help="Results, report.json, report.html and "
                      "outputs go here [default: runs/fleet-<pipeline>-<verb>]."),
-        click.option("--local", "local", is_flag=False, flag_value="auto", default=None,
-                     metavar="[N]", help="A pool of N processes on this machine (the default; "
+        click.option("--local", "local", default=None, metavar="[N]", help="A pool of N processes on this machine (the default; "
                      "N defaults to cores / --workers)."),
         click.option("--ray", "ray", metavar="ADDRESS", help="One task per drive on Ray: "
                      "auto, HOST:PORT, ray://HOST:PORT, or local (start one here). Needs the "
@@ -57,7 +94,7 @@ def fleet_group() -> None:
     list file: @FILE, FILE.txt, FILE.list), locally or on Ray."""
 
 
-@fleet_group.command("eval", epilog=_EXIT_CODES)
+@fleet_group.command("eval", cls=_FleetCommand, epilog=_EXIT_CODES)
 @_common
 @click.option("--budgets", "budgets_path", metavar="BUDGETS.yaml",
               help="Also check absolute latency budgets on the runs.")
@@ -72,7 +109,7 @@ def fleet_eval(**kwargs) -> None:
     _fleet("eval", **kwargs)
 
 
-@fleet_group.command("bench", epilog=_EXIT_CODES)
+@fleet_group.command("bench", cls=_FleetCommand, epilog=_EXIT_CODES)
 @_common
 @click.option("--budgets", "budgets_path", metavar="BUDGETS.yaml", required=True,
               help="Latency budgets (absolute ms or ratios to a reference).")
@@ -83,7 +120,7 @@ def fleet_bench(**kwargs) -> None:
     _fleet("bench", **kwargs)
 
 
-@fleet_group.command("run", epilog=_EXIT_CODES)
+@fleet_group.command("run", cls=_FleetCommand, epilog=_EXIT_CODES)
 @_common
 @click.option("--budgets", "budgets_path", metavar="BUDGETS.yaml",
               help="Also check absolute latency budgets on the runs.")
