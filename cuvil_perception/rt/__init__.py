@@ -15,7 +15,8 @@ What the executor expects of ops beyond ``graph.op`` (both optional):
 * sinks: ``process_dropped(frame, reason)`` writes a frame a decision dropped (one line per
   frame); ``folder_params = ("dir",)`` names params that are output folders (output policy).
 
-Modules: ``executor`` (run_pipeline), ``scheduler`` (threads and frame order), ``policy``
+Modules: ``executor`` (run_pipeline), ``scheduler`` (threads and frame order), ``frame_values``
+(what a frame in flight holds: drops, reuse_last's stale values), ``policy``
 (deadline decisions), ``admission`` (overload shed at admission), ``placement`` (intra-op
 threads per network, the placement lines ``run`` prints), ``sources`` (read-ahead), ``stats`` (latency recorder), ``record`` (run
 records; ``run_files``: a run's inputs/outputs and its record over the run's life),

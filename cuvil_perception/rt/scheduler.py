@@ -16,42 +16,25 @@ stages of this frame read them while the op already works on the next frame, and
 may hand them out again later). An op that writes its outputs into persistent buffers sets the
 class attribute ``reuses_output_buffers = True``; the executor then copies them on the worker.
 
-Dropped frames: every decision that removes a stage's value for a frame (a deadline ``drop``, a
-``reuse_last`` with nothing to reuse, an ``e2e_miss`` before the sinks, and an admission
-skip) goes through ``drop(frame, stage_id, reason)``; ``reason`` is ``{"stage", "policy",
-"reason"}``. Stages downstream of a dropped value are skipped, except sinks that implement
-``process_dropped(frame, reason)``: they get the frame in order and write a line saying which
-decision dropped it (the ``jsonl`` sink), so outputs keep one line per input frame. Only
-deterministic fields go into ``reason``, so a ``--decisions`` replay writes the same bytes.
+Dropped and stale values: what a frame holds, and what the deadline decisions (drop,
+reuse_last, e2e_miss, an admission skip) do to it, is ``frame_values``: every removal goes
+through ``Frame.drop`` (``Scheduler.drop``), and sinks that implement ``process_dropped`` still
+get a dropped frame in order, so outputs keep one line per input frame.
 """
 
 from __future__ import annotations
 
 import queue
-from dataclasses import dataclass, field
 
 from ..graph import FrameInfo
+from .frame_values import DROPPED, Frame, StageOutcomes
 from .lifecycle import ancestors, is_source
 from .sources import END
 from .stage_results import check_outputs, timing_row, wrap_error
 from .threads import StageThreads
 from .worker import Done, execute, execute_dropped
 
-DROPPED = object()  # a stage's frame value when it was dropped or skipped
-
-
-@dataclass
-class _Frame:
-    index: int
-    timestamp_ns: int
-    stamps: dict
-    release_ns: int  # arrival on the run clock: paced release time, live read time, else admission
-    values: dict = field(default_factory=dict)  # stage id -> outputs dict | DROPPED
-    stale: dict = field(default_factory=dict)  # "stage/port" -> original frame index
-    stale_owner: dict = field(default_factory=dict)  # "stage/port" -> stage id
-    drops: dict = field(default_factory=dict)  # stage id -> reason it was dropped (see drop())
-    e2e_checked: bool = False  # the e2e deadline was checked when its first sink became ready
-    skipped: bool = False  # shed at admission: no stage runs it, no e2e is recorded
+__all__ = ["DROPPED", "Scheduler"]
 
 
 class Scheduler:
@@ -73,12 +56,12 @@ class Scheduler:
         self.sources = [s for s in self.stages if is_source(s)]
         self.workers = [s for s in self.stages if not is_source(s)]
         self.events: queue.Queue = queue.Queue()
-        self.frames: dict[int, _Frame] = {}
+        self.frames: dict[int, Frame] = {}
         self.next_frame = {s.id: 0 for s in self.workers}
         self.busy: set[str] = set()
         self.busy_since: dict[str, tuple[int, int]] = {}  # stage id -> (frame, start ns)
         self.admission = admission  # AdmissionControl or None (admit every frame)
-        self.last_good: dict[str, tuple[dict, int]] = {}
+        self.outcomes = StageOutcomes()  # applies deadline decisions, keeps reuse_last's outputs
         self.pending: dict[str, object] = {}
         self.admitted = 0
         self.ended = False
@@ -192,21 +175,11 @@ class Scheduler:
         if target is not None and self._now() < target:
             return False
         self.pending.clear()
-        first = reads[0].sample
-        if len(reads) == 1:
-            stamps = dict(first.stamps)
-        else:  # several sources: prefix each stream with its stage id
-            stamps = {f"{s.id}/{k}": v for s, r in zip(self.sources, reads)
-                      for k, v in r.sample.stamps.items()}
         now = self._now()
-        # A paced frame "arrives" at its release time even when the pipeline was too busy to
-        # take it then; a live one when it was read. End-to-end latency counts from there.
-        arrival = target if target is not None else \
-            min(now, max(r.end_ns for r in reads)) if self.options.live else now
-        frame = _Frame(self.admitted, first.timestamp_ns, stamps, arrival)
+        frame = self._new_frame(reads, target, now)
         if self.ts0_ns is None:
-            self.ts0_ns, self.pace0_ns = first.timestamp_ns, now
-        skip = self._admission_decision(frame.index, arrival, now)
+            self.ts0_ns, self.pace0_ns = frame.timestamp_ns, now
+        skip = self._admission_decision(frame.index, frame.release_ns, now)
         self.frames[frame.index] = frame
         self.admitted += 1
         if self.idle is not None and skip is None:
@@ -226,6 +199,21 @@ class Scheduler:
             self.policy.note(skip)
             self._maybe_complete(frame)
         return True
+
+    def _new_frame(self, reads: list, target: int | None, now: int) -> Frame:
+        """The next frame from one ``Read`` per source; its sensor time is the first
+        source's."""
+        first = reads[0].sample
+        if len(reads) == 1:
+            stamps = dict(first.stamps)
+        else:  # several sources: prefix each stream with its stage id
+            stamps = {f"{s.id}/{k}": v for s, r in zip(self.sources, reads)
+                      for k, v in r.sample.stamps.items()}
+        # A paced frame "arrives" at its release time even when the pipeline was too busy to
+        # take it then; a live one when it was read. End-to-end latency counts from there.
+        arrival = target if target is not None else \
+            min(now, max(r.end_ns for r in reads)) if self.options.live else now
+        return Frame(self.admitted, first.timestamp_ns, stamps, arrival)
 
     def _admission_decision(self, index: int, arrival_ns: int, now_ns: int) -> dict | None:
         """The admission controller's skip decision for this frame (None: admit)."""
@@ -266,34 +254,27 @@ class Scheduler:
                     self._check_e2e_before_sinks(frame)
                 if stage.id in frame.drops or any(v is DROPPED for v in values):
                     if stage.id in self.sinks:
-                        self._submit(stage, frame, dropped=self._drop_reason(frame, stage.id))
+                        upstream = self.ancestors[stage.id] | {stage.id}
+                        self._submit(stage, frame, dropped=frame.first_drop(self.stages,
+                                                                            upstream))
                     else:
                         self._skip(frame, stage.id)
                     progressed = True
                     continue
                 self._submit(stage, frame)
 
-    def drop(self, frame: _Frame, stage_id: str, reason: dict) -> None:
-        """The one way a stage's value for ``frame`` is removed by a decision (see the module
-        docstring); ``reason`` = ``{"stage", "policy", "reason"}``."""
-        frame.values[stage_id] = DROPPED
-        frame.drops.setdefault(stage_id, reason)
+    def drop(self, frame: Frame, stage_id: str, reason: dict) -> None:
+        """A decision removes ``stage_id``'s value for ``frame`` (``Frame.drop``); ``reason``
+        = ``{"stage", "policy", "reason"}``."""
+        frame.drop(stage_id, reason)
 
-    def _drop_reason(self, frame: _Frame, stage_id: str) -> dict:
-        """The first drop (pipeline order) upstream of ``stage_id`` in this frame."""
-        upstream = self.ancestors[stage_id] | {stage_id}
-        for stage in self.stages:
-            if stage.id in upstream and stage.id in frame.drops:
-                return frame.drops[stage.id]
-        return {"stage": None, "policy": "drop", "reason": "unknown"}
-
-    def _skip(self, frame: _Frame, stage_id: str) -> None:
+    def _skip(self, frame: Frame, stage_id: str) -> None:
         """An input of this frame was dropped: the stage produces nothing for it."""
         self.next_frame[stage_id] += 1
-        frame.values[stage_id] = DROPPED
+        frame.skip(stage_id)
         self._maybe_complete(frame)
 
-    def _check_e2e_before_sinks(self, frame: _Frame) -> None:
+    def _check_e2e_before_sinks(self, frame: Frame) -> None:
         """Apply ``e2e_deadline_ms`` once per frame, when its first sink is ready: a frame
         already later than the deadline is dropped before any sink writes it (its lines say
         ``e2e_miss``). Measured, recorded and replayed like stage deadlines."""
@@ -302,19 +283,16 @@ class Scheduler:
         frame.e2e_checked = True
         elapsed = self._now() - frame.release_ns
         if self.policy.decide_e2e(frame.index, elapsed):
-            reason = {"stage": None, "policy": "drop", "reason": "e2e_miss"}
-            for sid in self.sink_stages:
-                if sid not in frame.values:
-                    frame.drops.setdefault(sid, reason)
+            frame.drop_sinks(self.sink_stages, {"stage": None, "policy": "drop",
+                                                "reason": "e2e_miss"})
 
-    def _submit(self, stage, frame: _Frame, dropped: dict | None = None) -> None:
+    def _submit(self, stage, frame: Frame, dropped: dict | None = None) -> None:
         """Run the stage on this frame on its thread; ``dropped``: call ``process_dropped``
         with that reason instead (a sink writing a dropped frame's line)."""
         inputs = {} if dropped is not None else \
             {port: frame.values[ref.stage][ref.port] for port, ref in stage.inputs.items()}
-        upstream = self.ancestors[stage.id]
-        stale = {k: v for k, v in frame.stale.items() if frame.stale_owner[k] in upstream}
-        info = FrameInfo(frame.index, frame.timestamp_ns, dict(frame.stamps), stale)
+        info = FrameInfo(frame.index, frame.timestamp_ns, dict(frame.stamps),
+                         frame.stale_seen_by(self.ancestors[stage.id]))
         variant = self.policy.variant(stage.id, frame.index)
         op = self.instances[stage.id].get(variant) or self.instances[stage.id]["normal"]
         reference = stage.id in self.options.reference_stages
@@ -336,7 +314,7 @@ class Scheduler:
         self.next_frame[done.stage] += 1
         frame = self.frames[done.frame]
         if done.dropped and done.error is None:
-            frame.values[done.stage] = DROPPED
+            frame.skip(done.stage)  # a sink wrote the dropped frame's line: it holds nothing
             self._maybe_complete(frame)
             return
         problem = done.error or self._check_outputs(done.stage, done.outputs)
@@ -347,7 +325,7 @@ class Scheduler:
             return
         self._settle(frame, done.stage, done.outputs, done.timing)
 
-    def _settle(self, frame: _Frame, stage_id: str, outputs: dict, timing: dict) -> None:
+    def _settle(self, frame: Frame, stage_id: str, outputs: dict, timing: dict) -> None:
         """Apply the deadline decision for this result and store the frame's value."""
         elapsed = timing["end_ns"] - timing["start_ns"]
         action = self.policy.decide(stage_id, frame.index, elapsed, timing["variant"])
@@ -355,18 +333,7 @@ class Scheduler:
         self.recorder.add(timing)
         if self.admission is not None:
             self.admission.observe(stage_id, timing["variant"], elapsed)
-        if action in (None, "degrade"):
-            frame.values[stage_id] = outputs
-            self.last_good[stage_id] = (outputs, frame.index)
-        elif action == "reuse_last" and stage_id in self.last_good:
-            reused, original = self.last_good[stage_id]
-            frame.values[stage_id] = reused
-            for port in reused:
-                frame.stale[f"{stage_id}/{port}"] = original
-                frame.stale_owner[f"{stage_id}/{port}"] = stage_id
-        else:  # drop, fail, or reuse_last without a previous good output
-            self.drop(frame, stage_id, {"stage": stage_id, "policy": action,
-                                        "reason": "deadline_miss"})
+        self.outcomes.apply(frame, stage_id, action, outputs)
         if action == "fail":
             stage = next(s for s in self.stages if s.id == stage_id)
             self.state.failure = {"frame": frame.index, "stage": stage_id, "op": stage.op,
@@ -376,7 +343,7 @@ class Scheduler:
             self.stop_at = min(self.stop_at, frame.index)
         self._maybe_complete(frame)
 
-    def _maybe_complete(self, frame: _Frame) -> None:
+    def _maybe_complete(self, frame: Frame) -> None:
         if len(frame.values) < len(self.stages):
             return
         end = self._now()
