@@ -17,14 +17,17 @@ from __future__ import annotations
 import __future__
 import ast
 import copy
+import dis
 import functools
 
 import numpy as np
 
+from ...errors import KernelSourceError
 from .simd import Vector
 from .source import Source
 
 _VALUE = "__cuvil_slice_value__"
+_SLICE_OPS = {"BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE"}
 
 
 def as_value(x):
@@ -47,13 +50,19 @@ class _WrapReads(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
 
+def _has_slices(code) -> bool:
+    """Whether the bytecode builds a slice (cheap: parsing the source of every kernel at import
+    would cost ~2 ms each)."""
+    return any(ins.opname in _SLICE_OPS for ins in dis.get_instructions(code))
+
+
 def value_slices(fn):
     """``fn``, or a rebuilt copy whose slice reads are values (see the module docstring)."""
-    if fn.__code__.co_freevars:
-        return fn  # a closure: kernels resolve module globals only, so it cannot compile
+    if fn.__code__.co_freevars or not _has_slices(fn.__code__):
+        return fn  # (a closure cannot compile: kernels resolve module globals only)
     try:
         src = Source.of(fn)
-    except Exception:  # no source: the compiler reports it when the kernel is built
+    except KernelSourceError:  # no source: the compiler says so when the kernel is built
         return fn
     tree = copy.deepcopy(src.tree)
     tree.decorator_list = []
