@@ -20,6 +20,7 @@ def _both(kernel, arrays: list, scalars: dict, static: dict) -> tuple[list, list
     """(compiled, uncompiled) results of ``kernel`` on copies of ``arrays``; ``scalars``: the
     run-time scalars by position."""
     results = []
+    static = {k: v for k, v in static.items() if k != "_debug"}  # (CUVIL_KERNEL_DEBUG=1 runs)
     for fn in (kernel, kernel.py_func):
         args = [a.copy() for a in arrays]
         for at, value in sorted(scalars.items()):
