@@ -119,7 +119,7 @@ def pillarize(points: Buf[f32, "n", 4], n: i64, voxels: Buf[f32, None, 4],
     for p in range(count, previous):  # what the previous frame wrote past this one's pillars
         simd.fill(voxels, p * max_points * 4, 4 * group, 0.0)
         num_points[p] = 0
-        coords[p, 0], coords[p, 1], coords[p, 2] = 0, 0, 0
+        coords[p, :] = 0
     for p in range(count):  # all three coords: whole rows vectorise as interleaved stores
         iy = cells[p] // nx
         coords[p, 0], coords[p, 1], coords[p, 2] = 0, iy, cells[p] - iy * nx
