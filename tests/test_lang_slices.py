@@ -181,6 +181,10 @@ def _bad_kernels():
         x[0, 0] = x[1, 0:8]  # marker: slice-as-number
 
     @kernel
+    def float_start(x: Buf[f32, "n", 8], s: f32, *, n: int):
+        x[0, 0] = simd.reduce_add(x[0, s:s + 2])  # marker: float-start
+
+    @kernel
     def bad_iota(x: Buf[f32, "n", 8], *, n: int):
         x[0, :] = simd.iota(8, 8)  # marker: bad-iota
 
@@ -197,6 +201,7 @@ def _bad_kernels():
         "byte_slice": (byte_slice, "byte-slice", "a slice of u8 buffer 'x'"),
         "whole_run_time": (whole_run_time, "whole-run-time", "`:` needs a static last extent"),
         "slice_as_number": (slice_as_number, "slice-as-number", "where a number is needed"),
+        "float_start": (float_start, "float-start", "is f32, a slice start must be an int"),
         "bad_iota": (bad_iota, "bad-iota", "simd.iota needs an element type first"),
     }
 

@@ -18,6 +18,7 @@ import ast
 from llvmlite import ir
 
 from .. import irutil as u
+from .arith import int_index
 from .types import BOOL, COMPUTE, VecType
 from .values import BufRef, Const, Val
 
@@ -81,7 +82,7 @@ class SliceMixin:
             if upper is None:
                 self.fail(last, f"slice `{ast.unparse(last)}` has no compile-time length",
                           HINT)
-            return self.slice_start(buf, last, node, static, upper), upper
+            return self.slice_start(buf, last, lower, node, static, upper), upper
         if not all(isinstance(v, Const) and type(v.value) is int for v in (lower, upper)):
             self.fail(last, f"slice bounds `{ast.unparse(last)}` must be compile-time ints",
                       HINT)
@@ -103,11 +104,15 @@ class SliceMixin:
         ok = isinstance(n, Const) and type(n.value) is int and 1 <= n.value <= 256
         return n.value if ok else None
 
-    def slice_start(self, buf, last: ast.Slice, node, static, lanes: int) -> ir.Value:
+    def slice_start(self, buf, last: ast.Slice, lower, node, static, lanes: int) -> ir.Value:
         if static is not None and lanes > static:
             self.fail(last, f"a slice of {lanes} lanes is longer than the last axis of "
                       f"'{buf.name}' ({static})")
-        start = self.index_value(last.lower, node)
+        start = self.value(lower, last.lower)
+        if start.ty.is_float:
+            self.fail(last.lower, f"`{ast.unparse(last.lower)}` is {start.ty}, a slice start "
+                      "must be an int", f"`i64({ast.unparse(last.lower)})`")
+        start = int_index(self.b, start)
         if self.debug:
             self.check_range(buf, start, lanes, node)
         return start

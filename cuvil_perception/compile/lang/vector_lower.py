@@ -177,7 +177,8 @@ class VectorMixin:
     def lane(self, v: Val, node: ast.Subscript) -> Val:
         """``v[k]``: one lane."""
         if isinstance(node.slice, (ast.Slice, ast.Tuple)):
-            self.fail(node, "a vector takes one lane index", "`simd.shuffle(v, lanes)`")
+            self.fail(node, "a vector takes one lane index",
+                      "`simd.slice(v, start, n)` or `simd.shuffle(v, lanes)`")
         idx = self.lane_index(v, self.expr(node.slice), node.slice, node.value)
         return Val(self.b.extract_element(v.ir, idx), v.ty.elem)
 

@@ -114,6 +114,7 @@ def conv_scatter(features: Buf[f32, None, "cin"], coords: Buf[i32, None, 3], cou
     prev_count[0] = reached
     return reached
 
+
 def conv_scatter_spec(config: PillarConfig, conv: ConvLayer) -> KernelSpec:
     """The fused scatter + first-conv kernel for one grid and layer shape (weights at run time)."""
     (cin, cout), (kh, kw) = conv.channels, conv.kernel

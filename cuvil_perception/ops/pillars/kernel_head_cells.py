@@ -46,12 +46,12 @@ def head_cells(cls: Buf[f32, "cells", "groups"], feats: Buf[u64],
                found: Buf[i32, "cells"], *, cells: int, groups: int, picks: tuple,
                parts: tuple, jb: int, jd: int, gate: float, width: int) -> i64:
     n = 0
-    start = simd.load(bias, 0, width)
+    start = bias[:]
     for c in range(cells):
         # a candidate: some anchor's best logit >= gate, the best taken as decode takes it (the
         # first logit, replaced only by a strictly greater one; a NaN first never passes).
         # picks[k]: the lanes of class k of every anchor
-        logits = simd.load(cls, c * groups, groups)
+        logits = cls[c, :]
         best = simd.shuffle(logits, picks[0])
         for k in unroll(len(picks) - 1):
             value = simd.shuffle(logits, picks[k + 1])
@@ -64,11 +64,10 @@ def head_cells(cls: Buf[f32, "cells", "groups"], feats: Buf[u64],
             for k, count in enumerate(parts):  # F[:, c], part by part, channels in order
                 feat = view(feats[k], f32, count, cells)
                 for ci in range(count):
-                    w = simd.load(weights, (row + ci) * width, width)
-                    acc = kmath.fma(simd.splat(feat[ci, c], width), w, acc)
+                    acc = kmath.fma(feat[ci, c], weights[row + ci, :], acc)
                 row += count
-            simd.store(box, c * jb, simd.slice(acc, 0, jb))
-            simd.store(dirs, c * jd, simd.slice(acc, jb, jd))
+            box[c, :] = simd.slice(acc, 0, jb)
+            dirs[c, :] = simd.slice(acc, jb, jd)
     return n
 
 

@@ -41,7 +41,9 @@ def fold_weights(weights: PfnWeights) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(np.concatenate([folded, combined]), np.float32), bias
 
 
-@kernel(name="pillars.pfn")
+# noalias=False (the buffers never overlap): with noalias, LLVM hoists all 11 weight rows (44 zmm
+# for C = 64) out of the pillar loop and they spill into the point loop (measured ~1.15x slower).
+@kernel(name="pillars.pfn", noalias=False)
 def pfn(voxels: Buf[f32, None, "max_points", 4], coords: Buf[i32, None, 3],
         num_points: Buf[i32], count: i64, weights: Buf[f32, 14, "channels"],
         bias: Buf[f32, "channels"], out: Buf[f32, None, "channels"], *, channels: int,
@@ -68,6 +70,7 @@ def pfn(voxels: Buf[f32, None, "max_points", 4], coords: Buf[i32, None, 3],
             v = kmath.fma(r, weights[13, :], kmath.fma(uz, weights[12, :], v))
             acc = simd.select(acc > v, acc, v)
         out[p, :] = acc
+
 
 def pfn_spec(config: PillarConfig) -> KernelSpec:
     """The fused features + PFN kernel for one grid."""
