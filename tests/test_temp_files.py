@@ -38,8 +38,9 @@ def _dead_pid() -> int:
     return child.pid
 
 
-def _killed_mid_write(out: Path) -> list[Path]:
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(out)], stdout=subprocess.PIPE,
+def _killed_mid_write(out: Path, code: str = CHILD) -> list[Path]:
+    """Run ``code`` on ``out``, SIGKILL it once it says "written"; the entries it left."""
+    child = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE,
                              text=True)
     try:
         assert child.stdout.readline() == "written\n"
@@ -58,6 +59,28 @@ def test_kill_9_mid_write_leaves_a_temp_the_next_write_removes(tmp_path):
     assert out.read_text() == '{"old": true}'  # the kill never exposed half a file
     write_bytes_atomic(tmp_path / "other.json", b"{}")  # any later write into the folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.json", "out.json"]
+
+
+# make-drive --format mcap, killed while its temporary KITTI folder beside OUT is being filled.
+MAKE_DRIVE_CHILD = """
+import sys, time
+import cuvil_perception.drives.synth as synth
+from cuvil_perception.cli.app import main
+def stall(folder, frames, seed):
+    (folder / "half-written").write_bytes(b"x")
+    print("written", flush=True)
+    time.sleep(120)
+synth.make_drive = stall
+main(["make-drive", sys.argv[1], "--format", "mcap", "--frames", "1"])
+"""
+
+
+def test_kill_9_during_make_drive_leaves_a_folder_the_next_write_removes(tmp_path):
+    leftovers = _killed_mid_write(tmp_path / "d.mcap", MAKE_DRIVE_CHILD)
+    assert [p.name for p in tmp_path.iterdir()] == [p.name for p in leftovers]
+    assert len(leftovers) == 1 and (leftovers[0] / "half-written").exists()
+    write_bytes_atomic(tmp_path / "other.json", b"{}")
+    assert [p.name for p in tmp_path.iterdir()] == ["other.json"]
 
 
 def _name(output: str, pid: int, host: str | None = None) -> str:

@@ -1,6 +1,7 @@
 """The command group, and the one place where errors become exit codes.
 
-User mistakes (``UsageError``) print one line on stderr and exit 2; a failed run
+User mistakes (``UsageError``, and click's own usage errors: an unknown option, a value out of
+an option's range, a missing argument) print one line on stderr and exit 2; a failed run
 (``ExecutionError``) prints its report line and exits 1; anything else is a bug and keeps its
 traceback.
 """
@@ -42,7 +43,28 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
     click.echo(f"warning: {message}", err=True)
 
 
+def one_line_usage_error(exc: click.UsageError) -> str:
+    """click's usage error as one line (click itself prints the usage, a hint, then the
+    error), pointing at the ``--help`` of the command it is about."""
+    message = "; ".join(line.strip() for line in exc.format_message().splitlines() if line)
+    where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+    return f"error: {message}{where}"
+
+
+def _exit_with_one_line(exc: click.UsageError):
+    click.echo(one_line_usage_error(exc), err=True)
+    sys.exit(exc.exit_code)
+
+
 class _Group(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:  # the group's own options (cuvil-perception --bogus)
+            _exit_with_one_line(exc)
+
     def invoke(self, ctx: click.Context):
         from ..rt.signals import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE, RunTerminated
 
@@ -53,6 +75,10 @@ class _Group(click.Group):
         except CuvilError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a group called alone prints its help
+        except click.UsageError as exc:  # a verb's options or arguments
+            _exit_with_one_line(exc)
         except KeyboardInterrupt as exc:  # a signal before the run could stop cleanly
             terminated = isinstance(exc, RunTerminated)
             click.echo(f"{'terminated (SIGTERM)' if terminated else 'interrupted (SIGINT)'}: "

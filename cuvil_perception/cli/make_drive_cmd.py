@@ -38,20 +38,25 @@ def _prepare(out: Path, force: bool) -> None:
 
 def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool):
     """The synthetic drive written as a bag file at ``target`` (through a temporary KITTI
-    folder beside it); --force replaces only an existing bag."""
-    import tempfile
-
+    folder beside it, named by ``temp_files.temp_path`` so that a later write into that folder
+    removes it when make-drive was killed); --force replaces only an existing bag."""
     from ..drives.bag import is_bag, write_bag
     from ..drives.synth import make_drive
+    from ..temp_files import sweep_stale, temp_path
 
     if target.exists():
         if not force or not is_bag(target) or target.is_dir():
             raise UsageError(f"{target}: exists (pass --force to replace a bag file)")
         target.unlink()
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".make-drive-", dir=target.parent) as folder:
-        summary = make_drive(Path(folder), frames, seed)
-        bag = write_bag(Path(folder), target, fmt)
+    sweep_stale(target.parent)
+    folder = temp_path(target)
+    folder.mkdir()
+    try:
+        summary = make_drive(folder, frames, seed)
+        bag = write_bag(folder, target, fmt)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     summary.bytes = bag.bytes
     return summary
 
