@@ -89,11 +89,14 @@ def binding_overhead() -> None:
     vp = ctypes.c_void_p
     data_as = measure(lambda: k(x.ctypes.data_as(vp), y.ctypes.data_as(vp), 1.0), runs=5,
                       number=n // 10)
+    checked = get_kernel(ex.axpy.spec(debug=True, n=16))  # allocates and checks a record
+    debug = measure(lambda: checked(xa, ya, 1.0), runs=5, number=n)
     print_table("per-call overhead (axpy n=16, median us per call)",
                 ["binding", "us/call"],
                 [("c_void_p, cached int addresses", cached.median_ms * 1e3),
                  ("c_void_p, arr.ctypes.data per call", attr.median_ms * 1e3),
-                 ("arr.ctypes.data_as(c_void_p)", data_as.median_ms * 1e3)])
+                 ("arr.ctypes.data_as(c_void_p)", data_as.median_ms * 1e3),
+                 ("bounds-checked build, cached addresses", debug.median_ms * 1e3)])
 
 
 def pipeline_start(specs: list, label: str) -> None:
@@ -175,7 +178,7 @@ def _median(runs: list[tuple], column: int) -> float:
 
 
 def gil_release() -> None:
-    k = get_kernel(ex.EXP_ACCUMULATE)
+    k = get_kernel(ex.EXP_ACCUMULATE.release())  # PYFUNCTYPE below: the release ABI
     x = np.random.default_rng(0).uniform(-3, 3, 4096).astype(np.float32)
     y = np.zeros_like(x)
     t0 = time.perf_counter()

@@ -50,7 +50,7 @@ def test_concurrent_first_calls_compile_once(fresh):
 
 
 def test_gil_is_released_during_a_native_call(fresh):
-    k = get_kernel(ex.EXP_ACCUMULATE)
+    k = get_kernel(ex.EXP_ACCUMULATE.release())  # PYFUNCTYPE below: the release ABI
     x = np.random.default_rng(0).uniform(-3, 3, 4096).astype(np.float32)
     y = np.zeros_like(x)
     reps = size_for(lambda n: k(x.ctypes.data, y.ctypes.data, n), 0.08)  # ~80 ms a call

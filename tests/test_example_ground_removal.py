@@ -78,9 +78,13 @@ def _config(repo_root, tmp_path, **params) -> Path:
     return path
 
 
-def test_tutorial_config_runs_on_the_sample_drive(repo_root, tmp_path):
+@pytest.mark.parametrize("debug", [False, True])
+def test_tutorial_config_runs_on_the_sample_drive(repo_root, tmp_path, monkeypatch, debug):
+    """Also bounds-checked (``CUVIL_KERNEL_DEBUG=1``): the op calls its kernel unchanged."""
     from cuvil_perception.rt import RunOptions, run_pipeline
 
+    if debug:
+        monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "1")
     config = _config(repo_root, tmp_path)
     try:
         result = run_pipeline(load_pipeline(config),
@@ -89,6 +93,7 @@ def test_tutorial_config_runs_on_the_sample_drive(repo_root, tmp_path):
         config.unlink()
     assert result.compiles_after_frame0 == 0
     assert [r["name"] for r in result.prewarm] == ["example.ground_removal"]
+    assert result.prewarm[0]["static"].startswith("_debug=true") == debug
     lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert len(lines) == 2
     kept = lines[0]["outputs"]["points"]["shape"]

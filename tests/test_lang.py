@@ -200,7 +200,7 @@ def test_early_return_and_specs_per_static_value():
     assert early(x, 4, bound=1.0) == -1
     assert early.spec(bound=0.5) != early.spec(bound=1.0)
     assert early.spec(bound=0.5) == early.spec(bound=0.5)
-    assert early.spec(bound=0.5).args == ("ptr", "i64") and early.spec(bound=0.5).ret == "i64"
+    assert early.spec(bound=0.5).call_args == ("ptr", "i64") and early.spec(bound=0.5).ret == "i64"
 
 
 def test_kernel_spec_plugs_into_get_kernel_and_releases_the_gil_by_ctypes():

@@ -35,7 +35,7 @@ def _interpreted(kernel: ScatterKernel, features, pillars) -> np.ndarray:
     if lines:
         args += [kernel.union[0], kernel.union[1], kernel.gathered, kernel.rank]
     with np.errstate(over="ignore"):  # bits & (bits - 1) wraps at bit 63, as compiled
-        fn(*args, **{k: v for k, v in kernel.spec.static.items()})
+        fn(*args, **kernel_scatter.scatter.static_params(kernel.spec))
     return kernel.bev
 
 

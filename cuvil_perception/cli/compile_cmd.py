@@ -5,6 +5,8 @@ next ``run`` starts warm) and a table shows how each was served. With ``--target
 DIR`` they are written as object files for another architecture and not loaded. With ``--target
 TRIPLE --library DIR`` they become one standalone library (``lib<prefix>.so`` + ``.a``, a C
 header, a C example; see ``compile.library``), linked with the triple's system toolchain.
+Objects and libraries are always release builds, also under ``CUVIL_KERNEL_DEBUG=1``: a debug
+build's error record is decoded by the Python binding, which a C caller does not have.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None,
     p = load_pipeline(pipeline)
     specs = pipeline_kernels(p)
     console = Console()
+    if triple is not None and any(s.error_record is not None for s in specs):
+        console.print("note: --target writes release builds; bounds-checked kernels "
+                      "(CUVIL_KERNEL_DEBUG=1, debug=True) are for runs in Python")
     if library_dir is not None or prefix is not None or cpu is not None:
         if triple is None or library_dir is None:
             raise UsageError("--library DIR needs --target TRIPLE (and --prefix / --cpu need "

@@ -26,7 +26,9 @@ def emit_object(spec: KernelSpec, triple: str, cpu: str = "generic", features: s
 
 def write_objects(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path,
                   cpu: str = "generic", features: str = "") -> list[Path]:
-    """Write ``<name>-<key8>.o`` for every spec into ``out_dir`` (created); returns the paths."""
+    """Write ``<name>-<key8>.o`` for every spec into ``out_dir`` (created); returns the paths.
+    Objects are release builds: a debug spec is written as its `KernelSpec.release` (its error
+    record is decoded by the Python binding, which code linking the object does not have)."""
     target = cross_target(triple, cpu, features)
     out = Path(out_dir)
     try:
@@ -34,7 +36,7 @@ def write_objects(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path,
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot create directory: {exc}") from exc
     paths = []
-    for spec in specs:
+    for spec in (s.release() for s in specs):
         ir_text = render(spec)
         key = cache_key(ir_text, spec, target, DEFAULT_OPTIONS)
         path = out / f"{spec.name}-{key[:8]}.o"

@@ -149,13 +149,14 @@ def library_object(spec: KernelSpec, symbol: str, target: Target,
 
 def build_library(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path, prefix: str,
                   cpu: str | None = None, features: str = "") -> Library:
-    """Compile, link and document ``specs`` as one library (see the module docstring)."""
+    """Compile, link and document ``specs`` as one library (see the module docstring), as
+    release builds: a debug spec goes in as its `KernelSpec.release` (no error record)."""
     if not _PREFIX.fullmatch(prefix):
         raise UsageError(f"--prefix {prefix!r}: must be a C identifier (letters, digits, _)")
     tools = find_toolchain(triple)
     target = library_target(triple, cpu, features)
     out = _prepare(Path(out_dir))
-    kernels = symbols_for(unique_specs(specs), prefix)
+    kernels = symbols_for(unique_specs(s.release() for s in specs), prefix)
     if not kernels:
         raise UsageError("the pipeline has no native kernels: nothing to put in a library")
     objects, uses = [], {}

@@ -12,10 +12,18 @@ call, so kernels run in parallel with Python threads and with each other. Pass b
 addresses (``arr.ctypes.data``, cached once per preallocated buffer): ~0.4 us per call, against
 4-9 us for ``arr.ctypes.data_as(...)``. A kernel keeps no state between calls, so it may be
 called from several threads at once as long as they do not write the same buffers.
+
+A debug build (``spec.error_record`` set) is bound the same way, then wrapped (`_checked`): the
+wrapper takes the release build's arguments, appends a fresh int64[4] error record, calls the
+``CFUNCTYPE`` (the GIL is still released during the native call) and raises the spec's
+exception when the record is set. So every caller -- an op's wrapper calling with raw
+addresses, ``kernel(...)``, prewarm -- gets the bounds checks without passing the record; the
+release path returns the bare ``CFUNCTYPE``, so its call cost does not change.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 
@@ -77,6 +85,8 @@ def _bind(spec: KernelSpec, engine, size: int, key: str):
     if not address:
         raise CompileError(f"kernel {spec.name}: object code has no symbol {spec.fn_name!r}")
     fn = spec.cfunctype()(address)
+    if spec.error_record is not None:
+        fn = _checked(spec, fn)
     fn.spec = spec
     fn.address = address
     fn.size = size
@@ -85,6 +95,26 @@ def _bind(spec: KernelSpec, engine, size: int, key: str):
     if config.perf_map_enabled():
         write_perf_map(address, fn.size, spec.name)
     return fn
+
+
+def _checked(spec: KernelSpec, native):
+    """A callable taking ``spec.call_args`` that runs ``native`` (a debug build) with a fresh
+    error record as its last argument and raises ``spec.error_record(spec, record)`` when the
+    kernel set it. One record per call: concurrent calls from several threads stay apart."""
+    explain, count = spec.error_record, len(spec.call_args)
+
+    def call(*args):
+        if len(args) != count:
+            raise TypeError(f"kernel {spec.name} takes {count} arguments ({len(args)} given)")
+        record = (ctypes.c_int64 * 4)()
+        out = native(*args, ctypes.addressof(record))
+        if record[0]:
+            raise explain(spec, tuple(record))
+        return out
+
+    call.native = native
+    call.__name__ = call.__qualname__ = spec.fn_name
+    return call
 
 
 def _text_size(ref) -> int:

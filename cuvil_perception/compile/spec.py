@@ -91,6 +91,13 @@ class KernelSpec:
     ``version`` whenever the generator's output changes. ``source`` is a
     digest of the source text the generator compiles (kernel-language kernels: the kernel's
     module and its helpers), so editing a kernel outside this package changes the identity too.
+
+    ``error_record`` marks a bounds-checked (debug) build: the kernel's last argument is a
+    hidden int64[4] error record (``[site + 1, index, extent, 0]``, all zero when nothing went
+    wrong) and ``error_record(spec, record)`` returns the exception for a non-zero one. Callers
+    never pass the record: the callable `get_kernel` returns takes ``call_args`` and supplies,
+    checks and raises it itself (`loader`). Not part of the identity: the static param
+    ``_debug`` (which the generator reads to add the argument) is.
     """
 
     name: str
@@ -102,6 +109,7 @@ class KernelSpec:
     version: int = 1
     arg_docs: tuple[Arg, ...] = ()
     source: str = ""
+    error_record: Callable[["KernelSpec", Any], Exception] | None = None
 
     def __post_init__(self) -> None:
         # Specs are written by kernel authors, not users: a bad spec is a CompileError (a bug).
@@ -116,6 +124,10 @@ class KernelSpec:
             if kind not in CTYPES:
                 raise CompileError(f"kernel {self.name}: unknown arg/ret kind {kind!r}; "
                                    f"use one of {sorted(CTYPES)}")
+        if self.error_record is not None and not (self.static.get("_debug") is True
+                                                  and self.args[-1:] == ("ptr",)):
+            raise CompileError(f"kernel {self.name}: a debug build has static _debug=True and "
+                               "the error record as its last (ptr) argument")
         unknown = set(self.fastmath) - FASTMATH_FLAGS
         if unknown:
             raise CompileError(f"kernel {self.name}: unknown fast-math flags {sorted(unknown)}")
@@ -183,6 +195,20 @@ class KernelSpec:
     def with_static(self, **changes: Any) -> "KernelSpec":
         """The same kernel with some static params replaced or added."""
         return replace(self, static={**self.static, **changes})
+
+    @property
+    def call_args(self) -> tuple[str, ...]:
+        """The argument kinds callers pass: ``args`` without a debug build's error record."""
+        return self.args[:-1] if self.error_record is not None else self.args
+
+    def release(self) -> "KernelSpec":
+        """The release build of a debug spec (no ``_debug``, no error record); else itself."""
+        if self.error_record is None:
+            return self
+        static = {k: v for k, v in self.static.items() if k != "_debug"}
+        docs = self.arg_docs[:-1] if self.arg_docs else ()
+        return replace(self, static=static, args=self.args[:-1], arg_docs=docs,
+                       error_record=None)
 
     def cfunctype(self) -> type:
         """The ctypes ``CFUNCTYPE`` prototype (releases the GIL during the call)."""

@@ -154,7 +154,10 @@ class NativeSpinOp(_OneInput):
     def kernels(self):
         from ..compile.examples import EXP_ACCUMULATE
 
-        return [EXP_ACCUMULATE.with_static(n=self.connected["x"].shape[0])]
+        spec = EXP_ACCUMULATE.with_static(n=self.connected["x"].shape[0])
+        # hold_gil binds the kernel's address itself, so it needs the release ABI (a debug
+        # build's error record is only supplied by the callable get_kernel returns).
+        return [spec.release() if self.p["hold_gil"] else spec]
 
     def open(self, ctx) -> None:
         from ..compile import get_kernel

@@ -17,7 +17,10 @@ unrolled loops use; each distinct set of static values is its own `KernelSpec`.
 Buffers are ``noalias`` (they must not overlap; pass ``noalias=False`` when they may). A
 bounds-checked build (``debug=True``, or ``CUVIL_KERNEL_DEBUG=1`` for every kernel) checks every
 index and raises `KernelIndexError` naming the buffer, the index and the source line; it takes
-one extra hidden argument, an int64[4] error record that ``__call__`` supplies.
+one extra hidden argument, an int64[4] error record that the callable `get_kernel` returns
+supplies and checks (`loader`), so ``kernel(...)`` and ops calling with raw addresses alike
+need no change. ``Kernel.static_params(spec)`` gives a spec's static values as keyword
+arguments (for ``py_func``), without the build's ``_debug`` flag.
 """
 
 from __future__ import annotations
@@ -109,7 +112,14 @@ class Kernel:
         return KernelSpec(name=self.name, build=self._build, static=values, args=args,
                           arg_docs=docs, ret=PARAM_KINDS[ret] if ret is not None else None,
                           fastmath=self.fastmath, version=self.version,
-                          source=self.source_digest())
+                          source=self.source_digest(),
+                          error_record=self.index_error if debug else None)
+
+    @staticmethod
+    def static_params(spec: KernelSpec) -> dict:
+        """``spec``'s static values as this kernel's keyword arguments (``py_func(...,
+        **static)``): without the ``_debug`` flag a bounds-checked build adds."""
+        return {k: v for k, v in spec.static.items() if k != "_debug"}
 
     def _defaults(self) -> dict:
         """Default values of the static parameters (read from the function, not its source)."""
@@ -135,17 +145,11 @@ class Kernel:
                 raw.append(arr.ctypes.data)
             else:
                 raw.append(arg)
-        record = None
-        if spec.static.get("_debug"):
-            record = np.zeros(4, np.int64)
-            raw.append(record.ctypes.data)
-        out = fn(*raw)
-        if record is not None and record[0]:
-            raise self.index_error(spec, record)
-        return out
+        return fn(*raw)  # a debug build's callable supplies and checks the error record
 
-    def index_error(self, spec: KernelSpec, record: np.ndarray) -> KernelIndexError:
-        """The exception for an error record (re-lowers the kernel to find the site table)."""
+    def index_error(self, spec: KernelSpec, record) -> KernelIndexError:
+        """The exception for a debug build's error record ``(site + 1, index, extent, 0)``
+        (re-lowers the kernel to find the site table; only ever on the error path)."""
         lowerer = render_lowerer(self, spec.fn_name, dict(spec.static))[1]
         where, buf, axis = lowerer.sites[int(record[0]) - 1]
         extent = "unknown" if record[2] < 0 else str(int(record[2]))
