@@ -65,8 +65,7 @@ def decode(cls: Buf[f32, "anchors", "classes"], box: Buf[f32, "anchors", 7],
     written = passed = 0
     flags = local(u8, BLOCK)
     words = view(address(flags), u64, BLOCK // 8)
-    for blk in range((anchors + BLOCK - 1) // BLOCK):
-        start = blk * BLOCK
+    for start in range(0, anchors, BLOCK):
         stop = min(start + BLOCK, anchors)
         for a in range(start, stop):  # phase 1, branch-free: whose best logit reaches the gate
             best, _ = best_class(cls, a, classes)
