@@ -83,8 +83,7 @@ def test_tutorial_config_runs_on_the_sample_drive(repo_root, tmp_path, monkeypat
     """Also bounds-checked (``CUVIL_KERNEL_DEBUG=1``): the op calls its kernel unchanged."""
     from cuvil_perception.rt import RunOptions, run_pipeline
 
-    if debug:
-        monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "1")
+    monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "1" if debug else "0")
     config = _config(repo_root, tmp_path)
     try:
         result = run_pipeline(load_pipeline(config),

@@ -122,6 +122,7 @@ def _pillar_outputs(model: PointPillars, points: np.ndarray) -> list[bytes]:
 @pytest.mark.parametrize("sparse", [False, True])
 def test_pillars_debug_build_gives_the_release_bytes_on_kitti(sparse, kitti_frames, monkeypatch):
     clouds = [np.fromfile(p, np.float32).reshape(-1, 4) for p in sorted(kitti_frames)[:2]]
+    monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "0")
     release = PointPillars.from_onnx(RANDOM_MODEL, PillarConfig(), sparse=sparse).open()
     monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "1")
     debug = PointPillars.from_onnx(RANDOM_MODEL, PillarConfig(), sparse=sparse).open()
