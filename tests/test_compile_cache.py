@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cuvil_perception import temp_files
 from cuvil_perception.compile import (CacheCorruptionWarning, cache_clear, cache_info,
                                       compile_stats, get_kernel, host_target)
 from cuvil_perception.compile import cache as disk
@@ -117,7 +118,7 @@ def test_two_processes_compile_one_kernel_at_once(cache_dir, tmp_path):
     assert len(entries) == 1
     payload, problem = disk.decode(entries[0].read_bytes())
     assert problem is None and payload[:4] == b"\x7fELF"
-    assert not list(disk.store_dir().glob(".tmp-*"))
+    assert not list(disk.store_dir().glob(".*.tmp"))
     counts = [tuple(map(int, out.split())) for out, _ in results]
     assert all(c + h == 1 for c, h in counts)  # each process either compiled or hit
 
@@ -197,3 +198,23 @@ def test_generator_without_source_file_has_no_alias():
     spec = KernelSpec("t.nosource", namespace["build"], {}, ())
     assert keys.fast_key(spec, host_target(), DEFAULT_OPTIONS) is None
     assert keys.fast_key(ex.AXPY, host_target(), DEFAULT_OPTIONS) is not None
+
+
+def _temp_name(output: str, pid: int) -> str:
+    return f".{output}.cuvil-{temp_files.host_tag()}-{pid}-0123456789ab.tmp"
+
+
+def test_a_killed_writers_temp_is_removed_by_the_next_write(cache_dir):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its PID names no process any more
+    store = disk.ensure_private_dir()
+    stale = store / _temp_name("a" * 64 + ".obj", dead.pid)
+    live = store / _temp_name("b" * 64 + ".obj", os.getpid())  # a writer still at work
+    old_format = store / ".tmp-k2j4h1.part"  # what earlier versions wrote through mkstemp
+    for path in (stale, live, old_format):
+        path.write_bytes(b"half an entry")
+    get_kernel(ex.AXPY)  # compiles and writes the entry and its alias
+    assert not stale.exists() and live.exists() and old_format.exists()
+    assert cache_clear() == 1
+    assert live.exists() and not old_format.exists()
+    assert sorted(p.name for p in store.iterdir()) == [live.name]

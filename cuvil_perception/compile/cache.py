@@ -14,7 +14,7 @@ rewrite after the recompilation succeeds instead of failing on every run.
 
 The folders are created with mode 0700 whatever the umask (they hold code that gets loaded
 into the process), and a folder this user owns that is group- or world-writable is tightened
-to 0700; entries are written 0600 (``mkstemp``).
+to 0700; entries are written 0600.
 
 Writes go to a temp file in the same directory and are published with ``os.replace`` (atomic on
 POSIX), so readers never see a half-written entry and several processes compiling the same kernel
@@ -27,6 +27,11 @@ Aliases ``<fast key>.alias`` (``<fast key> <object key>``, 64 hex characters eac
 start find an object without rendering its IR (see `keys.fast_key`); they are written the same
 atomic way; an alias that does not name its own fast key (copied or swapped), is malformed or
 dangles is a miss.
+
+Temp files are named by `temp_files` (``.NAME.cuvil-HOST-PID-RANDOM.tmp``): the first write of a
+process into the store removes those of writers that were killed mid-write (``kill -9``), never
+a live writer's; ``cache clear`` does the same and also removes the ``.tmp-*.part`` temp files
+that earlier versions wrote.
 """
 
 from __future__ import annotations
@@ -38,11 +43,11 @@ import re
 import shutil
 import stat
 import struct
-import tempfile
 import warnings
 from pathlib import Path
 
 from .. import config
+from ..temp_files import sweep_stale, temp_path
 
 MAGIC = b"CUVILOBJ"
 FORMAT = 2  # 2: the meta names the entry's key; aliases name their own key
@@ -139,14 +144,18 @@ def put_alias(fast: str, key: str) -> None:
 
 
 def _write_atomic(name: str, blob: bytes) -> Path:
+    """Write ``name`` in the store through a `temp_files` name (mode 0600, created exclusively)
+    and a rename; the first write of a process removes a killed writer's leftovers."""
     directory = ensure_private_dir()
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+    sweep_stale(directory)
+    tmp = temp_path(directory / name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(blob)
         os.replace(tmp, directory / name)
     except BaseException:
-        _unlink_quietly(Path(tmp))
+        _unlink_quietly(tmp)
         raise
     return directory / name
 
@@ -230,13 +239,17 @@ def cache_info() -> dict:
 
 
 def cache_clear() -> int:
-    """Delete every entry (and the journal and stray temp files); returns the entries removed."""
+    """Delete every entry, the journal and aliases, the temp files of writers that are gone
+    (`temp_files.sweep_stale`; a live writer's is kept) and the ``.tmp-*.part`` temp files of
+    earlier versions; returns the entries removed."""
     directory = store_dir()
     if not directory.is_dir():
         return 0
+    sweep_stale(directory, again=True)
     removed = 0
     for path in directory.iterdir():
-        if path.name.startswith(".tmp-") or path.name == "journal" or path.suffix == _ALIAS:
+        old_temp = path.name.startswith(".tmp-") and path.name.endswith(".part")
+        if old_temp or path.name == "journal" or path.suffix == _ALIAS:
             _unlink_quietly(path)
         elif path.suffix == _SUFFIX:
             removed += _unlink_quietly(path)
