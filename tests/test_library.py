@@ -65,7 +65,7 @@ def test_header_compiles_and_matches_the_kernel_signatures(host_lib, tmp_path):
 
 def _bind(lib_handle, kernel, symbol: str):
     """Point a native-kernel object at the library's function instead of the JIT's."""
-    kernel.kernel = kernel.spec.cfunctype()((symbol, lib_handle))
+    kernel.kernel = kernel.spec.release().cfunctype()((symbol, lib_handle))  # release ABI
     return kernel
 
 
@@ -117,7 +117,11 @@ def test_two_libraries_link_into_one_program(host_lib, tmp_path):
     assert out.split() == ["21", "32"]
 
 
-def test_cli_writes_library_and_a_running_example(tmp_path, capsys, repo_root, kitti_frames):
+@pytest.mark.parametrize("debug", [False, True])
+def test_cli_writes_library_and_a_running_example(tmp_path, capsys, repo_root, kitti_frames,
+                                                  monkeypatch, debug):
+    """Also under CUVIL_KERNEL_DEBUG=1: the library holds release builds, and says so."""
+    monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "1" if debug else "0")
     out = tmp_path / "lib"
     main_args = ["compile", str(repo_root / "configs" / "lidar_pillars.yaml"), "--target",
                  TRIPLE, "--library", str(out), "--prefix", "lidar"]
@@ -125,7 +129,10 @@ def test_cli_writes_library_and_a_running_example(tmp_path, capsys, repo_root, k
         main(main_args)
     except SystemExit as exc:
         assert exc.code == 0, capsys.readouterr().err
+    assert ("writes release builds" in capsys.readouterr().out) == debug
     assert {"liblidar.so", "liblidar.a", "lidar.h", MANIFEST} <= {p.name for p in out.iterdir()}
+    assert "_debug" not in (out / MANIFEST).read_text()
+    assert "error_record" not in (out / "lidar.h").read_text()
     example = out / "example"
     subprocess.run(["make", "-s", "-C", str(example)], check=True, capture_output=True)
     run = subprocess.run([str(example / "example"), str(kitti_frames[0]),
@@ -193,7 +200,7 @@ def test_argument_declarations_are_checked(args, message):
 def test_kernel_language_kernels_are_documented_in_the_header():
     from cuvil_perception.ops.yolo.kernel_scan import scan_spec
 
-    spec = scan_spec([(80, 80), (40, 40), (20, 20)], 80)
+    spec = scan_spec([(80, 80), (40, 40), (20, 20)], 80).release()  # what a library holds
     assert [a.name for a in spec.arg_docs] == ["cls_table", "best", "cand", "threshold"]
     assert [a.dtype for a in spec.arg_docs] == ["u64", "f32", "i64", None]
     block = kernel_block(spec, "lib_yolo_scan")

@@ -28,6 +28,9 @@ def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
     prefix = prefix or default_prefix(pipeline.name)
     lib = build_library(specs, triple, out_dir, prefix, cpu)
     symbols = dict(lib.symbols)
+    # Ops look their kernels up by the specs they declare; under CUVIL_KERNEL_DEBUG=1 those are
+    # debug builds, and the library holds their release builds (`build_library`).
+    symbols.update({s: symbols[s.release()] for s in specs if s.release() in symbols})
     extras = []
     cc = Path(find_toolchain(triple).cc).name
     for stage in pipeline.ordered():
