@@ -66,6 +66,7 @@ class CallsMixin:
             (buf,) = self.args(node, 1)
             if not isinstance(buf, BufRef):
                 self.fail(node, "address() of something that is not a buffer")
+            self.mark_written(buf)  # a view of that address may be written
             return Val(self.b.ptrtoint(buf.ptr, u.I64), I64)
         if fn is select:
             return self.select(node)

@@ -67,6 +67,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
         self.frames: list[Frame] = []
         self.dead = False         # the current position is unreachable (after return/break)
         self.inline_depth = 0
+        self.written: set[str] = set()  # buffer parameters stored to (or whose address escapes)
 
     @property
     def frame(self) -> Frame:
@@ -74,6 +75,12 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
 
     def fail(self, node, message: str, instead: str | None = None):
         fail(self.frame.src, node, message, instead)
+
+    def mark_written(self, buf) -> None:
+        """Record that the kernel may write ``buf`` (when it is a parameter): `kernel(...)`
+        refuses a read-only array there instead of writing into memory numpy guards."""
+        if isinstance(buf.ptr, ir.Argument):
+            self.written.add(buf.ptr.name)
 
     # -- statements ---------------------------------------------------------------------
     def body(self, stmts: list) -> None:
