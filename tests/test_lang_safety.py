@@ -202,3 +202,39 @@ def test_a_scalar_of_the_wrong_kind_names_its_parameter(n):
     with pytest.raises(TypeError, match=r"kernel safety.total: argument 'n' is i64, got"):
         total(np.ones(4, np.float32), n)
     assert total(np.ones(4, np.float32), np.int32(4)) == 4.0
+
+
+@kernel(name="safety.grid")
+def grid_cells(n: i64, *, nx: int, cell: float, size: tuple) -> f32:
+    return f32(nx * cell + size[0] + n)
+
+
+def test_numpy_scalars_are_accepted_as_static_values():
+    """``nx=np.int64(70)`` failed with 'static params are not JSON-serialisable'."""
+    spec = grid_cells.spec(nx=np.int64(70), cell=np.float64(0.5), size=(np.int32(2),))
+    assert spec.identity() == grid_cells.spec(nx=70, cell=0.5, size=(2,)).identity()
+    assert grid_cells(1, nx=np.int64(70), cell=np.float64(0.5), size=(np.int32(2),)) == 38.0
+
+
+@kernel(name="safety.twice")
+def twice(a: i64) -> i64:
+    return a * 2
+
+
+@kernel(name="safety.calls_a_kernel")
+def calls_a_kernel(a: i64) -> i64:
+    return twice(a) + 1
+
+
+@kernel(name="safety.recursive")
+def recursive(a: i64) -> i64:
+    return a if a <= 1 else a * recursive(a - 1)  # @recursive
+
+
+def test_a_kernel_calls_another_kernel_and_recursion_is_a_clear_error():
+    """The documented "another @kernel may be called" failed: `twice` cannot be called from a
+    kernel; write @inline on that function."""
+    assert calls_a_kernel(5) == calls_a_kernel.py_func(5) == 11
+    with pytest.raises(KernelSourceError, match=r"recursion\?\); write a loop instead$") as err:
+        recursive(3)
+    assert f"{THIS}:{_line('@recursive')}:" in str(err.value)

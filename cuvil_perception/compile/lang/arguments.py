@@ -64,3 +64,13 @@ def check_aliasing(kname: str, named: list[tuple[str, np.ndarray]], written) -> 
                              f"kernel writes one; its buffers are noalias (compiled code "
                              f"assumes they do not overlap): pass separate arrays, or declare "
                              f"@kernel(noalias=False)")
+
+
+def plain_static(value):
+    """A static value with numpy scalars as the Python numbers they hold (``nx=np.int64(70)``,
+    ``cell=np.float32(0.2)``: JSON, and so a spec's identity, takes only Python's)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (tuple, list)):
+        return type(value)(plain_static(v) for v in value)
+    return value

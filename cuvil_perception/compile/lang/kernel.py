@@ -40,7 +40,7 @@ from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
 from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
-from .arguments import check_aliasing, check_buffer, check_scalar
+from .arguments import check_aliasing, check_buffer, check_scalar, plain_static
 from .constants import current, is_constant, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
@@ -111,7 +111,7 @@ class Kernel:
         if missing or unknown:
             raise KernelSourceError(f"kernel {self.name}: static parameters missing {missing}, "
                                     f"unknown {unknown}; it takes {statics}")
-        values = {**self._defaults(), **static}
+        values = {k: plain_static(v) for k, v in {**self._defaults(), **static}.items()}
         debug = self.debug or config.kernel_debug() if debug is None else debug
         args = tuple("ptr" if isinstance(t, BufType) else PARAM_KINDS[t] for _, t in runtime)
         if debug:
