@@ -4,6 +4,7 @@ values changed between calls."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -238,3 +239,51 @@ def test_a_kernel_calls_another_kernel_and_recursion_is_a_clear_error():
     with pytest.raises(KernelSourceError, match=r"recursion\?\); write a loop instead$") as err:
         recursive(3)
     assert f"{THIS}:{_line('@recursive')}:" in str(err.value)
+
+
+@kernel(name="safety.float_literal")
+def float_literal(n: i64) -> i64:
+    c = n
+    c = 0.5  # @literal
+    return c
+
+
+@kernel(name="safety.float_return")
+def float_return(n: i64) -> i64:
+    return 2.7  # @return
+
+
+@pytest.mark.parametrize("fn, marker, message", [
+    (float_literal, "@literal", "'c' is i64 (from line"),
+    (float_return, "@return", "return value is f64, expected i64; write `i64(...)` instead"),
+])
+def test_a_float_literal_never_becomes_an_int_silently(fn, marker, message):
+    """``c = 0.5`` into an int variable compiled to ``c = 0`` ('literals adapt'), and
+    ``return 2.7`` from ``-> i64`` returned 2; Python keeps 0.5 / 2.7."""
+    with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
+        fn(1)
+    assert f"{THIS}:{_line(marker)}:" in str(err.value)
+
+
+def test_the_tutorials_try_a_mistake_fails_as_it_says(tmp_path):
+    """docs/custom-kernel-op.md: assign `c = 0.5` after `c = cell_of(...)` and the build fails
+    naming the line; it compiled (c = 0) and ran."""
+    import importlib.util
+
+    source = (THIS.parents[1] / "examples" / "ground_removal" / "kernel.py").read_text()
+    lines = source.splitlines()
+    at = next(k for k, text in enumerate(lines) if "c = cell_of(" in text)
+    lines.insert(at + 1, " " * 8 + "c = 0.5")
+    path = tmp_path / "kernel.py"
+    path.write_text("\n".join(lines) + "\n")
+    spec = importlib.util.spec_from_file_location("tutorial_mistake_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    static = dict(x0=0.0, y0=-39.68, cell=1.0, nx=70, ny=80, height=0.25, capacity=8,
+                  cells=70 * 80)
+    with pytest.raises(KernelSourceError) as err:
+        module.remove_ground(np.zeros((4, 4), np.float32), 4, np.zeros(5600, np.float32),
+                             np.zeros((8, 4), np.float32), **static)
+    doc = (THIS.parents[1] / "docs" / "custom-kernel-op.md").read_text()
+    claim = doc.split("`kernel.py:", 1)[1].split(" is i32", 1)[0]   # 34:9: ... 'c'
+    assert f"{path}:{claim}" in str(err.value) and "but this assigns f64" in str(err.value)

@@ -171,7 +171,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
             current = Var(u.entry_alloca(self.b, val.ty.ir, name), val.ty, node.lineno)
             env[name] = current
         elif val.ty != current.ty:
-            if not val.weak:
+            if not val.weak or (val.ty.is_float and not current.ty.is_float):
                 self.fail(node, f"'{name}' is {current.ty} (from line {current.line}) but this "
                           f"assigns {val.ty}", f"`{name} = {current.ty}(...)` or declare "
                           f"`{name}: {val.ty} = ...` at line {current.line}")
@@ -366,7 +366,8 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
             return val
         if isinstance(val.ty, VecType) or isinstance(ty, VecType):
             self.fail(node, f"{what} is {val.ty}, expected {ty}")
-        ok = (val.weak or (ty.is_float and not (val.ty.is_float and val.ty.bits > ty.bits))
+        ok = ((val.weak and (ty.is_float or not val.ty.is_float))  # 0.5 never becomes 0
+              or (ty.is_float and not (val.ty.is_float and val.ty.bits > ty.bits))
               or (ty.is_int and val.ty.is_int and ty.bits >= val.ty.bits) or val.ty == BOOL)
         if not ok:
             self.fail(node, f"{what} is {val.ty}, expected {ty}", f"`{ty}(...)`")
