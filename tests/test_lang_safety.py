@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import Buf, address, f32, f64, i64, inline, kernel, local, simd
+from cuvil_perception.compile.lang import (Buf, address, f32, f64, i64, inline, kernel, local, simd,
+                                           unroll)
 from cuvil_perception.errors import KernelSourceError
 
 THIS = Path(__file__).resolve()
@@ -287,3 +288,19 @@ def test_the_tutorials_try_a_mistake_fails_as_it_says(tmp_path):
     doc = (THIS.parents[1] / "docs" / "custom-kernel-op.md").read_text()
     claim = doc.split("`kernel.py:", 1)[1].split(" is i32", 1)[0]   # 34:9: ... 'c'
     assert f"{path}:{claim}" in str(err.value) and "but this assigns f64" in str(err.value)
+
+
+@kernel(name="safety.huge_unroll")
+def huge_unroll(n: i64) -> i64:
+    s = 0
+    for k in unroll(100000):  # @unroll
+        s += k * n
+    return s
+
+
+def test_a_huge_unrolled_loop_is_a_compile_error_not_a_long_hang():
+    """unroll(100000) compiled for 12 s (a million copies: minutes) before any message."""
+    with pytest.raises(KernelSourceError, match=r"an unrolled loop of 100000 copies \(at most "
+                                                r"4096\); write `for i in range\(n\)`") as err:
+        huge_unroll(1)
+    assert f"{THIS}:{_line('@unroll')}:" in str(err.value)

@@ -54,6 +54,9 @@ class Frame:
     loops: list = field(default_factory=list)   # (continue block, break block)
 
 
+MAX_UNROLL = 4096  # copies of an unrolled loop's body, like the elements of a `local` array
+
+
 class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
@@ -281,6 +284,9 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
 
     def unrolled(self, node: ast.For, items: list) -> None:
         """One copy of the body per item, the target bound to the item as a constant."""
+        if len(items) > MAX_UNROLL:  # 100 000 copies took 12 s to compile, 1 M ~ a hang
+            self.fail(node, f"an unrolled loop of {len(items)} copies (at most {MAX_UNROLL})",
+                      "`for i in range(n)`: a loop (LLVM unrolls and vectorises it itself)")
         for item in items:
             if self.dead:
                 return
