@@ -304,3 +304,37 @@ def test_a_huge_unrolled_loop_is_a_compile_error_not_a_long_hang():
                                                 r"4096\); write `for i in range\(n\)`") as err:
         huge_unroll(1)
     assert f"{THIS}:{_line('@unroll')}:" in str(err.value)
+
+
+@kernel(name="safety.fill_before")
+def fill_before(x: Buf[f32, 4, 8]):
+    simd.fill(x, -8, 8, 0.0)  # @fill
+
+
+@kernel(name="safety.load_past")
+def load_past(x: Buf[f32, 4, 8]) -> f32:
+    return simd.reduce_add(simd.load(x, 30, 4))  # @load
+
+
+@pytest.mark.parametrize("fn, marker, message", [
+    (fill_before, "@fill", "elements [-8, 0) out of range for 'x' (32 elements)"),
+    (load_past, "@load", "elements [30, 34) out of range for 'x' (32 elements)"),
+])
+def test_a_constant_simd_run_outside_the_buffer_is_a_compile_error(fn, marker, message):
+    """simd.fill(x, -8, 8, 0.0) wrote 32 bytes before the buffer (py_func: nothing, a clamped
+    slice); simd.load(x, 30, 4) read past its end."""
+    with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
+        fn(np.zeros((4, 8), np.float32))
+    assert f"{THIS}:{_line(marker)}:" in str(err.value)
+    with pytest.raises(IndexError, match="out of range for a buffer of 32"):
+        fn.py_func(np.zeros((4, 8), np.float32))
+
+
+def test_uncompiled_simd_fill_and_copy_refuse_a_run_outside_the_buffer():
+    x, src = np.zeros(8, np.float32), np.ones(8, np.float32)
+    with pytest.raises(IndexError, match=r"simd.fill: elements \[6, 10\)"):
+        simd.fill(x, 6, 4, 1.0)
+    with pytest.raises(IndexError, match=r"simd.copy: elements \[6, 10\)"):
+        simd.copy(x, 0, src, 6, 4)
+    simd.copy(x, 4, src, 4, 4)
+    assert x.tolist() == [0.0] * 4 + [1.0] * 4
