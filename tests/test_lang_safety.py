@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import (Buf, address, f32, f64, i64, inline, kernel, local, simd,
-                                           unroll)
+from cuvil_perception.compile.lang import (Buf, address, f32, f64, i32, i64, inline, kernel, local,
+                                           simd, unroll)
 from cuvil_perception.errors import KernelSourceError
 
 THIS = Path(__file__).resolve()
@@ -338,3 +338,19 @@ def test_uncompiled_simd_fill_and_copy_refuse_a_run_outside_the_buffer():
         simd.copy(x, 0, src, 6, 4)
     simd.copy(x, 4, src, 4, 4)
     assert x.tolist() == [0.0] * 4 + [1.0] * 4
+
+
+@kernel(name="safety.widen")
+def widen(n: i32) -> i64:
+    return i64(n)
+
+
+def test_an_int_argument_outside_its_type_is_refused_not_wrapped():
+    """ctypes passed 3_000_000_000 to an i32 parameter as -1294967296, 2**40 as 0."""
+    assert widen(2**31 - 1) == 2**31 - 1 and widen(-2**31) == -2**31
+    for value in (2**31, 3_000_000_000, -2**31 - 1):
+        with pytest.raises(ValueError, match=rf"argument 'n' is i32; {value} is outside its "
+                                             r"range \[-2147483648, 2147483647\]"):
+            widen(value)
+    with pytest.raises(ValueError, match="is outside its range"):
+        total(np.ones(4, np.float32), 2**63)
