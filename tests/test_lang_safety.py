@@ -354,3 +354,41 @@ def test_an_int_argument_outside_its_type_is_refused_not_wrapped():
             widen(value)
     with pytest.raises(ValueError, match="is outside its range"):
         total(np.ones(4, np.float32), 2**63)
+
+
+def _import_as(name: str, path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_kernel_installed_in_site_packages_is_keyed_by_its_source(tmp_path, monkeypatch):
+    """A user's op package installed with pip (the tutorial's distribution path) lives in
+    site-packages, which the source digest skipped: after an upgrade that changed the kernel,
+    the warm start loaded the old machine code (2 where py_func gave 101)."""
+    import importlib
+
+    from cuvil_perception.compile import sources
+
+    kernel_module = importlib.import_module("cuvil_perception.compile.lang.kernel")
+
+    folder = tmp_path / "site-packages" / "safety_user_pkg"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    path = folder / "kern.py"
+    text = ("from cuvil_perception.compile.lang import i64, kernel\n\n\n"
+            "@kernel(name='safety_user_pkg.answer')\n"
+            "def answer(n: i64) -> i64:\n    return n + 1\n")
+    results = []
+    for body in ("n + 1", "n + 100"):                  # version 1, then the upgrade
+        path.write_text(text.replace("n + 1", body))
+        sources.forget()
+        kernel_module._module_closure.cache_clear()
+        module = _import_as("safety_user_pkg.kern", path)
+        results.append((module.answer(1), module.answer.py_func(1)))
+    monkeypatch.delitem(sys.modules, "safety_user_pkg.kern")
+    assert results == [(2, 2), (101, 101)]
