@@ -6,6 +6,7 @@ seeds S .. S+K-1 (``fleet`` takes ``OUT/drive_*``).
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -23,7 +24,7 @@ _DRIVE_ENTRIES = (IMAGE_STREAM, LIDAR_STREAM, LABELS_DIR, CAM_TO_CAM, VELO_TO_CA
 
 
 def _prepare(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
+    if os.path.lexists(out) and not out.is_dir():  # a dangling symlink or a loop too
         raise UsageError(f"{out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):
         if not force:
@@ -44,7 +45,7 @@ def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool):
     from ..drives.synth import make_drive
     from ..temp_files import sweep_stale, temp_path
 
-    if target.exists():
+    if os.path.lexists(target):
         if not force or not is_bag(target) or target.is_dir():
             raise UsageError(f"{target}: exists (pass --force to replace a bag file)")
         target.unlink()
