@@ -66,8 +66,8 @@ def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool):
 @click.argument("out", type=click.Path())
 @click.option("--frames", type=click.IntRange(1, 100_000), default=20, show_default=True,
               help="Number of frames (10 Hz).")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Random seed; the same seed writes the same bytes.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Random seed (>= 0); the same seed writes the same bytes.")
 @click.option("--count", type=click.IntRange(1, 10_000), default=None,
               help="Write K drives OUT/drive_0000.. with seeds SEED..SEED+K-1 (a fleet).")
 @click.option("--force", is_flag=True,
