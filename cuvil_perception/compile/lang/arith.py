@@ -99,15 +99,33 @@ def _float_op(b: ir.IRBuilder, op: str, a: ir.Value, c: ir.Value, flags: tuple) 
         return b.fmul(a, c, flags=flags)
     if op == "/":
         return b.fdiv(a, c, flags=flags)
-    if op == "//":
-        return u.intrinsic(b, "llvm.floor", b.fdiv(a, c, flags=flags))
-    if op == "%":
-        r = b.frem(a, c)
-        zero = ir.Constant(a.type, 0.0)
-        fix = b.and_(b.fcmp_ordered("!=", r, zero),
-                     b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", c, zero)))
-        return b.select(fix, b.fadd(r, c), r)
+    if op in ("//", "%"):
+        return _float_floor_divmod(b, op, a, c, flags)
     raise TypeError(f"operator {op} needs integer operands")
+
+
+def _float_floor_divmod(b: ir.IRBuilder, op: str, a: ir.Value, c: ir.Value,
+                        flags: tuple) -> ir.Value:
+    """Python's (and numpy's) float ``//`` and ``%``: from the exact remainder (``frem``),
+    not ``floor(a / c)``, which rounds up across an integer (``1.0 // 0.1`` is 9.0, while
+    ``1.0 / 0.1`` rounds to 10.0); a zero result of ``%`` has the divisor's sign. A zero
+    divisor gives numpy's ``a / c`` (+-inf or NaN) and a NaN remainder."""
+    zero, one, half = (ir.Constant(a.type, v) for v in (0.0, 1.0, 0.5))
+    mod = b.frem(a, c)
+    wrong_sign = b.and_(b.fcmp_ordered("!=", mod, zero),
+                        b.xor(b.fcmp_ordered("<", mod, zero), b.fcmp_ordered("<", c, zero)))
+    if op == "%":
+        fixed = b.select(wrong_sign, b.fadd(mod, c), mod)
+        return b.select(b.fcmp_ordered("==", mod, zero),
+                        u.intrinsic(b, "llvm.copysign", zero, c), fixed)
+    div = b.fdiv(b.fsub(a, mod), c, flags=flags)
+    div = b.select(wrong_sign, b.fsub(div, one), div)
+    low = u.intrinsic(b, "llvm.floor", div)
+    low = b.select(b.fcmp_ordered(">", b.fsub(div, low), half), b.fadd(low, one), low)
+    quotient = b.fdiv(a, c, flags=flags)
+    out = b.select(b.fcmp_unordered("!=", div, zero), low,
+                   u.intrinsic(b, "llvm.copysign", zero, quotient))
+    return b.select(b.fcmp_ordered("==", c, zero), quotient, out)
 
 
 def _int_op(b: ir.IRBuilder, op: str, a: ir.Value, c: ir.Value, ty: Scalar) -> ir.Value:

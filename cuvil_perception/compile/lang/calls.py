@@ -66,6 +66,7 @@ class CallsMixin:
             (buf,) = self.args(node, 1)
             if not isinstance(buf, BufRef):
                 self.fail(node, "address() of something that is not a buffer")
+            self.mark_written(buf)  # a view of that address may be written
             return Val(self.b.ptrtoint(buf.ptr, u.I64), I64)
         if fn is select:
             return self.select(node)
@@ -77,6 +78,7 @@ class CallsMixin:
             return self.simd_call(fn, node)
         if fn in simd.VECTOR_OPERATIONS:
             return self.vector_call(fn, node)
+        fn = getattr(fn, "py_func", fn)  # another @kernel: the decorated name is its Kernel
         if getattr(fn, "__cuvil_inline__", False) or hasattr(fn, "__cuvil_kernel__"):
             target = fn.__cuvil_kernel__.py_func if hasattr(fn, "__cuvil_kernel__") else fn
             return self.inline_call(target, node)
@@ -265,7 +267,7 @@ class CallsMixin:
 
         if self.inline_depth >= MAX_INLINE_DEPTH:
             self.fail(node, f"helpers nested deeper than {MAX_INLINE_DEPTH} (recursion?)",
-                      "a loop instead of recursion")
+                      "a loop")
         src = Source.of(fn)
         params = src.tree.args
         names = [a.arg for a in params.args]

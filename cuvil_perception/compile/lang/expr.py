@@ -70,13 +70,31 @@ class ExprMixin:
                       f"parameter)")
         return x.value
 
-    def index_value(self, node: ast.expr, at) -> ir.Value:
+    def index_value(self, node: ast.expr, at, buf: BufRef | None = None,
+                    axis: int = 0) -> ir.Value:
+        """``node`` as an i64 index; on an axis of ``buf``, a constant must lie in range."""
         x = self.expr(node)
+        if buf is not None and isinstance(x, Const) and isinstance(x.value, int):
+            self.constant_index(buf, axis, x.value, node)
         val = self.value(x, node)
         if val.ty.is_float:
             self.fail(node, f"`{ast.unparse(node)}` is {val.ty}, an index must be an int",
                       f"`i64({ast.unparse(node)})`")
         return int_index(self.b, val)
+
+    def constant_index(self, buf: BufRef, axis: int, k: int, node: ast.expr) -> None:
+        """A constant index is checked when compiling: kernels do not wrap a negative index
+        as Python does (it would address memory before the buffer)."""
+        extent = buf.extents[axis] if axis < len(buf.extents) else None
+        if k < 0:
+            dim = buf.ty.dims[axis] if axis < len(buf.ty.dims) else None
+            hint = (f"`{extent.constant + k}`" if isinstance(extent, ir.Constant)
+                    else f"`{dim or f'len({buf.name})'} - {-k}`")
+            self.fail(node, f"negative index {k} on axis {axis} of '{buf.name}': kernels do not "
+                      "count from the end as Python does", hint)
+        if isinstance(extent, ir.Constant) and k >= extent.constant:
+            self.fail(node, f"index {k} out of range for axis {axis} of '{buf.name}' (extent "
+                      f"{extent.constant})")
 
     def scalar_annotation(self, node: ast.expr) -> Scalar:
         ty = self.resolve(node)
@@ -305,6 +323,7 @@ class ExprMixin:
         if not isinstance(base, BufRef):
             self.fail(target, f"`{ast.unparse(target.value)}` is not a buffer; only buffer "
                       "elements can be assigned")
+        self.mark_written(base)
         if is_slice(target):
             return self.slice_store(base, target, value)
         ty = base.ty.dtype
@@ -323,7 +342,7 @@ class ExprMixin:
                       f"{len(idx_nodes)}", f"`{buf.name}[{', '.join('ijkl'[:buf.ty.rank])}]`")
         offset = None
         for axis, (i_node, stride) in enumerate(zip(idx_nodes, buf.strides)):
-            idx = self.index_value(i_node, node)
+            idx = self.index_value(i_node, node, buf, axis)
             if self.debug:
                 self.check_index(buf, axis, idx, node)
             term = idx if _is_one(stride) else self.b.mul(idx, stride)

@@ -40,6 +40,8 @@ from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
 from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
+from .arguments import check_aliasing, check_buffer, check_scalar, plain_static
+from .constants import current, is_constant, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
 from .slices import value_slices
@@ -75,6 +77,9 @@ class Kernel:
         self.fastmath, self.noalias, self.debug, self.version = fastmath, noalias, debug, version
         self._params = None
         self._digest = None
+        self._refs: tuple = ()
+        self._digests: dict[tuple, str] = {}  # current constant values -> source digest
+        self._written: dict[tuple, frozenset] = {}
         self._build = _builder(self)
 
     # -- signature ----------------------------------------------------------------------
@@ -85,10 +90,17 @@ class Kernel:
         return self._params
 
     def source_digest(self) -> str:
-        """sha256 of the kernel's module file and the files of the helpers it can call."""
+        """sha256 of the kernel's module file and the files of the helpers it can call, and of
+        the current values of the module-level constants they read (`constants`)."""
         if self._digest is None:
             self._digest = _digest_sources(self.py_func)
-        return self._digest
+            self._refs = referenced(self.py_func)
+        values = current(self._refs)
+        found = self._digests.get(values)
+        if found is None:
+            found = hashlib.sha256(f"{self._digest}{values!r}".encode()).hexdigest()[:24]
+            self._digests[values] = found
+        return found
 
     def spec(self, debug: bool | None = None, arg_docs: tuple = (), **static) -> KernelSpec:
         """The `KernelSpec` for these static values (a debug spec takes the error record).
@@ -99,7 +111,7 @@ class Kernel:
         if missing or unknown:
             raise KernelSourceError(f"kernel {self.name}: static parameters missing {missing}, "
                                     f"unknown {unknown}; it takes {statics}")
-        values = {**self._defaults(), **static}
+        values = {k: plain_static(v) for k, v in {**self._defaults(), **static}.items()}
         debug = self.debug or config.kernel_debug() if debug is None else debug
         args = tuple("ptr" if isinstance(t, BufType) else PARAM_KINDS[t] for _, t in runtime)
         if debug:
@@ -135,17 +147,34 @@ class Kernel:
             raise TypeError(f"kernel {self.name} takes {len(runtime)} run-time arguments, "
                             f"got {len(args)}")
         keep, raw = [], []
-        sizes = {**spec.static, **{p: a for (p, t), a in zip(runtime, args)
-                                   if not isinstance(t, BufType)}}
+        scalars = {p: check_scalar(self.name, p, t, a) for (p, t), a in zip(runtime, args)
+                   if not isinstance(t, BufType)}
+        sizes = {**spec.static, **scalars}
         for (pname, ty), arg in zip(runtime, args):
             if isinstance(ty, BufType):
                 ty = resolve_dtype(ty, spec.static)
-                arr = _check_buffer(self.name, pname, ty, arg, sizes)
-                keep.append(arr)
+                arr = check_buffer(self.name, pname, ty, arg, sizes)
+                if not arr.flags.writeable and pname in self.written(spec):
+                    raise ValueError(f"kernel {self.name}: argument '{pname}' is a read-only "
+                                     f"array and the kernel writes it; pass a writeable copy "
+                                     f"(`{pname}.copy()`)")
+                keep.append((pname, arr))
                 raw.append(arr.ctypes.data)
             else:
-                raw.append(arg)
+                raw.append(scalars[pname])
+        if self.noalias:
+            check_aliasing(self.name, keep, lambda: self.written(spec))
         return fn(*raw)  # a debug build's callable supplies and checks the error record
+
+    def written(self, spec: KernelSpec) -> frozenset:
+        """Names of the buffer parameters the kernel may write for ``spec``'s static values
+        (stores, simd stores, ``address()``); lowered once per spec, only when a read-only array
+        is passed (numpy's read-only flag guards memory a write would corrupt or fault on)."""
+        found = self._written.get(spec.identity())
+        if found is None:
+            found = frozenset(render_lowerer(self, spec.fn_name, dict(spec.static))[1].written)
+            self._written[spec.identity()] = found
+        return found
 
     def index_error(self, spec: KernelSpec, record) -> KernelIndexError:
         """The exception for a debug build's error record ``(site + 1, index, extent, 0)``
@@ -261,20 +290,6 @@ def _signature(k: Kernel):
     return runtime, statics, ret
 
 
-def _check_buffer(kname: str, pname: str, ty: BufType, arr, sizes: dict) -> np.ndarray:
-    if not isinstance(arr, np.ndarray) or arr.dtype != ty.dtype.dtype \
-            or not arr.flags.c_contiguous or arr.ndim != ty.rank:
-        raise TypeError(f"kernel {kname}: argument '{pname}' must be a C-contiguous "
-                        f"{ty.dtype.dtype} array of {ty.rank} axes, got "
-                        f"{getattr(arr, 'dtype', type(arr).__name__)} "
-                        f"{getattr(arr, 'shape', '')}")
-    want = tuple(d if isinstance(d, int) or d is None else int(sizes[d]) for d in ty.dims)
-    if any(w is not None and w != s for w, s in zip(want, arr.shape)):
-        raise TypeError(f"kernel {kname}: argument '{pname}' has shape {arr.shape}, the kernel "
-                        f"expects {tuple('?' if w is None else w for w in want)}")
-    return arr
-
-
 def _digest_sources(fn) -> str:
     """Hash of the kernel's module file plus the files of every module it can reach through
     module globals that are helpers (``@inline``), kernels or modules, transitively (a helper
@@ -315,16 +330,9 @@ def _module_closure(module_name: str) -> tuple[frozenset, str]:
                 pending.append(obj.__name__)
             elif getattr(obj, "__cuvil_inline__", False) or hasattr(obj, "__cuvil_kernel__"):
                 pending.append(getattr(obj, "__module__", None) or "")
-            elif not name.startswith("__") and _is_constant(obj):
+            elif not name.startswith("__") and is_constant(obj):
                 constants.append(f"{module.__name__}.{name}={obj!r}")
     return frozenset(files), "\n".join(sorted(constants))
-
-
-def _is_constant(value) -> bool:
-    """A value a kernel may read as a compile-time constant (numbers, strings, tuples of them)."""
-    if isinstance(value, tuple):
-        return all(_is_constant(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str, bytes, np.generic))
 
 
 _SYSTEM = tuple(os.path.realpath(p) + os.sep

@@ -54,6 +54,9 @@ class Frame:
     loops: list = field(default_factory=list)   # (continue block, break block)
 
 
+MAX_UNROLL = 4096  # copies of an unrolled loop's body, like the elements of a `local` array
+
+
 class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
@@ -67,6 +70,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
         self.frames: list[Frame] = []
         self.dead = False         # the current position is unreachable (after return/break)
         self.inline_depth = 0
+        self.written: set[str] = set()  # buffer parameters stored to (or whose address escapes)
 
     @property
     def frame(self) -> Frame:
@@ -74,6 +78,12 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
 
     def fail(self, node, message: str, instead: str | None = None):
         fail(self.frame.src, node, message, instead)
+
+    def mark_written(self, buf) -> None:
+        """Record that the kernel may write ``buf`` (when it is a parameter): `kernel(...)`
+        refuses a read-only array there instead of writing into memory numpy guards."""
+        if isinstance(buf.ptr, ir.Argument):
+            self.written.add(buf.ptr.name)
 
     # -- statements ---------------------------------------------------------------------
     def body(self, stmts: list) -> None:
@@ -164,7 +174,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
             current = Var(u.entry_alloca(self.b, val.ty.ir, name), val.ty, node.lineno)
             env[name] = current
         elif val.ty != current.ty:
-            if not val.weak:
+            if not val.weak or (val.ty.is_float and not current.ty.is_float):
                 self.fail(node, f"'{name}' is {current.ty} (from line {current.line}) but this "
                           f"assigns {val.ty}", f"`{name} = {current.ty}(...)` or declare "
                           f"`{name}: {val.ty} = ...` at line {current.line}")
@@ -274,6 +284,9 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
 
     def unrolled(self, node: ast.For, items: list) -> None:
         """One copy of the body per item, the target bound to the item as a constant."""
+        if len(items) > MAX_UNROLL:  # 100 000 copies took 12 s to compile, 1 M ~ a hang
+            self.fail(node, f"an unrolled loop of {len(items)} copies (at most {MAX_UNROLL})",
+                      "`for i in range(n)`: a loop (LLVM unrolls and vectorises it itself)")
         for item in items:
             if self.dead:
                 return
@@ -359,7 +372,8 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
             return val
         if isinstance(val.ty, VecType) or isinstance(ty, VecType):
             self.fail(node, f"{what} is {val.ty}, expected {ty}")
-        ok = (val.weak or (ty.is_float and not (val.ty.is_float and val.ty.bits > ty.bits))
+        ok = ((val.weak and (ty.is_float or not val.ty.is_float))  # 0.5 never becomes 0
+              or (ty.is_float and not (val.ty.is_float and val.ty.bits > ty.bits))
               or (ty.is_int and val.ty.is_int and ty.bits >= val.ty.bits) or val.ty == BOOL)
         if not ok:
             self.fail(node, f"{what} is {val.ty}, expected {ty}", f"`{ty}(...)`")

@@ -53,6 +53,7 @@ class SimdMixin:
             self.check_flat(src, src_index, lanes, node)
             vector = u.load_vec(self.b, src.ptr, src_index, vty)
         self.buffer_arg(buf, node)
+        self.mark_written(buf)
         index = self.index_of(at, node.args[1])
         self.check_flat(buf, index, lanes, node)
         elem = buf.ty.dtype.ir

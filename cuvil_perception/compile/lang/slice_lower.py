@@ -59,7 +59,7 @@ class SliceMixin:
         start, lanes = self.slice_bounds(buf, last, node)
         offset = start
         for axis, (i_node, stride) in enumerate(zip(scalars, buf.strides)):
-            idx = self.index_value(i_node, node)
+            idx = self.index_value(i_node, node, buf, axis)
             if self.debug:
                 self.check_index(buf, axis, idx, node)
             offset = self.b.add(offset, self.b.mul(idx, stride))

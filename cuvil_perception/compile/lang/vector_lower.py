@@ -123,6 +123,7 @@ class VectorMixin:
     def v_store(self, node, stream: bool = False):
         buf, at, v = self.args(node, 3)
         self.buffer_arg(buf, node)
+        self.mark_written(buf)
         v = self.vector(v, node.args[2])
         if v.ty.elem != buf.ty.dtype:
             self.fail(node, f"storing a {v.ty} into {buf.ty.dtype} buffer '{buf.name}'",

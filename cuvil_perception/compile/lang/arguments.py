@@ -1,0 +1,76 @@
+"""Checks of the arguments ``kernel(...)`` passes to compiled code (what numpy or Python would
+have refused, the machine code cannot): the buffer's dtype, order, rank and shape; scalars of
+the parameter's kind; a read-only array the kernel writes; and buffers sharing memory that a
+``noalias`` kernel writes (LLVM assumes they do not, and vectorised code then gives other
+numbers than the Python function). Errors name the kernel and the parameter."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .types import BufType, Scalar
+
+
+def check_buffer(kname: str, pname: str, ty: BufType, arr, sizes: dict) -> np.ndarray:
+    """``arr`` if it is a C-contiguous array of ``ty``'s dtype, rank and extents (``sizes``:
+    the static and scalar values extents name), else a `TypeError`."""
+    if not isinstance(arr, np.ndarray) or arr.dtype != ty.dtype.dtype \
+            or not arr.flags.c_contiguous or arr.ndim != ty.rank:
+        raise TypeError(f"kernel {kname}: argument '{pname}' must be a C-contiguous "
+                        f"{ty.dtype.dtype} array of {ty.rank} axes, got "
+                        f"{getattr(arr, 'dtype', type(arr).__name__)} "
+                        f"{getattr(arr, 'shape', '')}")
+    want = tuple(d if isinstance(d, int) or d is None else int(sizes[d]) for d in ty.dims)
+    if any(w is not None and w != s for w, s in zip(want, arr.shape)):
+        raise TypeError(f"kernel {kname}: argument '{pname}' has shape {arr.shape}, the kernel "
+                        f"expects {tuple('?' if w is None else w for w in want)}")
+    return arr
+
+
+def check_scalar(kname: str, pname: str, ty: Scalar, value):
+    """``value`` as the Python int or float a scalar parameter of type ``ty`` takes (from an
+    int, or any real number for a float, numpy's included), else a `TypeError` naming the
+    parameter (ctypes would say only "wrong type")."""
+    if ty.is_int and isinstance(value, numbers.Integral):
+        return int(value)
+    if ty.is_float and isinstance(value, numbers.Real):
+        return float(value)
+    raise TypeError(f"kernel {kname}: argument '{pname}' is {ty}, got "
+                    f"{type(value).__name__} {value!r}")
+
+
+def overlapping(named: list[tuple[str, np.ndarray]]) -> list[tuple[str, str]]:
+    """Pairs of names whose arrays' memory ranges overlap (empty arrays never do)."""
+    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, name)
+                   for name, a in named if a.nbytes)
+    pairs = []
+    for k, (start, _, name) in enumerate(spans):
+        pairs += [(other, name) for _, end, other in spans[:k] if start < end]
+    return pairs
+
+
+def check_aliasing(kname: str, named: list[tuple[str, np.ndarray]], written) -> None:
+    """A `ValueError` when two buffers of a ``noalias`` kernel share memory and it writes one
+    (``written()``: the names it writes, computed only when an overlap is found)."""
+    pairs = overlapping(named) if len(named) > 1 else []
+    if not pairs:
+        return
+    names = written()
+    for a, b in pairs:
+        if a in names or b in names:
+            raise ValueError(f"kernel {kname}: arguments '{a}' and '{b}' share memory and the "
+                             f"kernel writes one; its buffers are noalias (compiled code "
+                             f"assumes they do not overlap): pass separate arrays, or declare "
+                             f"@kernel(noalias=False)")
+
+
+def plain_static(value):
+    """A static value with numpy scalars as the Python numbers they hold (``nx=np.int64(70)``,
+    ``cell=np.float32(0.2)``: JSON, and so a spec's identity, takes only Python's)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (tuple, list)):
+        return type(value)(plain_static(v) for v in value)
+    return value

@@ -1,0 +1,63 @@
+"""The module-level values a kernel reads, as part of its identity.
+
+A kernel reads a module-level name (``THRESH``, ``params.EPS``) as a compile-time constant. If
+the program assigns it a new value after the kernel was first compiled (``mymod.THRESH =
+0.7``), the next call must not run the code built for the old one, and the disk cache must not
+file code built for the new value under the old one. So `Kernel.spec` puts the current values
+of the names the kernel and the helpers it can reach refer to into the source digest: a changed
+value is another kernel (compiled, or taken from the disk cache), the same value the same one.
+The names are found once from the functions' code objects (``co_names``); reading their values
+is a few dict lookups a call.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+
+def is_constant(value) -> bool:
+    """A value a kernel may read as a compile-time constant (numbers, strings, tuples of them)."""
+    if isinstance(value, tuple):
+        return all(is_constant(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, bytes, np.generic))
+
+
+def referenced(fn) -> tuple[tuple[dict, str], ...]:
+    """(namespace, name) of every global ``fn`` and the helpers it can reach refer to, and of
+    the attributes named in their code of the modules they refer to (``params.EPS``)."""
+    refs: dict[tuple[int, str], tuple[dict, str]] = {}
+    pending, seen = [fn], set()
+    while pending:
+        f = pending.pop()
+        code = getattr(f, "__code__", None)
+        if code is None or id(code) in seen:
+            continue
+        seen.add(id(code))
+        scope = f.__globals__
+        for name in code.co_names:
+            refs[id(scope), name] = (scope, name)
+            value = scope.get(name)
+            spaces = [vars(value)] if isinstance(value, types.ModuleType) else []
+            for space in spaces:
+                for attr in code.co_names:
+                    if attr in space:
+                        refs[id(space), attr] = (space, attr)
+            for obj in [value] + [space[a] for space in spaces for a in code.co_names
+                                  if a in space]:
+                helper = getattr(obj, "py_func", obj)  # a Kernel calls its function
+                if getattr(helper, "__cuvil_inline__", False) or \
+                        hasattr(helper, "__cuvil_kernel__"):
+                    pending.append(helper)
+    return tuple(refs.values())
+
+
+def current(refs: tuple[tuple[dict, str], ...]) -> tuple:
+    """The constant values of ``refs`` now, as a hashable key ((name, value), ...)."""
+    out = []
+    for scope, name in refs:
+        value = scope.get(name)
+        if is_constant(value):
+            out.append((name, type(value).__name__, value))
+    return tuple(out)

@@ -1,0 +1,306 @@
+"""Memory safety, wrong results and stale results at the edges of the kernel language: read-only
+arrays a kernel writes, constant indexes outside a buffer, float floor division, module-level
+values changed between calls."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuvil_perception.compile.lang import (Buf, address, f32, f64, i64, inline, kernel, local, simd,
+                                           unroll)
+from cuvil_perception.errors import KernelSourceError
+
+THIS = Path(__file__).resolve()
+SCALE = 3          # a module-level constant the kernels below read; tests assign it
+OFFSET = 0.5
+
+
+@kernel(name="safety.fill")
+def fill(x: Buf[f32, "n"], n: i64):
+    for i in range(n):
+        x[i] = 1.0
+
+
+@kernel(name="safety.vector_store")
+def vector_store(x: Buf[f32, 4], src: Buf[f32, 4]):
+    simd.copy(x, 0, src, 0, 4)
+
+
+@kernel(name="safety.escape")
+def escape(x: Buf[f32, 4]) -> i64:
+    return address(x)
+
+
+@kernel(name="safety.total")
+def total(x: Buf[f32, "n"], n: i64) -> f32:
+    s = f32(0.0)
+    for i in range(n):
+        s += x[i]
+    return s
+
+
+@pytest.mark.parametrize("call", [
+    lambda ro, rw: fill(ro, 4),
+    lambda ro, rw: vector_store(ro, rw),
+    lambda ro, rw: escape(ro),
+], ids=["store", "simd_copy", "address"])
+def test_a_read_only_array_the_kernel_writes_is_refused(call):
+    """numpy guards a read-only array (a frame from a bag, bytes, a read-only mapping): the
+    compiled kernel wrote it anyway, through the guard, or faulted on a read-only page."""
+    ro = np.frombuffer(bytes(16), np.float32)      # memory of an immutable bytes object
+    with pytest.raises(ValueError, match="'x' is a read-only array and the kernel writes it"):
+        call(ro, np.ones(4, np.float32))
+    assert not ro.any()
+
+
+def test_a_read_only_array_the_kernel_only_reads_is_accepted():
+    ro = np.frombuffer(np.arange(4, dtype=np.float32).tobytes(), np.float32)
+    assert total(ro, 4) == 6.0
+    src = np.frombuffer(np.full(4, 2, np.float32).tobytes(), np.float32)
+    out = np.zeros(4, np.float32)
+    vector_store(out, src)                          # src read-only: only read
+    assert out.tolist() == [2.0] * 4
+
+
+def _compile_error(fn, **static) -> str:
+    with pytest.raises(KernelSourceError) as err:
+        fn(*[np.zeros(s, np.float32) for s in [(8, 3)]], 8, **static)
+    return str(err.value)
+
+
+@kernel(name="safety.last")
+def last(x: Buf[f32, "n", 3], n: i64) -> f32:
+    return x[n - 1, -1]  # @negative
+
+
+@kernel(name="safety.past")
+def past(x: Buf[f32, "n", 3], n: i64) -> f32:
+    return x[0, 3]  # @past
+
+
+@kernel(name="safety.local_past")
+def local_past(x: Buf[f32, "n", 3], n: i64) -> f32:
+    t = local(f32, 4)
+    t[4] = x[0, 0]  # @local
+    return t[0]
+
+
+def _line(marker: str) -> int:
+    return next(n for n, text in enumerate(THIS.read_text().splitlines(), 1)
+                if text.rstrip().endswith(marker))
+
+
+@pytest.mark.parametrize("fn, marker, message", [
+    (last, "@negative", "negative index -1 on axis 1 of 'x': kernels do not count from the end "
+                        "as Python does; write `2` instead"),
+    (past, "@past", "index 3 out of range for axis 1 of 'x' (extent 3)"),
+    (local_past, "@local", "index 4 out of range for axis 0 of 'local@"),
+])
+def test_a_constant_index_outside_the_buffer_is_a_compile_error(fn, marker, message):
+    """x[-1] read the element before the buffer (Python's py_func gave the last one)."""
+    text = _compile_error(fn)
+    assert f"{THIS}:{_line(marker)}:" in text and message in text
+
+
+@inline
+def scaled(v):
+    return v * SCALE + OFFSET
+
+
+@kernel(name="safety.scaled")
+def apply_scale(x: Buf[f32, "n"], out: Buf[f32, "n"], n: i64):
+    for i in range(n):
+        out[i] = scaled(x[i])
+
+
+def test_a_module_constant_assigned_between_calls_is_not_stale(monkeypatch):
+    """The kernel read SCALE as a constant when first compiled and kept returning the old
+    result after the program assigned it (and could file that code under the new value)."""
+    x = np.arange(4, dtype=np.float32)
+    got, want = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    apply_scale(x, got, 4)
+    assert got.tolist() == [0.5, 3.5, 6.5, 9.5]
+    before = apply_scale.spec()
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", 5)
+    apply_scale(x, got, 4)
+    apply_scale.py_func(x, want, 4)
+    assert got.tolist() == want.tolist() == [0.5, 5.5, 10.5, 15.5]
+    assert apply_scale.spec().identity() != before.identity()
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", 3)
+    assert apply_scale.spec().identity() == before.identity()   # the same value: same kernel
+
+
+
+
+
+@kernel(name="safety.floor_divmod")
+def floor_divmod(a: Buf["ftype", "n"], b: Buf["ftype", "n"], out: Buf["ftype", 2, "n"], n: i64,
+                 *, ftype: str):
+    for i in range(n):
+        out[0, i] = a[i] // b[i]
+        out[1, i] = a[i] % b[i]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_float_floor_division_and_modulo_are_pythons_bit_for_bit(dtype):
+    """``floor(a / b)`` gave 10.0 for ``1.0 // 0.1`` (Python and numpy: 9.0; so a voxel index
+    was one off from py_func), inf for ``inf // 2`` and -0.0 for ``-0.0 % 3``."""
+    special = [-0.0, 0.0, 1.0, -1.0, 0.1, -0.1, 3.0, -5.0, np.inf, -np.inf, np.nan, 1e30, 7.5]
+    a, b = (g.ravel() for g in np.meshgrid(special, special))
+    rng = np.random.default_rng(3)
+    a = np.concatenate([a, rng.normal(0, 100, 2000), np.arange(1, 501) * 0.1]).astype(dtype)
+    b = np.concatenate([b, rng.normal(0, 1, 2000), np.full(500, 0.1)]).astype(dtype)
+    out = np.zeros((2, len(a)), dtype)
+    floor_divmod(a, b, out, len(a), ftype="f64" if dtype is np.float64 else "f32")
+    with np.errstate(all="ignore"):
+        want = np.stack([a // b, a % b])
+    assert out.tobytes() == want.tobytes() or np.array_equal(out, want, equal_nan=True) and \
+        np.array_equal(np.signbit(out), np.signbit(want))
+    one = np.zeros((2, 1), dtype)
+    floor_divmod(np.ones(1, dtype), np.full(1, 0.1, dtype), one, 1,
+                 ftype="f64" if dtype is np.float64 else "f32")
+    assert one[0, 0] == 9.0                         # 1.0 / 0.1 rounds to 10.0
+
+
+@kernel(name="safety.shift")
+def shift(x: Buf[f32, "n"], y: Buf[f32, "n"], n: i64):
+    for i in range(1, n):
+        y[i] = x[i - 1] + 1.0
+
+
+@kernel(name="safety.shift_aliased", noalias=False)
+def shift_aliased(x: Buf[f32, "n"], y: Buf[f32, "n"], n: i64):
+    for i in range(1, n):
+        y[i] = x[i - 1] + 1.0
+
+
+def test_buffers_sharing_memory_that_a_noalias_kernel_writes_are_refused():
+    """shift(a, a) ran vectorised code that assumes x and y are apart: [0, 1, 1, 1, ...]
+    where py_func gives [0, 1, 2, 3, ...]."""
+    a = np.zeros(64, np.float32)
+    with pytest.raises(ValueError, match="arguments 'x' and 'y' share memory and the kernel "
+                                         "writes one"):
+        shift(a, a, 64)
+    with pytest.raises(ValueError, match="share memory"):
+        shift(a[:32], a[16:48], 32)
+    shift(a[:32], a[32:], 32)                       # halves of one array: apart, accepted
+    assert a[32:].tolist() == [0.0] + [1.0] * 31
+    b, want = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    shift_aliased(b, b, 64)                         # declared noalias=False: allowed, right
+    shift_aliased.py_func(want, want, 64)
+    assert b.tolist() == want.tolist() == [float(i) for i in range(64)]
+    ro = np.frombuffer(np.ones(8, np.float32).tobytes(), np.float32)
+    assert total(ro, 8) == 8.0 and total.py_func(ro, 8) == 8.0
+
+
+@pytest.mark.parametrize("n", [4.0, "4", None, np.float32(4)])
+def test_a_scalar_of_the_wrong_kind_names_its_parameter(n):
+    """ctypes said only `argument 2: TypeError: wrong type` (or int() failed on None)."""
+    with pytest.raises(TypeError, match=r"kernel safety.total: argument 'n' is i64, got"):
+        total(np.ones(4, np.float32), n)
+    assert total(np.ones(4, np.float32), np.int32(4)) == 4.0
+
+
+@kernel(name="safety.grid")
+def grid_cells(n: i64, *, nx: int, cell: float, size: tuple) -> f32:
+    return f32(nx * cell + size[0] + n)
+
+
+def test_numpy_scalars_are_accepted_as_static_values():
+    """``nx=np.int64(70)`` failed with 'static params are not JSON-serialisable'."""
+    spec = grid_cells.spec(nx=np.int64(70), cell=np.float64(0.5), size=(np.int32(2),))
+    assert spec.identity() == grid_cells.spec(nx=70, cell=0.5, size=(2,)).identity()
+    assert grid_cells(1, nx=np.int64(70), cell=np.float64(0.5), size=(np.int32(2),)) == 38.0
+
+
+@kernel(name="safety.twice")
+def twice(a: i64) -> i64:
+    return a * 2
+
+
+@kernel(name="safety.calls_a_kernel")
+def calls_a_kernel(a: i64) -> i64:
+    return twice(a) + 1
+
+
+@kernel(name="safety.recursive")
+def recursive(a: i64) -> i64:
+    return a if a <= 1 else a * recursive(a - 1)  # @recursive
+
+
+def test_a_kernel_calls_another_kernel_and_recursion_is_a_clear_error():
+    """The documented "another @kernel may be called" failed: `twice` cannot be called from a
+    kernel; write @inline on that function."""
+    assert calls_a_kernel(5) == calls_a_kernel.py_func(5) == 11
+    with pytest.raises(KernelSourceError, match=r"recursion\?\); write a loop instead$") as err:
+        recursive(3)
+    assert f"{THIS}:{_line('@recursive')}:" in str(err.value)
+
+
+@kernel(name="safety.float_literal")
+def float_literal(n: i64) -> i64:
+    c = n
+    c = 0.5  # @literal
+    return c
+
+
+@kernel(name="safety.float_return")
+def float_return(n: i64) -> i64:
+    return 2.7  # @return
+
+
+@pytest.mark.parametrize("fn, marker, message", [
+    (float_literal, "@literal", "'c' is i64 (from line"),
+    (float_return, "@return", "return value is f64, expected i64; write `i64(...)` instead"),
+])
+def test_a_float_literal_never_becomes_an_int_silently(fn, marker, message):
+    """``c = 0.5`` into an int variable compiled to ``c = 0`` ('literals adapt'), and
+    ``return 2.7`` from ``-> i64`` returned 2; Python keeps 0.5 / 2.7."""
+    with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
+        fn(1)
+    assert f"{THIS}:{_line(marker)}:" in str(err.value)
+
+
+def test_the_tutorials_try_a_mistake_fails_as_it_says(tmp_path):
+    """docs/custom-kernel-op.md: assign `c = 0.5` after `c = cell_of(...)` and the build fails
+    naming the line; it compiled (c = 0) and ran."""
+    import importlib.util
+
+    source = (THIS.parents[1] / "examples" / "ground_removal" / "kernel.py").read_text()
+    lines = source.splitlines()
+    at = next(k for k, text in enumerate(lines) if "c = cell_of(" in text)
+    lines.insert(at + 1, " " * 8 + "c = 0.5")
+    path = tmp_path / "kernel.py"
+    path.write_text("\n".join(lines) + "\n")
+    spec = importlib.util.spec_from_file_location("tutorial_mistake_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    static = dict(x0=0.0, y0=-39.68, cell=1.0, nx=70, ny=80, height=0.25, capacity=8,
+                  cells=70 * 80)
+    with pytest.raises(KernelSourceError) as err:
+        module.remove_ground(np.zeros((4, 4), np.float32), 4, np.zeros(5600, np.float32),
+                             np.zeros((8, 4), np.float32), **static)
+    doc = (THIS.parents[1] / "docs" / "custom-kernel-op.md").read_text()
+    claim = doc.split("`kernel.py:", 1)[1].split(" is i32", 1)[0]   # 34:9: ... 'c'
+    assert f"{path}:{claim}" in str(err.value) and "but this assigns f64" in str(err.value)
+
+
+@kernel(name="safety.huge_unroll")
+def huge_unroll(n: i64) -> i64:
+    s = 0
+    for k in unroll(100000):  # @unroll
+        s += k * n
+    return s
+
+
+def test_a_huge_unrolled_loop_is_a_compile_error_not_a_long_hang():
+    """unroll(100000) compiled for 12 s (a million copies: minutes) before any message."""
+    with pytest.raises(KernelSourceError, match=r"an unrolled loop of 100000 copies \(at most "
+                                                r"4096\); write `for i in range\(n\)`") as err:
+        huge_unroll(1)
+    assert f"{THIS}:{_line('@unroll')}:" in str(err.value)
