@@ -8,6 +8,7 @@ traceback.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 import warnings
@@ -51,6 +52,16 @@ def one_line_usage_error(exc: click.UsageError) -> str:
     return f"error: {message}{where}"
 
 
+def symlink_loop(exc: BaseException) -> str | None:
+    """The path of a symlink loop (a user's file-system mistake) that ``exc`` reports, else None:
+    ``OSError`` ELOOP from opening it, or the ``RuntimeError`` pathlib's ``resolve()`` raises in
+    its place (Python < 3.13), whose cause carries the path."""
+    for error in (exc, exc.__context__):
+        if isinstance(error, OSError) and error.errno == errno.ELOOP:
+            return str(error.filename)
+    return None
+
+
 def _exit_with_one_line(exc: click.UsageError):
     click.echo(one_line_usage_error(exc), err=True)
     sys.exit(exc.exit_code)
@@ -79,6 +90,13 @@ class _Group(click.Group):
             raise  # a group called alone prints its help
         except click.UsageError as exc:  # a verb's options or arguments
             _exit_with_one_line(exc)
+        except (OSError, RuntimeError) as exc:
+            path = symlink_loop(exc)
+            if path is None:
+                raise
+            click.echo(f"error: {path}: a symlink loop (too many levels of symbolic links)",
+                       err=True)
+            sys.exit(2)
         except KeyboardInterrupt as exc:  # a signal before the run could stop cleanly
             terminated = isinstance(exc, RunTerminated)
             click.echo(f"{'terminated (SIGTERM)' if terminated else 'interrupted (SIGINT)'}: "

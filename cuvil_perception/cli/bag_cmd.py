@@ -13,12 +13,17 @@ from ..errors import UsageError
 
 
 def _parse_topics(values: tuple[str, ...]) -> dict[str, str]:
+    from ..drives.bag import ROLES
+
     topics = {}
     for value in values:
         role, sep, topic = value.partition("=")
         if not sep or not role or not topic:
             raise UsageError(f"--topic {value!r}: expected STREAM=TOPIC, e.g. "
                              "points=/velodyne_points")
+        if role not in ROLES:  # as the bag op's params.topics check refuses it
+            raise UsageError(f"--topic {value!r}: unknown stream '{role}' (streams: "
+                             f"{', '.join(ROLES)})")
         topics[role] = topic
     return topics
 

@@ -6,6 +6,7 @@ seeds S .. S+K-1 (``fleet`` takes ``OUT/drive_*``).
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -23,7 +24,7 @@ _DRIVE_ENTRIES = (IMAGE_STREAM, LIDAR_STREAM, LABELS_DIR, CAM_TO_CAM, VELO_TO_CA
 
 
 def _prepare(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
+    if os.path.lexists(out) and not out.is_dir():  # a dangling symlink or a loop too
         raise UsageError(f"{out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):
         if not force:
@@ -44,7 +45,7 @@ def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool):
     from ..drives.synth import make_drive
     from ..temp_files import sweep_stale, temp_path
 
-    if target.exists():
+    if os.path.lexists(target):
         if not force or not is_bag(target) or target.is_dir():
             raise UsageError(f"{target}: exists (pass --force to replace a bag file)")
         target.unlink()
@@ -65,8 +66,8 @@ def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool):
 @click.argument("out", type=click.Path())
 @click.option("--frames", type=click.IntRange(1, 100_000), default=20, show_default=True,
               help="Number of frames (10 Hz).")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Random seed; the same seed writes the same bytes.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Random seed (>= 0); the same seed writes the same bytes.")
 @click.option("--count", type=click.IntRange(1, 10_000), default=None,
               help="Write K drives OUT/drive_0000.. with seeds SEED..SEED+K-1 (a fleet).")
 @click.option("--force", is_flag=True,

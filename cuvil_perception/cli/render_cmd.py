@@ -22,8 +22,8 @@ from rich.console import Console
 @click.option("--gt", "ground_truth", is_flag=True, help="Also draw the drive's labels (white).")
 @click.option("--open3d", "open3d", is_flag=True,
               help="Add an Open3D offscreen 3D view (falls back to OpenCV only if unavailable).")
-@click.option("--resolution", type=click.FloatRange(min=0.01), default=0.1, show_default=True,
-              help="Bird's-eye view metres per pixel.")
+@click.option("--resolution", type=click.FloatRange(0.01, 10.0), default=0.1, show_default=True,
+              help="Bird's-eye view metres per pixel, 0.01 .. 10.")
 @click.option("--overwrite", is_flag=True,
               help="Let --out be a non-empty folder cuvil-perception did not fill.")
 def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resolution,

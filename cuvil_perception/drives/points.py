@@ -13,6 +13,7 @@ Coordinates are in the velodyne frame (x forward, y left, z up, metres); reflect
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,19 @@ def read_points(path: Path) -> tuple[np.ndarray, int]:
         raise DriveError(f"{path}: size {len(raw)} bytes is not a multiple of {ROW_BYTES} "
                          "(N x 4 float32 expected)")
     return keep_measured(np.frombuffer(raw, dtype="<f4").reshape(-1, 4))
+
+
+def check_scan_sizes(paths) -> None:
+    """DriveError naming the first scan whose size is not a multiple of ``ROW_BYTES`` (one
+    ``stat`` per file: the drive's index catches a cut file before frame 0, for inspect too)."""
+    for path in paths:
+        try:
+            size = os.stat(path).st_size
+        except OSError as exc:
+            raise DriveError(f"{path}: cannot read point file ({exc.strerror or exc})") from None
+        if size % ROW_BYTES:
+            raise DriveError(f"{path}: size {size} bytes is not a multiple of {ROW_BYTES} "
+                             "(N x 4 float32 expected)")
 
 
 def keep_measured(points: np.ndarray) -> tuple[np.ndarray, int]:

@@ -25,7 +25,7 @@ from ..errors import DriveError
 from .calib import Calibration, image_size_hint, load_calibration
 from .images import check_size, png_size, read_image
 from .labels import LABEL_COLUMNS, LABELS_DIR, label_path, read_labels
-from .points import clamp_reflectance, read_points
+from .points import check_scan_sizes, clamp_reflectance, read_points
 from .timestamps import read_timestamps
 
 IMAGE_STREAM = "image_02"
@@ -137,7 +137,12 @@ class Drive:
         if not self.pairs:
             raise DriveError(f"{self.path}: no LiDAR scan has a camera image within "
                              f"{sync_tolerance_ms:g} ms (sync_tolerance_ms)")
+        check_scan_sizes(self.lidar.files)
         self.has_labels = (self.path / LABELS_DIR).is_dir()
+        if self.has_labels:  # every frame's file is there, so a run does not stop half-way
+            for scan, _ in self.pairs:
+                if not label_path(self.path, scan).is_file():
+                    read_labels(label_path(self.path, scan))  # its DriveError names the file
         self.image_size = drive_image_size(self.path)
         check_size(self.camera.files[0] if self.camera.files else self.path, self.image_size)
 

@@ -187,6 +187,10 @@ class Camera(Source):
     def output_ports(self) -> tuple[PortSpec, ...]:
         return (PortSpec("image", "uint8", (None, None, 3), "camera frame, BGR"),)
 
+    def preflight(self) -> None:
+        """The device node or video file exists (``inspect`` checks it too; nothing is opened)."""
+        _check_device(str(self.p["device"]))
+
     def open(self, ctx: RunContext) -> None:
         self._cap = _open_capture(self.p["device"])
         for name, prop in (("width", cv2.CAP_PROP_FRAME_WIDTH),
@@ -231,24 +235,25 @@ class Camera(Source):
             self._cap = None
 
 
-def _open_capture(device: str):
-    """cv2.VideoCapture for a device path, an index or a file; CameraError when impossible."""
-    device = str(device)
+def _check_device(device: str) -> None:
+    """CameraError when the device node or video file is not there (nothing is opened)."""
     if device.strip().isdigit():
-        index = int(device)
-        node = f"/dev/video{index}"
+        node = f"/dev/video{int(device)}"
         # On Linux an index N is /dev/videoN; checking first avoids OpenCV's warning spew.
         if sys.platform.startswith("linux") and not os.path.exists(node):
             raise CameraError(f"camera {device}: no such device ({node} does not exist)")
-        cap = cv2.VideoCapture(index)
     elif device.startswith("/dev/"):
         if not os.path.exists(device):
             raise CameraError(f"camera {device}: no such device")
-        cap = cv2.VideoCapture(device)
-    else:
-        if not Path(device).is_file():
-            raise CameraError(f"camera {device}: no such video file")
-        cap = cv2.VideoCapture(device)
+    elif not Path(device).is_file():
+        raise CameraError(f"camera {device}: no such video file")
+
+
+def _open_capture(device: str):
+    """cv2.VideoCapture for a device path, an index or a file; CameraError when impossible."""
+    device = str(device)
+    _check_device(device)
+    cap = cv2.VideoCapture(int(device) if device.strip().isdigit() else device)
     if not cap.isOpened():
         cap.release()
         raise CameraError(f"camera {device}: cannot be opened")

@@ -28,6 +28,8 @@ Every error names ``file:line:column`` and the field (the pipeline loader's appr
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,8 +166,8 @@ def _budget_items(reader: "_Reader", node) -> list[Budget]:
     out = []
     for key in limits:
         value = reader.value(fields[key], (int, float), key)
-        if value <= 0:
-            raise BudgetFileError(f"must be a positive number, got {value!r}",
+        if not 0 < value < math.inf:  # NaN compares False: a NaN limit never breached
+            raise BudgetFileError(f"must be a positive finite number, got {value!r}",
                                   reader.loc(fields[key]), key)
         metric, kind = key.split("_")
         if kind == "ratio" and reference is None:

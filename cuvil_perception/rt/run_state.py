@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import OutputWriteError
 from .lifecycle import sink_outputs
 from .options import RunOptions, RunResult
 from .stats import LatencyRecorder
@@ -98,6 +99,11 @@ class RunState:
                            interrupted=self.interrupted, stop_signal=self.stop_signal,
                            placement=list(self.placement))
         if self.options.trace is not None:
-            result.trace_path = write_trace(self.options.trace, self.recorder.timings,
-                                            {s.id: s.op for s in stages}, self.t0_ns)
+            try:
+                result.trace_path = write_trace(self.options.trace, self.recorder.timings,
+                                                {s.id: s.op for s in stages}, self.t0_ns)
+            except OutputWriteError as exc:
+                if self.error is None:
+                    raise
+                self.warn(str(exc))  # the run's own error (often the same full disk) comes first
         return result

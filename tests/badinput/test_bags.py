@@ -65,6 +65,7 @@ def test_files_that_are_not_bags_or_drives(tmp_path, content):
     (("bag", "info", "{tmp}/none.mcap"), "does not exist"),
     (("bag", "info", "README.md"), "README.md: not a ROS bag or MCAP file"),
     (("bag", "info", "README.md", "--topic", "points"), "expected STREAM=TOPIC"),
+    (("bag", "info", "README.md", "--topic", "lidar=/velodyne_points"), "unknown stream 'lidar'"),
     (("make-drive", "{tmp}/d.mcap", "--format", "zip"), "'zip'"),
     (("make-drive", "{tmp}/d.mcap", "--format", "mcap", "--frames", "0"), "--frames"),
     (("make-drive", "README.md", "--format", "mcap", "--force"), "exists"),

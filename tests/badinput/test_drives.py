@@ -124,7 +124,28 @@ def _giant_first_png(drive: Path):
     return path, None, "100000 x 100000 pixels (27.9 GiB decoded)"
 
 
+def _truncated_first_scan(drive: Path):
+    path = drive / LIDAR / "data" / "0000000000.bin"
+    path.write_bytes(path.read_bytes()[:-5])
+    return path, None, "is not a multiple of 16"
+
+
+def _cut_later_scan(drive: Path):  # a stat finds it: the index refuses it before frame 0
+    path = drive / LIDAR / "data" / "0000000002.bin"
+    path.write_bytes(path.read_bytes()[:-4])
+    return path, None, "is not a multiple of 16"
+
+
+def _missing_label(drive: Path):
+    path = drive / "labels" / "0000000002.json"
+    path.unlink()
+    return path, None, "missing label file"
+
+
 INDEX_ROWS = {
+    "scan-0-truncated": _truncated_first_scan,
+    "scan-2-truncated": _cut_later_scan,
+    "label-file-missing": _missing_label,
     "timestamps-reversed": _reverse,
     "timestamps-duplicated": _duplicate,
     "timestamps-shuffled": _shuffle,
@@ -155,12 +176,6 @@ def _giant_later_png(drive: Path):
     return path, "PNG header says 100000 x 100000"
 
 
-def _truncated_scan(drive: Path):
-    path = drive / LIDAR / "data" / "0000000001.bin"
-    path.write_bytes(path.read_bytes()[:-4])
-    return path, "not a multiple of 16"
-
-
 def _label(field: str, value: str, fragment: str):
     """Replace the first object's ``field`` in frame 1's label file by ``value``."""
     def damage(drive: Path):
@@ -173,7 +188,7 @@ def _label(field: str, value: str, fragment: str):
     return damage
 
 
-FRAME_ROWS = {"png-header-frame-2": _giant_later_png, "scan-truncated": _truncated_scan,
+FRAME_ROWS = {"png-header-frame-2": _giant_later_png,
               "label-nan-box": _label("box3d", "[NaN, 0, 0, 4, 2, 1.5, 0]", "box3d has a NaN"),
               "label-negative-size": _label("box3d", "[10, 0, 0, -4, 2, 1.5, 0]",
                                             "box3d sizes"),

@@ -234,6 +234,24 @@ def test_full_disk_keeps_whole_lines_and_names_the_file(tmp_path):
     assert json.loads((tmp_path / "full.json").read_text())["status"] == "failed"
 
 
+SMALL_LINES = ("pipeline: small\nstages:\n  - {id: src, op: test.scripted, params: {frames: 200, "
+               "n: 1}}\n  - {id: out, op: jsonl, inputs: {v: src/value}, "
+               "params: {path: out.jsonl}}\n")
+
+
+def test_full_disk_names_the_jsonl_even_when_the_trace_fails_too(tmp_path):
+    """The same limit also stops the --trace written after the run (a full disk stops every
+    writer): the error still names the JSONL that lost frames, the trace failure is a warning."""
+    (tmp_path / "p.yaml").write_text(SMALL_LINES)
+    done = _child(tmp_path, 8000, "run", "p.yaml", "--trace", "trace.json")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "out.jsonl: writing line" in errors[0], done.stderr
+    assert "warning:" in done.stderr and "trace.json" in done.stderr
+    assert not (tmp_path / "trace.json").exists() and not list(tmp_path.glob(".*.tmp"))
+
+
 def test_decisions_of_another_drive_are_refused(work, tmp_path):
     other = tmp_path / "other"
     make_drive(other, 3, seed=12)

@@ -105,3 +105,22 @@ def test_sigterm_before_the_first_frame_marks_the_record(tmp_path, drives):
     record = json.loads((tmp_path / "out.jsonl.record.json").read_text())
     assert record["status"] == "terminated"
     assert REPO.is_dir()
+
+
+INTERRUPTED_IMPORT = """\
+import sys
+class Interrupt:  # Ctrl-C landing while the verbs' modules load
+    def find_spec(self, name, path=None, target=None):
+        if name == "cuvil_perception.cli.app":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupt())
+from cuvil_perception.cli import main
+main(["--version"])
+"""
+
+
+def test_ctrl_c_while_the_cli_loads_is_one_line_exit_130():
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_IMPORT], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "interrupted (SIGINT): stopped before any frame was written"

@@ -173,7 +173,7 @@ def write_bag(drive_path: Path, out: Path, fmt: str | None = None,
     if image_encoding not in IMAGE_ENCODINGS:
         raise UsageError(f"image encoding must be one of {', '.join(IMAGE_ENCODINGS)}, "
                          f"got {image_encoding!r}")
-    if out.exists():
+    if os.path.lexists(out):  # lexists: a dangling symlink or a loop is the user's too
         raise UsageError(f"{out}: exists (convert never writes over a file it did not make)")
     drive = Drive(Path(drive_path))
     start = time.perf_counter()
