@@ -392,3 +392,27 @@ def test_a_kernel_installed_in_site_packages_is_keyed_by_its_source(tmp_path, mo
         results.append((module.answer(1), module.answer.py_func(1)))
     monkeypatch.delitem(sys.modules, "safety_user_pkg.kern")
     assert results == [(2, 2), (101, 101)]
+
+
+def _cell(source: str, filename: str) -> dict:
+    """Run ``source`` as a notebook cell does: its lines in linecache, no file on disk."""
+    import linecache
+
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "safety_notebook"}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def test_a_kernel_redefined_in_a_notebook_cell_is_not_the_old_machine_code(tmp_path):
+    """A cell has no file for the source digest: redefining a kernel (or a helper it calls)
+    in a later cell kept running the first cell's code (compiled 2, py_func 50)."""
+    head = ("from cuvil_perception.compile.lang import i64, inline, kernel\n\n"
+            "@inline\ndef step(n):\n    return n + 1\n\n"
+            "@kernel(name='safety_notebook.f')\ndef f(n: i64) -> i64:\n    return step(n)\n")
+    got = []
+    for k, source in enumerate([head, head.replace("return step(n)", "return step(n) * 50"),
+                                head.replace("return n + 1", "return n + 7")]):
+        f = _cell(source, str(tmp_path / f"cell{k}.py"))["f"]
+        got.append((f(1), f.py_func(1)))
+    assert got == [(2, 2), (100, 100), (8, 8)]
