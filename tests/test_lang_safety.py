@@ -416,3 +416,27 @@ def test_a_kernel_redefined_in_a_notebook_cell_is_not_the_old_machine_code(tmp_p
         f = _cell(source, str(tmp_path / f"cell{k}.py"))["f"]
         got.append((f(1), f.py_func(1)))
     assert got == [(2, 2), (100, 100), (8, 8)]
+
+
+@kernel(name="safety.open_shape")
+def open_shape(x: Buf[f32, None, 4]) -> i64:
+    return x.shape[1] * 100 + x.shape[0]  # @shape
+
+
+@kernel(name="safety.mixed_branches")
+def mixed_branches(n: i64) -> i64:
+    c = n if n > 5 else 0.5  # @branches
+    return c
+
+
+@pytest.mark.parametrize("fn, marker, message", [
+    (open_shape, "@shape", "axis 0 of buffer 'x' has no known extent (`None`); write an extent "
+                           "in its annotation"),
+    (mixed_branches, "@branches", "the branches are i64 and f64; write a cast on one branch"),
+])
+def test_open_shapes_and_mixed_branches_are_errors_at_their_line(fn, marker, message):
+    """``x.shape[0]`` of a ``None`` axis was an 'invalid IR: LLVM IR parsing error' dump;
+    ``n if c else 0.5`` made the 0.5 an i64 0."""
+    with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
+        fn(np.zeros((3, 4), np.float32)) if fn is open_shape else fn(1)
+    assert f"{THIS}:{_line(marker)}:" in str(err.value)
