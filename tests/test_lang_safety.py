@@ -440,3 +440,26 @@ def test_open_shapes_and_mixed_branches_are_errors_at_their_line(fn, marker, mes
     with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
         fn(np.zeros((3, 4), np.float32)) if fn is open_shape else fn(1)
     assert f"{THIS}:{_line(marker)}:" in str(err.value)
+
+
+@kernel(name="safety.after_loop")
+def after_loop(n: i64) -> i64:
+    for i in range(n):
+        last = i * 3
+    return last + i
+
+
+@kernel(name="safety.maybe_assigned")
+def maybe_assigned(n: i64) -> f32:
+    if n > 5:
+        y = f32(2.5)
+    return y
+
+
+def test_a_variable_no_path_assigned_reads_zero_not_garbage():
+    """After a loop that ran zero times (Python: UnboundLocalError) the compiled kernel read an
+    undefined value: -3, 94876374864224 (an address), 2.5 from the untaken branch."""
+    assert after_loop(0) == 0 and after_loop(3) == after_loop.py_func(3) == 8
+    assert maybe_assigned(1) == 0.0 and maybe_assigned(9) == 2.5
+    with pytest.raises(UnboundLocalError):
+        after_loop.py_func(0)
