@@ -119,11 +119,24 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def mark_folder(folder: str | Path, verb: str) -> None:
-    """Create ``folder`` and its ``.cuvil-output`` marker (which verb filled it)."""
+def mark_folder(folder: str | Path, verb: str, frame_dirs: tuple[str, ...] = (),
+                files: tuple[str, ...] = ()) -> None:
+    """Create ``folder`` and its ``.cuvil-output`` marker (which verb filled it). When the
+    marker was already there (an earlier output of this tool), first remove what that output
+    wrote and this one writes again: per-frame pictures ``NNNNNN.png`` in ``frame_dirs`` and
+    the named ``files``, so a shorter rerun does not leave the earlier run's frames beside its
+    own. Nothing else is touched (a folder without the marker is the user's: nothing at all)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     marker = folder / FOLDER_MARKER
+    if marker.is_file():
+        for name in frame_dirs:
+            sub = folder / name
+            for path in sub.glob("[0-9][0-9][0-9][0-9][0-9][0-9].png") if sub.is_dir() else ():
+                path.unlink()
+        for name in files:
+            if (folder / name).is_file():
+                (folder / name).unlink()
+    folder.mkdir(parents=True, exist_ok=True)
     if not marker.exists():
         write_text_atomic(marker, json.dumps({"format": "cuvil-output/1", "by": verb}) + "\n")
 
