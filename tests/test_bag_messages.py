@@ -178,7 +178,8 @@ def test_image_errors_name_the_message():
                                                          "corrupt PNG")):
         cut = T["sensor_msgs/msg/CompressedImage"](header=_header(), format="png",
                                                    data=data.reshape(-1).astype(np.uint8))
-        with pytest.raises(DriveError, match=f"x.mcap: /cam message 3: {message}"):
+        with pytest.raises(DriveError, match=rf"x.mcap: /cam message 3: not a readable image "
+                                             rf"\({message}: "):
             compressed_to_bgr(cut, "x.mcap: /cam message 3")
 
 

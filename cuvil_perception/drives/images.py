@@ -50,13 +50,13 @@ def check_png_chunks(path: Path, data: np.ndarray) -> None:
             break
         (stored,) = struct.unpack_from(">I", raw, end - 4)
         if zlib.crc32(raw[pos + 4:end - 4]) != stored:
-            raise DriveError(f"{path}: corrupt PNG (chunk {kind.decode('latin-1')!r} at byte "
-                             f"{pos} fails its CRC)")
+            raise DriveError(f"{path}: not a readable image (corrupt PNG: chunk "
+                             f"{kind.decode('latin-1')!r} at byte {pos} fails its CRC)")
         if kind == b"IEND":
             return
         pos = end
-    raise DriveError(f"{path}: truncated PNG (cut off at byte {len(raw)}, in the chunk at byte "
-                     f"{pos}; no IEND)")
+    raise DriveError(f"{path}: not a readable image (truncated PNG: cut off at byte {len(raw)}, "
+                     f"in the chunk at byte {pos}; no IEND)")
 
 
 def check_size(path: Path, size: tuple[int, int] | None) -> None:

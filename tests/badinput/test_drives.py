@@ -191,7 +191,7 @@ def _label(field: str, value: str, fragment: str):
 def _cut_png(drive: Path):  # a copy cut off part-way
     path = drive / CAMERA / "data" / "0000000002.png"
     path.write_bytes(path.read_bytes()[:-300])
-    return path, "truncated PNG (cut off at byte"
+    return path, "not a readable image (truncated PNG: cut off at byte"
 
 
 def _png_bit_rot(drive: Path):  # one byte of the image data flipped
@@ -199,7 +199,7 @@ def _png_bit_rot(drive: Path):  # one byte of the image data flipped
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x40
     path.write_bytes(bytes(data))
-    return path, "corrupt PNG (chunk 'IDAT' at byte"
+    return path, "not a readable image (corrupt PNG: chunk 'IDAT' at byte"
 
 
 FRAME_ROWS = {"png-header-frame-2": _giant_later_png, "png-cut": _cut_png,
