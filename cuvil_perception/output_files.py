@@ -20,7 +20,8 @@ Three ways to write, each all-or-nothing at its own grain:
 * a file that starts like one of our formats: a JSONL run output line (``{"frame":``), a JSON
   document whose first key is a ``"format": "cuvil-...`` tag (run records, eval scores), a trace
   whose first key is ``"otherData": {"producer": "cuvil-perception"``, an MCAP file whose first
-  record after the header is a Metadata record named ``cuvil-perception`` (the ``mcap`` sink);
+  record after the header is a Metadata record named ``cuvil-perception`` (the ``mcap`` sink),
+  a page starting with ``HTML_SIGNATURE`` (the fleet's ``report.html``);
 * any file (e.g. an empty JSONL after a crash before frame 0) with a run record
   ``<file>.record.json`` beside it that lists the file among its outputs;
 * a folder that is empty or holds the ``.cuvil-output`` marker.
@@ -37,8 +38,10 @@ from .temp_files import sweep_stale, temp_path
 
 FOLDER_MARKER = ".cuvil-output"
 TRACE_PRODUCER = "cuvil-perception"
+HTML_SIGNATURE = "<!doctype html><!-- cuvil-perception -->"  # the first bytes of our pages
 _SIGNATURES = (b'{"frame":', b'{\n "format": "cuvil-',
-               b'{"otherData": {"producer": "' + TRACE_PRODUCER.encode() + b'"')
+               b'{"otherData": {"producer": "' + TRACE_PRODUCER.encode() + b'"',
+               HTML_SIGNATURE.encode())
 
 
 def describe_os_error(exc: OSError) -> str:
