@@ -184,7 +184,7 @@ def _check_out(out_dir: Path, pipeline: str, refs, budgets_path: str | None) -> 
     check_outputs(reports + [Claim("--out", out_dir / "results.jsonl"),
                              Claim("--out", out_dir / "drives", folder=True)],
                   inputs, overwrite=True)  # only same-output, input, wrong-kind, not-writable
-    check_outputs(reports, [])
+    check_outputs(reports, [], remedy="move it away or choose another --out")
 
 
 def make_backend(ray: str | None, local: str | None, workers: int):

@@ -70,7 +70,7 @@ ROWS = {
                         ["foreign/results.jsonl:1", "not a fleet results file"]),
     "out-inside-a-drive": (["{d}", "--out", "{d}/fleet"], ["report.json", "rule 'input'"]),
     "out-over-user-report": (["{d}", "--out", "{t}/mine"], ["mine/report.html",
-                                                          "rule 'not-ours'"]),
+                                                          "choose another --out", "rule 'not-ours'"]),
     "ratio-budget-in-eval": (["{d}", "--budgets", "{t}/ratio.yaml"],
                              ["ratio.yaml:2", "fleet bench"]),
 }
