@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import (Buf, address, f32, f64, i64, inline, kernel, local, simd,
-                                           unroll)
+from cuvil_perception.compile.lang import (Buf, address, f32, f64, i32, i64, inline, kernel, local,
+                                           simd, unroll)
 from cuvil_perception.errors import KernelSourceError
 
 THIS = Path(__file__).resolve()
@@ -304,3 +304,91 @@ def test_a_huge_unrolled_loop_is_a_compile_error_not_a_long_hang():
                                                 r"4096\); write `for i in range\(n\)`") as err:
         huge_unroll(1)
     assert f"{THIS}:{_line('@unroll')}:" in str(err.value)
+
+
+@kernel(name="safety.fill_before")
+def fill_before(x: Buf[f32, 4, 8]):
+    simd.fill(x, -8, 8, 0.0)  # @fill
+
+
+@kernel(name="safety.load_past")
+def load_past(x: Buf[f32, 4, 8]) -> f32:
+    return simd.reduce_add(simd.load(x, 30, 4))  # @load
+
+
+@pytest.mark.parametrize("fn, marker, message", [
+    (fill_before, "@fill", "elements [-8, 0) out of range for 'x' (32 elements)"),
+    (load_past, "@load", "elements [30, 34) out of range for 'x' (32 elements)"),
+])
+def test_a_constant_simd_run_outside_the_buffer_is_a_compile_error(fn, marker, message):
+    """simd.fill(x, -8, 8, 0.0) wrote 32 bytes before the buffer (py_func: nothing, a clamped
+    slice); simd.load(x, 30, 4) read past its end."""
+    with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
+        fn(np.zeros((4, 8), np.float32))
+    assert f"{THIS}:{_line(marker)}:" in str(err.value)
+    with pytest.raises(IndexError, match="out of range for a buffer of 32"):
+        fn.py_func(np.zeros((4, 8), np.float32))
+
+
+def test_uncompiled_simd_fill_and_copy_refuse_a_run_outside_the_buffer():
+    x, src = np.zeros(8, np.float32), np.ones(8, np.float32)
+    with pytest.raises(IndexError, match=r"simd.fill: elements \[6, 10\)"):
+        simd.fill(x, 6, 4, 1.0)
+    with pytest.raises(IndexError, match=r"simd.copy: elements \[6, 10\)"):
+        simd.copy(x, 0, src, 6, 4)
+    simd.copy(x, 4, src, 4, 4)
+    assert x.tolist() == [0.0] * 4 + [1.0] * 4
+
+
+@kernel(name="safety.widen")
+def widen(n: i32) -> i64:
+    return i64(n)
+
+
+def test_an_int_argument_outside_its_type_is_refused_not_wrapped():
+    """ctypes passed 3_000_000_000 to an i32 parameter as -1294967296, 2**40 as 0."""
+    assert widen(2**31 - 1) == 2**31 - 1 and widen(-2**31) == -2**31
+    for value in (2**31, 3_000_000_000, -2**31 - 1):
+        with pytest.raises(ValueError, match=rf"argument 'n' is i32; {value} is outside its "
+                                             r"range \[-2147483648, 2147483647\]"):
+            widen(value)
+    with pytest.raises(ValueError, match="is outside its range"):
+        total(np.ones(4, np.float32), 2**63)
+
+
+def _import_as(name: str, path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_kernel_installed_in_site_packages_is_keyed_by_its_source(tmp_path, monkeypatch):
+    """A user's op package installed with pip (the tutorial's distribution path) lives in
+    site-packages, which the source digest skipped: after an upgrade that changed the kernel,
+    the warm start loaded the old machine code (2 where py_func gave 101)."""
+    import importlib
+
+    from cuvil_perception.compile import sources
+
+    kernel_module = importlib.import_module("cuvil_perception.compile.lang.kernel")
+
+    folder = tmp_path / "site-packages" / "safety_user_pkg"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    path = folder / "kern.py"
+    text = ("from cuvil_perception.compile.lang import i64, kernel\n\n\n"
+            "@kernel(name='safety_user_pkg.answer')\n"
+            "def answer(n: i64) -> i64:\n    return n + 1\n")
+    results = []
+    for body in ("n + 1", "n + 100"):                  # version 1, then the upgrade
+        path.write_text(text.replace("n + 1", body))
+        sources.forget()
+        kernel_module._module_closure.cache_clear()
+        module = _import_as("safety_user_pkg.kern", path)
+        results.append((module.answer(1), module.answer.py_func(1)))
+    monkeypatch.delitem(sys.modules, "safety_user_pkg.kern")
+    assert results == [(2, 2), (101, 101)]

@@ -32,8 +32,13 @@ def check_buffer(kname: str, pname: str, ty: BufType, arr, sizes: dict) -> np.nd
 def check_scalar(kname: str, pname: str, ty: Scalar, value):
     """``value`` as the Python int or float a scalar parameter of type ``ty`` takes (from an
     int, or any real number for a float, numpy's included), else a `TypeError` naming the
-    parameter (ctypes would say only "wrong type")."""
+    parameter (ctypes would say only "wrong type"); an int outside the type's range is a
+    `ValueError`."""
     if ty.is_int and isinstance(value, numbers.Integral):
+        low, high = -(1 << (ty.bits - 1)), (1 << (ty.bits - 1)) - 1
+        if not low <= int(value) <= high:  # ctypes would wrap it silently
+            raise ValueError(f"kernel {kname}: argument '{pname}' is {ty}; {int(value)} is "
+                             f"outside its range [{low}, {high}]")
         return int(value)
     if ty.is_float and isinstance(value, numbers.Real):
         return float(value)

@@ -293,13 +293,15 @@ def _signature(k: Kernel):
 def _digest_sources(fn) -> str:
     """Hash of the kernel's module file plus the files of every module it can reach through
     module globals that are helpers (``@inline``), kernels or modules, transitively (a helper
-    calling a helper of a third module is covered), outside the Python installation; and of
-    the values of those modules' constants, which kernels read as compile-time values wherever
-    they were defined (``from .params import EPS``). Each file is read once per process
-    (`sources.file_digest`)."""
+    calling a helper of a third module is covered); and of the values of those modules'
+    constants, which kernels read as compile-time values wherever they were defined (``from
+    .params import EPS``). The kernel's own module, the modules of its helpers and kernels and
+    the modules of its own package are hashed wherever they are installed (a user's package in
+    site-packages: an upgrade must not load the old machine code); other modules only outside
+    the Python installation. Each file is read once per process (`sources.file_digest`)."""
     files, constants = _module_closure(fn.__module__)
     h = hashlib.sha256()
-    for path in sorted(files | {_file_of(fn)} - {None}):
+    for path in sorted(files | {_file_of(fn, anywhere=True)} - {None}):
         h.update(path.encode())
         h.update(file_digest(path))
     h.update(constants.encode())
@@ -313,25 +315,27 @@ def _module_closure(module_name: str) -> tuple[frozenset, str]:
     (memoised: the kernels of one module share it)."""
     files: set[str] = set()
     constants: list[str] = []
-    pending, seen = [module_name], set()
+    package = module_name.split(".")[0]
+    pending, seen = [(module_name, True)], set()
     while pending:
-        module = sys.modules.get(pending.pop())
+        name, ours = pending.pop()
+        module = sys.modules.get(name)
         if module is None or module.__name__ in seen:
             continue
-        seen.add(module.__name__)
-        own = _file_of(module)
+        own = _file_of(module, anywhere=ours or name.split(".")[0] == package)
         if own is None:
-            continue  # the standard library or an installed package: not ours to key
+            continue  # the standard library or another installed package: not ours to key
+        seen.add(module.__name__)
         files.add(own)
-        for name, obj in list(vars(module).items()):
+        for key, obj in list(vars(module).items()):
             if isinstance(obj, Kernel):
                 obj = obj.py_func
             if isinstance(obj, types.ModuleType):
-                pending.append(obj.__name__)
+                pending.append((obj.__name__, False))
             elif getattr(obj, "__cuvil_inline__", False) or hasattr(obj, "__cuvil_kernel__"):
-                pending.append(getattr(obj, "__module__", None) or "")
-            elif not name.startswith("__") and is_constant(obj):
-                constants.append(f"{module.__name__}.{name}={obj!r}")
+                pending.append((getattr(obj, "__module__", None) or "", True))
+            elif not key.startswith("__") and is_constant(obj):
+                constants.append(f"{module.__name__}.{key}={obj!r}")
     return frozenset(files), "\n".join(sorted(constants))
 
 
@@ -339,13 +343,16 @@ _SYSTEM = tuple(os.path.realpath(p) + os.sep
                 for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
 
 
-def _file_of(obj) -> str | None:
-    """The resolved source file of a function or module, or None (no file, or one inside the
-    Python installation / site-packages)."""
+def _file_of(obj, anywhere: bool = False) -> str | None:
+    """The resolved source file of a function or module, or None (no file, or, unless
+    ``anywhere``, one inside the Python installation / site-packages)."""
     code = getattr(obj, "__code__", None)
     name = code.co_filename if code is not None else getattr(obj, "__file__", None)
     if not name or not name.endswith(".py"):
         return None
+    if anywhere:
+        path = os.path.realpath(name)
+        return path if os.path.isfile(path) else None
     return _resolved_source(name)
 
 

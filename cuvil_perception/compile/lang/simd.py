@@ -70,11 +70,14 @@ import numpy as np
 
 
 def fill(buf: np.ndarray, at: int, n: int, value) -> None:
-    buf.reshape(-1)[at:at + n] = value
+    flat, at = _flat(buf, at, n, "fill")  # a slice would clamp: the compiled code does not
+    flat[at:at + n] = value
 
 
 def copy(dst: np.ndarray, at: int, src: np.ndarray, from_: int, n: int) -> None:
-    dst.reshape(-1)[at:at + n] = src.reshape(-1)[from_:from_ + n]
+    flat, at = _flat(dst, at, n, "copy")
+    source, from_ = _flat(src, from_, n, "copy")
+    flat[at:at + n] = source[from_:from_ + n]
 
 
 def stream_fill(buf: np.ndarray, at: int, n: int, value) -> None:

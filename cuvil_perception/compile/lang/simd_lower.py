@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 
 from llvmlite import ir
 
@@ -84,7 +85,16 @@ class SimdMixin:
         return convert(self.b, val, _i64()).ir
 
     def check_flat(self, buf: BufRef, index: ir.Value, lanes: int, node) -> None:
-        """Debug builds: [index, index + lanes) inside the buffer when its size is known."""
+        """A constant ``index``: [index, index + lanes) inside the buffer, checked when
+        compiling (a negative one always, a run past the end when the size is static); any
+        index in a debug build when the buffer's size is known."""
+        if isinstance(index, ir.Constant):
+            sizes = [e.constant if isinstance(e, ir.Constant) else None for e in buf.extents]
+            total = None if None in sizes else math.prod(sizes)
+            if index.constant < 0 or (total is not None and index.constant + lanes > total):
+                self.fail(node, f"elements [{index.constant}, {index.constant + lanes}) out of "
+                          f"range for '{buf.name}' ({'?' if total is None else total} "
+                          f"elements)")
         if not self.debug or any(e is None for e in buf.extents):
             return
         total = buf.extents[0]
