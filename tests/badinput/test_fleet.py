@@ -69,8 +69,8 @@ ROWS = {
     "foreign-results": (["{d}", "--out", "{t}/foreign", "--resume"],
                         ["foreign/results.jsonl:1", "not a fleet results file"]),
     "out-inside-a-drive": (["{d}", "--out", "{d}/fleet"], ["report.json", "rule 'input'"]),
-    "out-over-user-report": (["{d}", "--out", "{t}/mine"], ["mine/report.html",
-                                                          "choose another --out", "rule 'not-ours'"]),
+    "out-over-user-report": (["{d}", "--out", "{t}/mine"],
+                             ["mine/report.html", "choose another --out", "rule 'not-ours'"]),
     "ratio-budget-in-eval": (["{d}", "--budgets", "{t}/ratio.yaml"],
                              ["ratio.yaml:2", "fleet bench"]),
 }
