@@ -20,7 +20,8 @@ Three ways to write, each all-or-nothing at its own grain:
 * a file that starts like one of our formats: a JSONL run output line (``{"frame":``), a JSON
   document whose first key is a ``"format": "cuvil-...`` tag (run records, eval scores), a trace
   whose first key is ``"otherData": {"producer": "cuvil-perception"``, an MCAP file whose first
-  record after the header is a Metadata record named ``cuvil-perception`` (the ``mcap`` sink);
+  record after the header is a Metadata record named ``cuvil-perception`` (the ``mcap`` sink),
+  a page starting with ``HTML_SIGNATURE`` (the fleet's ``report.html``);
 * any file (e.g. an empty JSONL after a crash before frame 0) with a run record
   ``<file>.record.json`` beside it that lists the file among its outputs;
 * a folder that is empty or holds the ``.cuvil-output`` marker.
@@ -37,8 +38,10 @@ from .temp_files import sweep_stale, temp_path
 
 FOLDER_MARKER = ".cuvil-output"
 TRACE_PRODUCER = "cuvil-perception"
+HTML_SIGNATURE = "<!doctype html><!-- cuvil-perception -->"  # the first bytes of our pages
 _SIGNATURES = (b'{"frame":', b'{\n "format": "cuvil-',
-               b'{"otherData": {"producer": "' + TRACE_PRODUCER.encode() + b'"')
+               b'{"otherData": {"producer": "' + TRACE_PRODUCER.encode() + b'"',
+               HTML_SIGNATURE.encode())
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -119,11 +122,24 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def mark_folder(folder: str | Path, verb: str) -> None:
-    """Create ``folder`` and its ``.cuvil-output`` marker (which verb filled it)."""
+def mark_folder(folder: str | Path, verb: str, frame_dirs: tuple[str, ...] = (),
+                files: tuple[str, ...] = ()) -> None:
+    """Create ``folder`` and its ``.cuvil-output`` marker (which verb filled it). When the
+    marker was already there (an earlier output of this tool), first remove what that output
+    wrote and this one writes again: per-frame pictures ``NNNNNN.png`` in ``frame_dirs`` and
+    the named ``files``, so a shorter rerun does not leave the earlier run's frames beside its
+    own. Nothing else is touched (a folder without the marker is the user's: nothing at all)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     marker = folder / FOLDER_MARKER
+    if marker.is_file():
+        for name in frame_dirs:
+            sub = folder / name
+            for path in sub.glob("[0-9][0-9][0-9][0-9][0-9][0-9].png") if sub.is_dir() else ():
+                path.unlink()
+        for name in files:
+            if (folder / name).is_file():
+                (folder / name).unlink()
+    folder.mkdir(parents=True, exist_ok=True)
     if not marker.exists():
         write_text_atomic(marker, json.dumps({"format": "cuvil-output/1", "by": verb}) + "\n")
 

@@ -173,6 +173,14 @@ def test_image_errors_name_the_message():
                                                data=np.arange(20, dtype=np.uint8))
     with pytest.raises(DriveError, match="does not decode"):
         compressed_to_bgr(bad)
+    ok, png = cv2.imencode(".png", RNG.integers(0, 256, (16, 24, 3), dtype=np.uint8))
+    for data, message in ((png[:-20], "truncated PNG"), (png ^ (np.arange(png.size) == 60),
+                                                         "corrupt PNG")):
+        cut = T["sensor_msgs/msg/CompressedImage"](header=_header(), format="png",
+                                                   data=data.reshape(-1).astype(np.uint8))
+        with pytest.raises(DriveError, match=rf"x.mcap: /cam message 3: not a readable image "
+                                             rf"\({message}: "):
+            compressed_to_bgr(cut, "x.mcap: /cam message 3")
 
 
 # -- tf and CameraInfo ------------------------------------------------------------------------

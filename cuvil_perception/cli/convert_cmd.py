@@ -23,7 +23,11 @@ def convert_cmd(drive: str, out: str, fmt: str | None, image_encoding: str) -> N
     PointCloud2, Image or CompressedImage, CameraInfo and /tf_static. OUT must not exist.
     Replay it with `run PIPELINE --replay OUT`; open an .mcap in Foxglove."""
     from ..drives.bag import write_bag
+    from ..rt.output_policy import Claim, check_outputs
 
+    # never into the drive it reads (OUT must not exist: write_bag's own rule, so overwrite)
+    check_outputs([Claim("OUT", Path(out))], [Claim("DRIVE", Path(drive), folder=True)],
+                  overwrite=True)
     summary = write_bag(Path(drive), Path(out), fmt, image_encoding)
     click.echo(f"wrote {summary.messages} messages to {summary.path} "
                f"({summary.bytes / 1e6:.1f} MB, {summary.seconds:.1f} s)")

@@ -143,6 +143,7 @@ def _fleet(mode: str, pipeline: str, drives, out, local, ray, workers, frames, r
     out_dir = Path(out) if out else Path("runs") / f"fleet-{Path(pipeline).stem}-{mode}"
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir}: exists and is not a folder")
+    _check_out(out_dir, pipeline, refs, budgets_path)
     backend.connect()  # before the results file: a cluster that cannot be joined leaves none
     try:
         results = ResultsFile(out_dir / RESULTS_NAME, {"mode": mode, "pipeline": pipeline},
@@ -166,6 +167,24 @@ def _fleet(mode: str, pipeline: str, drives, out, local, ray, workers, frames, r
                    "--resume continues", err=True)
         sys.exit(130)
     sys.exit(report.exit_code)
+
+
+def _check_out(out_dir: Path, pipeline: str, refs, budgets_path: str | None) -> None:
+    """The output-path policy for what the fleet writes in OUT, before anything runs: no file
+    of it inside a drive or onto an input, no drive under ``OUT/drives`` (rule ``input``), and
+    no report over a ``report.json`` / ``report.html`` the fleet did not write (``not-ours``;
+    ``results.jsonl`` has its own rule: ``--resume``)."""
+    from ..rt.output_policy import Claim, check_outputs
+
+    inputs = [Claim("the pipeline file", Path(pipeline))]
+    inputs += [Claim(f"drive {ref.name}", ref.path, folder=ref.path.is_dir()) for ref in refs]
+    if budgets_path:
+        inputs.append(Claim("the budgets file", Path(budgets_path)))
+    reports = [Claim("--out", out_dir / name) for name in ("report.json", "report.html")]
+    check_outputs(reports + [Claim("--out", out_dir / "results.jsonl"),
+                             Claim("--out", out_dir / "drives", folder=True)],
+                  inputs, overwrite=True)  # only same-output, input, wrong-kind, not-writable
+    check_outputs(reports, [], remedy="move it away or choose another --out")
 
 
 def make_backend(ray: str | None, local: str | None, workers: int):

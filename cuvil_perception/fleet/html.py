@@ -12,7 +12,7 @@ import base64
 import html
 from pathlib import Path
 
-from ..output_files import write_text_atomic
+from ..output_files import HTML_SIGNATURE, write_text_atomic
 
 _BAR_W, _BAR_GAP, _PLOT_H = 18, 4, 160
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
@@ -24,7 +24,7 @@ text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:
 def write_html(path: Path, data: dict, histogram_png: bytes | None) -> Path:
     """Write the page for ``data`` (a ``report_dict``); ``histogram_png``: encoded PNG bytes."""
     drives = data["drives"]
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>fleet {_e(data['mode'])}"
+    parts = [f"{HTML_SIGNATURE}<html><head><meta charset='utf-8'><title>fleet {_e(data['mode'])}"
              f" — {_e(data['pipeline'])}</title><style>{_STYLE}</style></head><body>",
              f"<h1>fleet {_e(data['mode'])}: {_e(data['pipeline'])}</h1>",
              f"<p>{drives['total']} drive(s): {drives['ok']} ok, "

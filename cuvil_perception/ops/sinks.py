@@ -152,7 +152,7 @@ class PngSink(Sink):
     def open(self, ctx: RunContext) -> None:
         root = Path(self.p["dir"])
         try:
-            mark_folder(root, "png sink")
+            mark_folder(root, "png sink", frame_dirs=tuple(self.connected))
             for name in self.connected:
                 (root / name).mkdir(parents=True, exist_ok=True)
         except (OSError, OutputWriteError) as exc:

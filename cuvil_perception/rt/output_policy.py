@@ -43,13 +43,15 @@ class Claim:
         return Path(os.path.abspath(Path(self.path).expanduser())).resolve()
 
 
-def check_outputs(outputs: list[Claim], inputs: list[Claim], overwrite: bool = False) -> None:
-    """Apply the rules above; raise ``OutputPathError`` on the first refusal."""
+def check_outputs(outputs: list[Claim], inputs: list[Claim], overwrite: bool = False,
+                  remedy: str = "pass --overwrite to replace it") -> None:
+    """Apply the rules above; raise ``OutputPathError`` on the first refusal (``remedy``: what
+    the ``not-ours`` message tells the user to do, for a verb without ``--overwrite``)."""
     _check_same_output(outputs)
     for out in outputs:
         _check_inputs(out, inputs)
     for out in outputs:
-        _check_existing(out, overwrite)
+        _check_existing(out, overwrite, remedy)
         _check_writable(out)
 
 
@@ -88,7 +90,7 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _check_existing(out: Claim, overwrite: bool) -> None:
+def _check_existing(out: Claim, overwrite: bool, remedy: str) -> None:
     path = out.resolved
     if not os.path.lexists(path):
         return
@@ -102,8 +104,7 @@ def _check_existing(out: Claim, overwrite: bool) -> None:
         return
     what = "non-empty folder" if out.folder else "file"
     raise OutputPathError(out.path, f"{out.role} would replace an existing {what} that "
-                          "cuvil-perception did not write; pass --overwrite to replace it",
-                          "not-ours")
+                          f"cuvil-perception did not write; {remedy}", "not-ours")
 
 
 def _previous(path: Path) -> bool:

@@ -83,7 +83,7 @@ def render_run(run_output: str | Path, out_dir: str | Path, *, drive: str | Path
     roles = _roles(run_output, record, frames[0])
     out = Path(out_dir)
     summary = RenderSummary(out, out / "camera", out / "bev", out / "drive.mp4" if video else None)
-    mark_folder(out, "render")
+    mark_folder(out, "render", frame_dirs=("camera", "bev", "scene3d"), files=("drive.mp4",))
     summary.camera_dir.mkdir(parents=True, exist_ok=True)
     summary.bev_dir.mkdir(parents=True, exist_ok=True)
     scene = Scene3D.create(warn=warn) if open3d else None

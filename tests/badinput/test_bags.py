@@ -60,8 +60,9 @@ def test_files_that_are_not_bags_or_drives(tmp_path, content):
 @pytest.mark.parametrize("args,fragment", [
     (("convert", "datasets/sample_drive", "{tmp}/o.mcap", "--format", "hdf5"), "'hdf5'"),
     (("convert", "datasets/sample_drive", "{tmp}/o.mcap", "--image", "tiff"), "'tiff'"),
-    (("convert", "{tmp}", "{tmp}/o.mcap"), "missing stream folder"),
+    (("convert", "{tmp}", "{tmp}-o.mcap"), "missing stream folder"),
     (("convert", "datasets/sample_drive", "README.md"), "README.md: exists"),
+    (("convert", "datasets/sample_drive", "datasets/sample_drive/x.mcap"), "rule 'input'"),
     (("bag", "info", "{tmp}/none.mcap"), "does not exist"),
     (("bag", "info", "README.md"), "README.md: not a ROS bag or MCAP file"),
     (("bag", "info", "README.md", "--topic", "points"), "expected STREAM=TOPIC"),

@@ -19,7 +19,7 @@ import pytest
 
 from cuvil_perception.drives.synth import make_drive
 
-from ._runner import assert_one_line_error, assert_unchanged, cli, snapshot
+from ._runner import assert_one_line_error, assert_unchanged, cli, cli_subprocess, snapshot
 
 PIPELINE = ("stages:\n  - {id: drive, op: replay}\n"
             "  - {id: out, op: jsonl, inputs: {points: drive/points}, params: {path: out.jsonl}}\n")
@@ -188,7 +188,22 @@ def _label(field: str, value: str, fragment: str):
     return damage
 
 
-FRAME_ROWS = {"png-header-frame-2": _giant_later_png,
+def _cut_png(drive: Path):  # a copy cut off part-way
+    path = drive / CAMERA / "data" / "0000000002.png"
+    path.write_bytes(path.read_bytes()[:-300])
+    return path, "not a readable image (truncated PNG: cut off at byte"
+
+
+def _png_bit_rot(drive: Path):  # one byte of the image data flipped
+    path = drive / CAMERA / "data" / "0000000002.png"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+    return path, "not a readable image (corrupt PNG: chunk 'IDAT' at byte"
+
+
+FRAME_ROWS = {"png-header-frame-2": _giant_later_png, "png-cut": _cut_png,
+              "png-bit-rot": _png_bit_rot,
               "label-nan-box": _label("box3d", "[NaN, 0, 0, 4, 2, 1.5, 0]", "box3d has a NaN"),
               "label-negative-size": _label("box3d", "[10, 0, 0, -4, 2, 1.5, 0]",
                                             "box3d sizes"),
@@ -268,3 +283,13 @@ def test_absurd_points_never_give_non_finite_boxes():
         assert np.isfinite(boxes).all() and np.isfinite(scores).all()
         assert len(boxes) == len(scores) == len(labels)
         assert model.stats["nonfinite_boxes"] > 0  # the input did produce overflowing rows
+
+
+def test_corrupt_png_is_one_line_even_from_the_decoder(drive):
+    """libpng prints its own "libpng error: ..." on the process's stderr (fd 2, which the
+    in-process runner does not see) before OpenCV gives up: the chunk check refuses the file
+    first, so a real process prints one line."""
+    path, fragment = _png_bit_rot(drive)
+    result = cli_subprocess("run", "p.yaml", "--replay", str(drive), cwd=drive.parent)
+    assert_one_line_error(result, str(path), fragment)
+

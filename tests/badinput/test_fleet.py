@@ -29,6 +29,8 @@ def place(tmp_path, drives):
     (tmp_path / "foreign" / "results.jsonl").parent.mkdir()
     (tmp_path / "foreign" / "results.jsonl").write_text('{"frame": 0}\n')
     (tmp_path / "a-file").write_text("not a folder\n")
+    (tmp_path / "mine").mkdir()  # the user's own reports where --out points
+    (tmp_path / "mine" / "report.html").write_text("<p>my report</p>\n")
     (tmp_path / "ratio.yaml").write_text("budgets:\n  - {stage: yolo, p50_ratio: 2, "
                                          "reference: pillars}\n")
     return tmp_path
@@ -66,6 +68,9 @@ ROWS = {
     "out-is-a-file": (["{d}", "--out", "{t}/a-file"], ["a-file", "not a folder"]),
     "foreign-results": (["{d}", "--out", "{t}/foreign", "--resume"],
                         ["foreign/results.jsonl:1", "not a fleet results file"]),
+    "out-inside-a-drive": (["{d}", "--out", "{d}/fleet"], ["report.json", "rule 'input'"]),
+    "out-over-user-report": (["{d}", "--out", "{t}/mine"],
+                             ["mine/report.html", "choose another --out", "rule 'not-ours'"]),
     "ratio-budget-in-eval": (["{d}", "--budgets", "{t}/ratio.yaml"],
                              ["ratio.yaml:2", "fleet bench"]),
 }

@@ -280,12 +280,30 @@ def test_png_sink_folder_follows_the_policy(work, folder, rule):
 
 
 def test_png_sink_folder_of_a_previous_run_is_reused(work):
+    """A rerun replaces the folder's frames: a shorter rerun leaves none of the earlier run's
+    frames beside its own (the user's own files in it stay)."""
     (work / "png.yaml").write_text(PNG % "pictures")
-    for _ in range(2):
-        result = _run(work, "--frames", "1", pipeline="png.yaml")
+    for frames in ("3", "1"):
+        result = _run(work, "--frames", frames, pipeline="png.yaml")
         assert result.code == 0, result.stderr
+        (work / "pictures" / "image" / "notes.png").write_bytes(b"the user's")
     assert (work / "pictures" / ".cuvil-output").is_file()
-    assert (work / "pictures" / "image" / "000000.png").is_file()
+    assert sorted(p.name for p in (work / "pictures" / "image").iterdir()) == \
+        ["000000.png", "notes.png"]
+
+
+def test_render_rerun_leaves_no_frames_of_the_earlier_render(work):
+    assert _run(work, "--frames", "3", "--out", "three.jsonl").code == 0
+    assert _run(work, "--frames", "1", "--out", "one.jsonl").code == 0
+    assert cli("render", str(work / "three.jsonl"), "--out", str(work / "viz"),
+               cwd=work).code == 0
+    assert (work / "viz" / "drive.mp4").is_file()
+    result = cli("render", str(work / "one.jsonl"), "--out", str(work / "viz"), "--no-video",
+                 cwd=work)
+    assert result.code == 0, result.stderr
+    for folder in ("camera", "bev"):
+        assert [p.name for p in (work / "viz" / folder).iterdir()] == ["000000.png"]
+    assert not (work / "viz" / "drive.mp4").exists()  # it showed the earlier run
 
 
 def test_compile_out_follows_the_policy(work):

@@ -50,7 +50,7 @@ ROWS = [
     ("record-loop", RUN + ["--out", "o.jsonl", "--record", "loop_a"], "loop_a", "symlink loop"),
     ("trace-loop", RUN + ["--out", "o.jsonl", "--trace", "loop_a"], "loop_a", "symlink loop"),
     ("render-input-loop", ["render", "loop_a", "--out", "viz"], "loop_a", "symlink loop"),
-    ("convert-out-loop", ["convert", "drive", "loop_a"], "loop_a", "exists"),
+    ("convert-out-loop", ["convert", "drive", "loop_a"], "loop_a", "symlink loop"),
     ("convert-out-dangling", ["convert", "drive", "dangling"], "dangling", "exists"),
     ("make-drive-loop", ["make-drive", "loop_a", "--frames", "1"], "loop_a", "exists"),
     ("make-drive-bag-loop", ["make-drive", "loop_a", "--frames", "1", "--format", "mcap",

@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 
 from ...errors import DriveError
+from ..images import check_png_chunks
 
 # OpenCV names a Bayer pattern by the second row's first two pixels, ROS by the first row's
 # (the mapping cv_bridge documents): ROS rggb is OpenCV's BG pattern, and so on.
@@ -72,6 +73,7 @@ def compressed_to_bgr(msg, where: str = "CompressedImage") -> np.ndarray:
         raise DriveError(f"{where}: compressed image format '{msg.format}' is not supported "
                          "(jpeg or png)")
     data = np.asarray(msg.data, dtype=np.uint8)
+    check_png_chunks(where, data)  # one error line, not libpng's own on stderr first
     image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
     if image is None:
         raise DriveError(f"{where}: compressed image ({msg.format}, {data.size} bytes) does "
