@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cuvil_perception.compile.lang import (Buf, address, f32, f64, i32, i64, inline, kernel, local,
-                                           simd, unroll)
+                                           simd, u8, unroll)
 from cuvil_perception.errors import KernelSourceError
 
 THIS = Path(__file__).resolve()
@@ -463,3 +463,22 @@ def test_a_variable_no_path_assigned_reads_zero_not_garbage():
     assert maybe_assigned(1) == 0.0 and maybe_assigned(9) == 2.5
     with pytest.raises(UnboundLocalError):
         after_loop.py_func(0)
+
+
+@kernel(name="safety.widened")
+def widened(x: Buf[u8, "n"], out: Buf[i32, 2, "n"], n: i64):
+    for i in range(n):
+        out[0, i] = x[i] + 200
+        out[1, i] = i32(x[i]) + 200
+
+
+def test_small_int_loads_widen_and_the_documented_cast_makes_py_func_agree():
+    """The semantics table's row: compiled widens u8 (300), py_func's numpy scalar wraps (44)
+    unless the element is cast as the table says."""
+    x = np.array([100, 10], np.uint8)
+    got, want = np.zeros((2, 2), np.int32), np.zeros((2, 2), np.int32)
+    widened(x, got, 2)
+    with np.errstate(over="ignore"):
+        widened.py_func(x, want, 2)
+    assert got.tolist() == [[300, 210], [300, 210]]
+    assert want.tolist() == [[44, 210], [300, 210]]
