@@ -392,3 +392,74 @@ def test_a_kernel_installed_in_site_packages_is_keyed_by_its_source(tmp_path, mo
         results.append((module.answer(1), module.answer.py_func(1)))
     monkeypatch.delitem(sys.modules, "safety_user_pkg.kern")
     assert results == [(2, 2), (101, 101)]
+
+
+def _cell(source: str, filename: str) -> dict:
+    """Run ``source`` as a notebook cell does: its lines in linecache, no file on disk."""
+    import linecache
+
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "safety_notebook"}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def test_a_kernel_redefined_in_a_notebook_cell_is_not_the_old_machine_code(tmp_path):
+    """A cell has no file for the source digest: redefining a kernel (or a helper it calls)
+    in a later cell kept running the first cell's code (compiled 2, py_func 50)."""
+    head = ("from cuvil_perception.compile.lang import i64, inline, kernel\n\n"
+            "@inline\ndef step(n):\n    return n + 1\n\n"
+            "@kernel(name='safety_notebook.f')\ndef f(n: i64) -> i64:\n    return step(n)\n")
+    got = []
+    for k, source in enumerate([head, head.replace("return step(n)", "return step(n) * 50"),
+                                head.replace("return n + 1", "return n + 7")]):
+        f = _cell(source, str(tmp_path / f"cell{k}.py"))["f"]
+        got.append((f(1), f.py_func(1)))
+    assert got == [(2, 2), (100, 100), (8, 8)]
+
+
+@kernel(name="safety.open_shape")
+def open_shape(x: Buf[f32, None, 4]) -> i64:
+    return x.shape[1] * 100 + x.shape[0]  # @shape
+
+
+@kernel(name="safety.mixed_branches")
+def mixed_branches(n: i64) -> i64:
+    c = n if n > 5 else 0.5  # @branches
+    return c
+
+
+@pytest.mark.parametrize("fn, marker, message", [
+    (open_shape, "@shape", "axis 0 of buffer 'x' has no known extent (`None`); write an extent "
+                           "in its annotation"),
+    (mixed_branches, "@branches", "the branches are i64 and f64; write a cast on one branch"),
+])
+def test_open_shapes_and_mixed_branches_are_errors_at_their_line(fn, marker, message):
+    """``x.shape[0]`` of a ``None`` axis was an 'invalid IR: LLVM IR parsing error' dump;
+    ``n if c else 0.5`` made the 0.5 an i64 0."""
+    with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
+        fn(np.zeros((3, 4), np.float32)) if fn is open_shape else fn(1)
+    assert f"{THIS}:{_line(marker)}:" in str(err.value)
+
+
+@kernel(name="safety.after_loop")
+def after_loop(n: i64) -> i64:
+    for i in range(n):
+        last = i * 3
+    return last + i
+
+
+@kernel(name="safety.maybe_assigned")
+def maybe_assigned(n: i64) -> f32:
+    if n > 5:
+        y = f32(2.5)
+    return y
+
+
+def test_a_variable_no_path_assigned_reads_zero_not_garbage():
+    """After a loop that ran zero times (Python: UnboundLocalError) the compiled kernel read an
+    undefined value: -3, 94876374864224 (an address), 2.5 from the untaken branch."""
+    assert after_loop(0) == 0 and after_loop(3) == after_loop.py_func(3) == 8
+    assert maybe_assigned(1) == 0.0 and maybe_assigned(9) == 2.5
+    with pytest.raises(UnboundLocalError):
+        after_loop.py_func(0)

@@ -8,10 +8,17 @@ of the names the kernel and the helpers it can reach refer to into the source di
 value is another kernel (compiled, or taken from the disk cache), the same value the same one.
 The names are found once from the functions' code objects (``co_names``); reading their values
 is a few dict lookups a call.
+
+A helper or kernel defined where there is no source file (a notebook cell, ``exec``) has no
+file for the source digest to hash, so the same goes for its source text: a cell that
+redefines it is another kernel, not the machine code of the cell before (`fileless_source`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import os
 import types
 
 import numpy as np
@@ -60,4 +67,22 @@ def current(refs: tuple[tuple[dict, str], ...]) -> tuple:
         value = scope.get(name)
         if is_constant(value):
             out.append((name, type(value).__name__, value))
+            continue
+        helper = getattr(value, "py_func", value)
+        if getattr(helper, "__cuvil_inline__", False) or hasattr(helper, "__cuvil_kernel__"):
+            text = fileless_source(helper.__code__)
+            if text is not None:
+                out.append((name, "source", text))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def fileless_source(code: types.CodeType) -> str | None:
+    """The source text of a function whose file does not exist (a notebook cell, ``exec``),
+    or None when it has a file (which the source digest hashes); once per code object."""
+    if os.path.isfile(code.co_filename):
+        return None
+    try:
+        return inspect.getsource(code)
+    except (OSError, TypeError):
+        return f"<no source: {code.co_filename}:{code.co_firstlineno}:{code.co_code.hex()}>"

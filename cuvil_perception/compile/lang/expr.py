@@ -16,7 +16,7 @@ from .. import irutil as u
 from .arith import compare, convert, int_index, invert, negate, truth
 from .slice_lower import is_slice
 from .types import BOOL, BufType, Scalar, VecType
-from .values import BufRef, Const, Val, const_type, materialize
+from .values import BufRef, Const, UnknownExtent, Val, const_type, materialize
 
 _FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
          "//": operator.floordiv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
@@ -55,6 +55,9 @@ class ExprMixin:
             return materialize(x.value, ty)
         if isinstance(x, BufRef):
             self.fail(node, f"buffer '{x.name}' used as a number", f"an element, `{x.name}[i]`")
+        if isinstance(x, UnknownExtent):
+            self.fail(node, f"axis {x.axis} of buffer '{x.buf}' has no known extent (`None`)",
+                      "an extent in its annotation, `Buf[f32, \"n\", ...]`")
         self.fail(node, f"`{ast.unparse(node)}` is not a value")
 
     def fold(self, op: str, x: Const, y: Const, node) -> Const:
@@ -150,7 +153,8 @@ class ExprMixin:
         if isinstance(base, BufRef):
             if node.attr == "shape":
                 return tuple(Const(e.constant) if isinstance(e, ir.Constant)
-                             else Val(e, _I64()) for e in base.extents)
+                             else UnknownExtent(base.name, k) if e is None
+                             else Val(e, _I64()) for k, e in enumerate(base.extents))
             self.fail(node, f"buffers have no attribute '{node.attr}' here", "`buf.shape[k]`")
         if base is not None:
             self.fail(node, f"`{ast.unparse(node)}`: attributes of values are not supported")
@@ -275,7 +279,7 @@ class ExprMixin:
         ty = a_val.ty
         if a_val.ty != c_val.ty:  # a literal joins the other side's type; else it is an error
             weak, strong = (a_val, c_val) if a_val.weak else (c_val, a_val)
-            if not weak.weak:
+            if not weak.weak or (weak.ty.is_float and not strong.ty.is_float):
                 self.fail(node, f"the branches are {a_val.ty} and {c_val.ty}",
                           "a cast on one branch")
             ty = strong.ty

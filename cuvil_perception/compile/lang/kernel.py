@@ -41,7 +41,7 @@ from ..registry import get_kernel
 from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import check_aliasing, check_buffer, check_scalar, plain_static
-from .constants import current, is_constant, referenced
+from .constants import current, fileless_source, is_constant, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
 from .slices import value_slices
@@ -305,6 +305,7 @@ def _digest_sources(fn) -> str:
         h.update(path.encode())
         h.update(file_digest(path))
     h.update(constants.encode())
+    h.update((fileless_source(fn.__code__) or "").encode())  # a notebook cell's kernel
     return h.hexdigest()[:24]
 
 

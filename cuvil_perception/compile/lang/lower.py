@@ -79,6 +79,18 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
     def fail(self, node, message: str, instead: str | None = None):
         fail(self.frame.src, node, message, instead)
 
+    def slot(self, ty: ir.Type, name: str) -> ir.Value:
+        """A variable's stack slot, zeroed in the entry block: a variable read on a path that
+        did not assign it (``for i in range(n)`` with n = 0, then ``i``; Python: an
+        UnboundLocalError) reads 0, the same every run, never an undefined value."""
+        entry = self.b.function.entry_basic_block
+        with self.b.goto_block(entry):
+            if entry.instructions:
+                self.b.position_before(entry.instructions[0])
+            slot = self.b.alloca(ty, name=name)
+            self.b.store(ir.Constant(ty, None), slot)
+        return slot
+
     def mark_written(self, buf) -> None:
         """Record that the kernel may write ``buf`` (when it is a parameter): `kernel(...)`
         refuses a read-only array there instead of writing into memory numpy guards."""
@@ -125,7 +137,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
             self.fail(node, f"variable '{name}' already exists with another type; annotate "
                       f"its first assignment")
         if current is None:  # (an unrolled loop lowers the same annotation again)
-            self.frame.env[name] = Var(u.entry_alloca(self.b, ty.ir, name), ty, node.lineno)
+            self.frame.env[name] = Var(self.slot(ty.ir, name), ty, node.lineno)
         if node.value is not None:
             self.assign(node.target, self.expr(node.value), node)
 
@@ -171,7 +183,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
             return self.assign_vector(name, current, value, node)
         val = self.value(value, node, want=want)
         if current is None or isinstance(current, Const):
-            current = Var(u.entry_alloca(self.b, val.ty.ir, name), val.ty, node.lineno)
+            current = Var(self.slot(val.ty.ir, name), val.ty, node.lineno)
             env[name] = current
         elif val.ty != current.ty:
             if not val.weak or (val.ty.is_float and not current.ty.is_float):
@@ -343,7 +355,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
                 self.fail(node, f"loop variable '{name}' is {var.ty} elsewhere; range loops "
                           f"count in i64", "another name for the loop variable")
             return var
-        var = Var(u.entry_alloca(self.b, u.I64, name), I64, node.lineno)
+        var = Var(self.slot(u.I64, name), I64, node.lineno)
         self.frame.env[name] = var
         return var
 

@@ -40,6 +40,14 @@ class BufRef:
     name: str
 
 
+@dataclass(frozen=True)
+class UnknownExtent:
+    """``buf.shape[k]`` of an axis annotated ``None``: an error where it is used as a number."""
+
+    buf: str
+    axis: int
+
+
 def const_type(value: Any) -> Scalar | None:
     """The scalar type a Python constant materialises as (None for non-scalars)."""
     if isinstance(value, bool):

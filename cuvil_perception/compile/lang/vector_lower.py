@@ -103,7 +103,7 @@ class VectorMixin:
                       f"assigns {got}", "a vector of that type (`simd.splat(x, n)` for a "
                       "scalar)")
         if current is None or isinstance(current, Const):
-            current = Var(u.entry_alloca(self.b, value.ty.ir, name), value.ty, node.lineno)
+            current = Var(self.slot(value.ty.ir, name), value.ty, node.lineno)
             self.frame.env[name] = current
         self.b.store(value.ir, current.slot)
 
