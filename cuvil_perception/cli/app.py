@@ -99,8 +99,11 @@ class _Group(click.Group):
             sys.exit(2)
         except KeyboardInterrupt as exc:  # a signal before the run could stop cleanly
             terminated = isinstance(exc, RunTerminated)
-            click.echo(f"{'terminated (SIGTERM)' if terminated else 'interrupted (SIGINT)'}: "
-                       "stopped before any frame was written", err=True)
+            # only run's frames are known unwritten here; make-drive or convert may be half-way
+            what = ": stopped before any frame was written" if ctx.invoked_subcommand == "run" \
+                else ""
+            click.echo(f"{'terminated (SIGTERM)' if terminated else 'interrupted (SIGINT)'}"
+                       f"{what}", err=True)
             sys.exit(SIGTERM_EXIT_CODE if terminated else SIGINT_EXIT_CODE)
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..compile.library import build_library
+from ..compile.library import MANIFEST, build_library
 from ..compile.toolchain import find_toolchain
 from ..errors import UsageError
+from ..output_files import is_previous_output
 
 
 def default_prefix(pipeline_name: str) -> str:
@@ -25,6 +26,7 @@ def default_prefix(pipeline_name: str) -> str:
 
 def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
                   prefix: str | None, cpu: str | None) -> None:
+    _check_manifest(Path(out_dir))
     prefix = prefix or default_prefix(pipeline.name)
     lib = build_library(specs, triple, out_dir, prefix, cpu)
     symbols = dict(lib.symbols)
@@ -53,3 +55,14 @@ def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
     console.print(f"{len(lib.symbols)} kernel(s) for {lib.target.triple} (cpu "
                   f"{lib.target.cpu}): {lib.shared}, {lib.static}, {lib.header}",
                   highlight=False, soft_wrap=True)
+
+
+def _check_manifest(out: Path) -> None:
+    """A non-empty DIR is ours when its manifest is one we wrote (by content: a user's own
+    ``library.json`` does not make the folder ours; `build_library` checks only the name)."""
+    manifest = out / MANIFEST
+    if out.is_dir() and any(out.iterdir()) and manifest.is_file() and \
+            not is_previous_output(manifest):
+        raise UsageError(f"--library {out}: {manifest} is not a manifest cuvil-perception "
+                         "wrote; choose another folder")
+

@@ -31,9 +31,9 @@ def _prepare(out: Path, force: bool) -> None:
             raise UsageError(f"{out}: folder is not empty (pass --force to overwrite a drive)")
         for name in _DRIVE_ENTRIES:
             target = out / name
-            if target.is_dir():
+            if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)
-            elif target.exists():
+            elif os.path.lexists(target):  # a file, or a link: the link goes, never its target
                 target.unlink()
 
 

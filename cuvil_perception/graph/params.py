@@ -208,6 +208,8 @@ def _coerce_scalar(kind: type, value: Any, type_name: str) -> Any:
     if kind is Path:
         if not isinstance(value, (str, Path)):
             raise ValueError(f"must be {_article(type_name)}, got {_describe(value)}")
+        if isinstance(value, str) and not value.strip():  # '' would mean the YAML's folder
+            raise ValueError(f"must be {_article(type_name)}, got an empty string")
         return value
     if not isinstance(value, kind):
         raise ValueError(f"must be {_article(type_name)}, got {_describe(value)}")

@@ -313,3 +313,17 @@ def test_compile_out_follows_the_policy(work):
                      str(folder), cwd=work)
         assert_one_line_error(result, f"output-path rule '{rule}'", str(folder))
     assert_unchanged(before)
+
+
+def test_compile_library_needs_a_manifest_of_ours(work):
+    """A user's own library.json does not make a folder ours: --library refuses it whole."""
+    (work / "lib").mkdir()
+    (work / "lib" / "library.json").write_text('{"name": "my js library"}\n')
+    (work / "lib" / "cuvil_outputs.h").write_text("/* mine */\n")
+    before = snapshot(work)
+    result = cli("compile", str(work / "p.yaml"), "--target", "x86_64-linux-gnu", "--library",
+                 str(work / "lib"), cwd=work)
+    assert_one_line_error(result, "library.json is not a manifest cuvil-perception wrote")
+    assert_unchanged(before)
+    assert sorted(p.name for p in (work / "lib").iterdir()) == ["cuvil_outputs.h",
+                                                                "library.json"]

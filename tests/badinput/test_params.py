@@ -10,6 +10,8 @@ rows without anyone writing them; a numeric param without a declared range fails
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import cuvil_perception.testing.ops  # noqa: F401  (registers the public test ops: rows too)
@@ -103,6 +105,18 @@ def test_bad_numeric_param_is_one_line_exit_2(tmp_path, op_name, param_name, val
                           f"field 'params.{param_name}'")
     assert_unchanged(before)
     assert sorted(tmp_path.iterdir()) == [path]  # nothing new either
+
+
+def _path_rows() -> list:
+    return [pytest.param(op_name, param.name, value, id=f"{op_name}.{param.name}-{kind}")
+            for op_name, cls in _ops().items() for param in cls.params if param.type is Path
+            for kind, value in (("empty", '""'), ("blank", '"  "'))]
+
+
+@pytest.mark.parametrize(("op_name", "param_name", "value"), _path_rows())
+def test_empty_path_param_is_one_line_exit_2(tmp_path, op_name, param_name, value):
+    """An empty path would name the YAML's own folder: refused where it is written."""
+    test_bad_numeric_param_is_one_line_exit_2(tmp_path, op_name, param_name, value)
 
 
 def test_every_numeric_param_declares_its_range():

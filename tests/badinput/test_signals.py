@@ -124,3 +124,16 @@ def test_ctrl_c_while_the_cli_loads_is_one_line_exit_130():
                           text=True, timeout=60)
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip() == "interrupted (SIGINT): stopped before any frame was written"
+
+
+def test_ctrl_c_in_make_drive_does_not_claim_nothing_was_written(tmp_path, monkeypatch):
+    """A verb other than run may be half-way (a partial drive): the line says only that it was
+    interrupted."""
+    import cuvil_perception.drives.synth as synth
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synth, "make_drive", interrupted)
+    result = cli("make-drive", str(tmp_path / "d"), "--frames", "1")
+    assert result.code == 130 and result.stderr.strip() == "interrupted (SIGINT)"

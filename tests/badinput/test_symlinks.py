@@ -65,3 +65,16 @@ def test_symlink_loops_and_dangling_links_are_one_line_errors(work, args, named,
     assert_one_line_error(result, named, fragment)
     assert {name: os.readlink(work / name) for name in links} == links
     assert not (work / "nowhere").exists()
+
+
+def test_make_drive_force_replaces_a_linked_stream_folder_not_its_target(work, source):
+    """--force removes OUT's drive entries; one that is a symlink loses the link, and the
+    folder it points at (the user's data) is left whole."""
+    out = work / "out"
+    out.mkdir()
+    (out / "velodyne_points").symlink_to(source / "velodyne_points")
+    scans = sorted((source / "velodyne_points" / "data").iterdir())
+    result = cli("make-drive", str(out), "--frames", "1", "--force", cwd=work)
+    assert result.code == 0 and not result.crash, result.stderr + result.crash
+    assert not (out / "velodyne_points").is_symlink()
+    assert sorted((source / "velodyne_points" / "data").iterdir()) == scans
