@@ -518,3 +518,22 @@ def test_a_streaming_store_to_a_misaligned_array_is_an_error_not_a_segfault():
     with pytest.raises(KernelSourceError, match=r"a streaming store of 64 bytes at element 4 of "
                                                 r"'x' \(16 bytes in\) is not 64-byte aligned"):
         stream_odd(x)
+
+
+@kernel(name="safety.stacked_locals")
+def stacked_locals(x: Buf[i64, "n"], n: i64) -> f64:
+    s = 0.0
+    for k in unroll(600):
+        t = local(f64, 4096)  # @stack
+        for i in range(n):
+            t[x[i]] += f64(i + k)
+        s += t[x[0]]
+    return s
+
+
+def test_local_arrays_that_would_overflow_the_stack_are_a_compile_error():
+    """600 copies of a 32 KiB local() (an unrolled loop) took 19 MiB of stack: a segfault."""
+    with pytest.raises(KernelSourceError, match=r"local arrays take 294912 bytes of stack \(at "
+                                                r"most 262144\)") as err:
+        stacked_locals(np.arange(4), 4)
+    assert f"{THIS}:{_line('@stack')}:" in str(err.value)

@@ -21,6 +21,7 @@ from .types import (BOOL, F64, I64, BufType, Scalar, VecType, address, local, se
 from .values import BufRef, Const, Val
 
 MAX_LOCAL_ELEMENTS = 4096     # a local array lives on the stack: keep it small
+MAX_LOCAL_BYTES = 256 * 1024  # all of a kernel's local arrays (a thread's stack may be 8 MiB)
 MAX_INLINE_DEPTH = 16
 
 
@@ -166,6 +167,12 @@ class CallsMixin:
         if not dims or total <= 0 or total > MAX_LOCAL_ELEMENTS:
             self.fail(node, f"a local array needs 1 to {MAX_LOCAL_ELEMENTS} elements",
                       "a buffer parameter for large scratch space")
+        self.local_bytes += total * max(1, dtype.value.bits // 8)
+        if self.local_bytes > MAX_LOCAL_BYTES:  # 600 x 32 KiB overflowed the stack: a segfault
+            self.fail(node, f"the kernel's local arrays take {self.local_bytes} bytes of stack "
+                      f"(at most {MAX_LOCAL_BYTES}); each local() in an unrolled loop or an "
+                      "inlined helper is another array", "one local() before the loop, or a "
+                      "buffer parameter")
         elem = dtype.value.ir
         entry = self.fn.entry_basic_block
         with self.b.goto_block(entry):

@@ -70,6 +70,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
         self.frames: list[Frame] = []
         self.dead = False         # the current position is unreachable (after return/break)
         self.inline_depth = 0
+        self.local_bytes = 0      # stack bytes of the local() arrays so far
         self.written: set[str] = set()  # buffer parameters stored to (or whose address escapes)
         self.streamed: dict[str, int] = {}  # buffer parameter -> alignment its stream stores need
 
