@@ -327,3 +327,17 @@ def test_compile_library_needs_a_manifest_of_ours(work):
     assert_unchanged(before)
     assert sorted(p.name for p in (work / "lib").iterdir()) == ["cuvil_outputs.h",
                                                                 "library.json"]
+
+
+def test_full_disk_in_make_drive_and_convert_is_one_line(tmp_path, source):
+    """The same file-size limit stops make-drive and convert: exit 2, one line naming OUT and
+    why; convert keeps nothing (no bag, no staging folder)."""
+    done = _child(tmp_path, 200_000, "make-drive", "md", "--frames", "2")
+    result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
+                            "stderr": done.stderr, "crash": ""})()
+    assert_one_line_error(result, "md: writing the drive failed (file too large)", "--force")
+    done = _child(tmp_path, 200_000, "convert", str(source), "c.mcap")
+    result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
+                            "stderr": done.stderr, "crash": ""})()
+    assert_one_line_error(result, "c.mcap: writing the bag failed (file too large)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["md"]
