@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from cuvil_perception.compile.lang import (Buf, address, f32, f64, i32, i64, inline, kernel, local,
-                                           simd, unroll)
-from cuvil_perception.errors import KernelSourceError
+                                           simd, u8, unroll)
+from cuvil_perception.compile import get_kernel
+from cuvil_perception.errors import KernelIndexError, KernelSourceError
 
 THIS = Path(__file__).resolve()
 SCALE = 3          # a module-level constant the kernels below read; tests assign it
@@ -463,3 +464,57 @@ def test_a_variable_no_path_assigned_reads_zero_not_garbage():
     assert maybe_assigned(1) == 0.0 and maybe_assigned(9) == 2.5
     with pytest.raises(UnboundLocalError):
         after_loop.py_func(0)
+
+
+@kernel(name="safety.widened")
+def widened(x: Buf[u8, "n"], out: Buf[i32, 2, "n"], n: i64):
+    for i in range(n):
+        out[0, i] = x[i] + 200
+        out[1, i] = i32(x[i]) + 200
+
+
+def test_small_int_loads_widen_and_the_documented_cast_makes_py_func_agree():
+    """The semantics table's row: compiled widens u8 (300), py_func's numpy scalar wraps (44)
+    unless the element is cast as the table says."""
+    x = np.array([100, 10], np.uint8)
+    got, want = np.zeros((2, 2), np.int32), np.zeros((2, 2), np.int32)
+    widened(x, got, 2)
+    with np.errstate(over="ignore"):
+        widened.py_func(x, want, 2)
+    assert got.tolist() == [[300, 210], [300, 210]]
+    assert want.tolist() == [[44, 210], [300, 210]]
+
+
+@kernel(name="safety.stream")
+def stream(x: Buf[f32, 64]):
+    simd.stream_fill(x, 0, 16, 1.0)
+    simd.fence()
+
+
+@kernel(name="safety.stream_odd")
+def stream_odd(x: Buf[f32, 64]):
+    simd.stream_fill(x, 4, 16, 1.0)  # @odd
+
+
+def _aligned(n: int, offset: int = 0) -> np.ndarray:
+    raw = np.zeros(n + 32, np.float32)
+    start = (-raw.ctypes.data % 64) // 4 + offset
+    return raw[start:start + n]
+
+
+def test_a_streaming_store_to_a_misaligned_array_is_an_error_not_a_segfault():
+    """numpy aligns arrays to 16 bytes: simd.stream_fill of 16 f32 (a 64-byte vmovntps) into
+    one segfaulted 3 times in 4, in release and in debug builds alike (only stream_store was
+    checked); a constant misaligned index did too."""
+    with pytest.raises(ValueError, match="argument 'x' starts at address mod 64 = 16; the "
+                                         "kernel's streaming stores into it need 64-byte"):
+        stream(_aligned(64, offset=4))
+    x = _aligned(64)
+    stream(x)
+    assert x[:16].tolist() == [1.0] * 16 and not x[16:].any()
+    debug = get_kernel(stream.spec(debug=True))
+    with pytest.raises(KernelIndexError, match="stream_store alignment: address mod 64 of x"):
+        debug(_aligned(64, offset=4).ctypes.data)
+    with pytest.raises(KernelSourceError, match=r"a streaming store of 64 bytes at element 4 of "
+                                                r"'x' \(16 bytes in\) is not 64-byte aligned"):
+        stream_odd(x)

@@ -2,7 +2,8 @@
 have refused, the machine code cannot): the buffer's dtype, order, rank and shape; scalars of
 the parameter's kind; a read-only array the kernel writes; and buffers sharing memory that a
 ``noalias`` kernel writes (LLVM assumes they do not, and vectorised code then gives other
-numbers than the Python function). Errors name the kernel and the parameter."""
+numbers than the Python function); the alignment streaming stores need. Errors name the kernel
+and the parameter. Also what a library header says of each run-time parameter."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import numbers
 
 import numpy as np
 
-from .types import BufType, Scalar
+from ..spec import Arg
+from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 
 
 def check_buffer(kname: str, pname: str, ty: BufType, arr, sizes: dict) -> np.ndarray:
@@ -79,3 +81,31 @@ def plain_static(value):
     if isinstance(value, (tuple, list)):
         return type(value)(plain_static(v) for v in value)
     return value
+
+
+def check_alignment(kname: str, named: list[tuple[str, np.ndarray]], need: dict) -> None:
+    """A `ValueError` when an array the kernel stream-stores into does not start at a multiple
+    of the store's size (``need``: name -> bytes). numpy aligns arrays to 16 bytes only, and a
+    64-byte non-temporal store at a misaligned address is a segfault, not an exception."""
+    for name, arr in named:
+        align = need.get(name, 1)
+        if arr.ctypes.data % align:
+            raise ValueError(f"kernel {kname}: argument '{name}' starts at address mod {align} "
+                             f"= {arr.ctypes.data % align}; the kernel's streaming stores into "
+                             f"it need {align}-byte alignment: pass an array that starts "
+                             f"{align}-byte aligned (a slice of a larger one)")
+
+
+def runtime_arg_docs(runtime: list, static: dict) -> tuple[Arg, ...]:
+    """Names, element types and extents of the run-time parameters, for library headers
+    (``compile --library``) when the kernel's spec does not declare them; an extent the
+    annotation leaves open is written ``?``."""
+    docs = []
+    for name, ty in runtime:
+        if isinstance(ty, BufType):
+            ty = resolve_dtype(ty, static)
+            docs.append(Arg(name, "ptr", ty.dtype.name,
+                            tuple("?" if d is None else d for d in ty.dims), role="inout"))
+        else:
+            docs.append(Arg(name, PARAM_KINDS[ty]))
+    return tuple(docs)

@@ -31,32 +31,45 @@ def is_constant(value) -> bool:
     return value is None or isinstance(value, (bool, int, float, str, bytes, np.generic))
 
 
-def referenced(fn) -> tuple[tuple[dict, str], ...]:
-    """(namespace, name) of every global ``fn`` and the helpers it can reach refer to, and of
-    the attributes named in their code of the modules they refer to (``params.EPS``)."""
-    refs: dict[tuple[int, str], tuple[dict, str]] = {}
-    pending, seen = [fn], set()
+def reachable(fn) -> list:
+    """``fn`` and the helpers and kernels it can call (through its globals and the modules it
+    names), as functions, each once."""
+    out, pending, seen = [], [fn], set()
     while pending:
         f = pending.pop()
         code = getattr(f, "__code__", None)
         if code is None or id(code) in seen:
             continue
         seen.add(id(code))
-        scope = f.__globals__
-        for name in code.co_names:
+        out.append(f)
+        for _, obj in _named(f):
+            helper = getattr(obj, "py_func", obj)  # a Kernel calls its function
+            if getattr(helper, "__cuvil_inline__", False) or hasattr(helper, "__cuvil_kernel__"):
+                pending.append(helper)
+    return out
+
+
+def _named(f) -> list[tuple[tuple[dict, str], object]]:
+    """((namespace, name), value) of the globals ``f`` names, and of the attributes named in
+    its code of the modules among them (``params.EPS``)."""
+    scope, names = f.__globals__, f.__code__.co_names
+    out = []
+    for name in names:
+        value = scope.get(name)
+        out.append(((scope, name), value))
+        if isinstance(value, types.ModuleType):
+            space = vars(value)
+            out += [((space, attr), space[attr]) for attr in names if attr in space]
+    return out
+
+
+def referenced(fn) -> tuple[tuple[dict, str], ...]:
+    """(namespace, name) of every global ``fn`` and the helpers it can reach refer to, and of
+    the attributes named in their code of the modules they refer to (``params.EPS``)."""
+    refs = {}
+    for f in reachable(fn):
+        for (scope, name), _ in _named(f):
             refs[id(scope), name] = (scope, name)
-            value = scope.get(name)
-            spaces = [vars(value)] if isinstance(value, types.ModuleType) else []
-            for space in spaces:
-                for attr in code.co_names:
-                    if attr in space:
-                        refs[id(space), attr] = (space, attr)
-            for obj in [value] + [space[a] for space in spaces for a in code.co_names
-                                  if a in space]:
-                helper = getattr(obj, "py_func", obj)  # a Kernel calls its function
-                if getattr(helper, "__cuvil_inline__", False) or \
-                        hasattr(helper, "__cuvil_kernel__"):
-                    pending.append(helper)
     return tuple(refs.values())
 
 

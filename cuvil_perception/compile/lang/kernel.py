@@ -32,7 +32,6 @@ import os
 import sys
 import types
 
-import numpy as np
 from llvmlite import ir
 
 from ... import config
@@ -40,8 +39,9 @@ from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
 from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
-from .arguments import check_aliasing, check_buffer, check_scalar, plain_static
-from .constants import current, fileless_source, is_constant, referenced
+from .arguments import (check_aliasing, check_alignment, check_buffer, check_scalar,
+                        plain_static, runtime_arg_docs)
+from .constants import current, fileless_source, is_constant, reachable, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
 from .slices import value_slices
@@ -79,7 +79,8 @@ class Kernel:
         self._digest = None
         self._refs: tuple = ()
         self._digests: dict[tuple, str] = {}  # current constant values -> source digest
-        self._written: dict[tuple, frozenset] = {}
+        self._written: dict[tuple, tuple] = {}  # spec identity -> `_layout`
+        self._streams: bool | None = None
         self._build = _builder(self)
 
     # -- signature ----------------------------------------------------------------------
@@ -117,7 +118,7 @@ class Kernel:
         if debug:
             values["_debug"] = True
             args += ("ptr",)
-        docs = tuple(arg_docs) or _arg_docs(runtime, values)
+        docs = tuple(arg_docs) or runtime_arg_docs(runtime, values)
         if debug:
             docs += (Arg("error_record", "ptr", "i64", (4,), role="out",
                          doc="bounds-check error record"),)
@@ -164,17 +165,35 @@ class Kernel:
                 raw.append(scalars[pname])
         if self.noalias:
             check_aliasing(self.name, keep, lambda: self.written(spec))
+        self._check_stream_alignment(spec, keep)
         return fn(*raw)  # a debug build's callable supplies and checks the error record
 
     def written(self, spec: KernelSpec) -> frozenset:
         """Names of the buffer parameters the kernel may write for ``spec``'s static values
         (stores, simd stores, ``address()``); lowered once per spec, only when a read-only array
         is passed (numpy's read-only flag guards memory a write would corrupt or fault on)."""
+        return self._layout(spec)[0]
+
+    def _layout(self, spec: KernelSpec) -> tuple[frozenset, dict]:
+        """(written buffer names, {buffer name: alignment its streaming stores need})."""
         found = self._written.get(spec.identity())
         if found is None:
-            found = frozenset(render_lowerer(self, spec.fn_name, dict(spec.static))[1].written)
+            low = render_lowerer(self, spec.fn_name, dict(spec.static))[1]
+            found = (frozenset(low.written), dict(low.streamed))
             self._written[spec.identity()] = found
         return found
+
+    def _check_stream_alignment(self, spec: KernelSpec, arrays: list) -> None:
+        """`arguments.check_alignment` for a kernel whose code names a streaming store (found
+        once, from the code objects: no lowering for the others); a debug build checks each
+        store's own address instead."""
+        if spec.error_record is not None:
+            return
+        if self._streams is None:
+            self._streams = any(name in f.__code__.co_names for f in reachable(self.py_func)
+                                for name in ("stream_store", "stream_fill", "stream_copy"))
+        if self._streams:
+            check_alignment(self.name, arrays, self._layout(spec)[1])
 
     def index_error(self, spec: KernelSpec, record) -> KernelIndexError:
         """The exception for a debug build's error record ``(site + 1, index, extent, 0)``
@@ -367,18 +386,3 @@ def _resolved_source(name: str) -> str | None:
 
 
 __all__ = ["Kernel", "kernel", "CTYPES", "Val"]
-
-
-def _arg_docs(runtime: list, static: dict) -> tuple[Arg, ...]:
-    """Names, element types and extents of the run-time parameters, for library headers
-    (``compile --library``) when the kernel's spec does not declare them; an extent the
-    annotation leaves open is written ``?``."""
-    docs = []
-    for name, ty in runtime:
-        if isinstance(ty, BufType):
-            ty = resolve_dtype(ty, static)
-            docs.append(Arg(name, "ptr", ty.dtype.name,
-                            tuple("?" if d is None else d for d in ty.dims), role="inout"))
-        else:
-            docs.append(Arg(name, PARAM_KINDS[ty]))
-    return tuple(docs)

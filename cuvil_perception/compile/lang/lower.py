@@ -71,6 +71,7 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
         self.dead = False         # the current position is unreachable (after return/break)
         self.inline_depth = 0
         self.written: set[str] = set()  # buffer parameters stored to (or whose address escapes)
+        self.streamed: dict[str, int] = {}  # buffer parameter -> alignment its stream stores need
 
     @property
     def frame(self) -> Frame:

@@ -62,11 +62,32 @@ class SimdMixin:
             (4 if elem == u.F32 else 8)
         # A streaming store is aligned like simd.stream_store's: x86 has no unaligned
         # non-temporal vector store, and LLVM splits an element-aligned one into `movntsd`s.
-        store = self.b.store(vector, u.gep(self.b, buf.ptr, index, elem),
-                             align=min(64, (size * lanes) & -(size * lanes)) if stream else size)
+        align = min(64, (size * lanes) & -(size * lanes)) if stream else size
+        ptr = u.gep(self.b, buf.ptr, index, elem)
+        if stream:
+            self.stream_target(buf, index, ptr, size, align, node)
+        store = self.b.store(vector, ptr, align=align)
         if stream:
             store.set_metadata("nontemporal", self.b.module.add_metadata([u.const_i32(1)]))
         return Const(None)
+
+    def stream_target(self, buf: BufRef, index: ir.Value, ptr: ir.Value, size: int,
+                      align: int, node) -> None:
+        """A non-temporal store of ``align`` bytes at element ``index`` of ``buf``: it faults
+        (a segfault, vmovntps) unless the address is a multiple of ``align``. A constant index
+        that breaks it is a compile error; a debug build checks every address; `kernel(...)`
+        checks the array's own address (`streamed` records ``buf``'s largest ``align``)."""
+        if isinstance(index, ir.Constant) and (index.constant * size) % align:
+            self.fail(node, f"a streaming store of {align} bytes at element {index.constant} "
+                      f"of '{buf.name}' ({index.constant * size} bytes in) is not "
+                      f"{align}-byte aligned", f"an element index that is a multiple of "
+                      f"{align // size}")
+        if isinstance(buf.ptr, ir.Argument):
+            self.streamed[buf.ptr.name] = max(align, self.streamed.get(buf.ptr.name, 1))
+        if self.debug:
+            off = self.b.and_(self.b.ptrtoint(ptr, u.I64), u.const_i64(align - 1))
+            what = f"stream_store alignment: address mod {align} of {buf.name}"
+            self.check_index(BufRef(None, None, (u.const_i64(1),), (), what), 0, off, node)
 
     def buffer_arg(self, buf, node) -> ir.Value:
         if not isinstance(buf, BufRef):

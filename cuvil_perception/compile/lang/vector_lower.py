@@ -133,10 +133,8 @@ class VectorMixin:
         size = v.ty.elem.bits // 8
         align = min(64, (size * v.ty.lanes) & -(size * v.ty.lanes)) if stream else size
         ptr = u.gep(self.b, buf.ptr, index, v.ty.elem.ir)
-        if stream and self.debug:  # a misaligned streaming store faults (vmovntps)
-            off = self.b.and_(self.b.ptrtoint(ptr, u.I64), u.const_i64(align - 1))
-            what = f"stream_store alignment: address mod {align} of {buf.name}"
-            self.check_index(BufRef(None, None, (u.const_i64(1),), (), what), 0, off, node)
+        if stream:  # a misaligned streaming store faults (vmovntps)
+            self.stream_target(buf, index, ptr, size, align, node)
         store = self.b.store(v.ir, ptr, align=align)
         if stream:
             store.set_metadata("nontemporal", self.b.module.add_metadata([u.const_i32(1)]))
