@@ -341,3 +341,19 @@ def test_full_disk_in_make_drive_and_convert_is_one_line(tmp_path, source):
                             "stderr": done.stderr, "crash": ""})()
     assert_one_line_error(result, "c.mcap: writing the bag failed (file too large)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["md"]
+
+
+MCAP_PIPELINE = ("pipeline: mcapfull\nstages:\n  - {id: drive, op: replay}\n"
+                 "  - {id: fox, op: mcap, inputs: {points: drive/points}, "
+                 "params: {path: out.mcap, compression: none}}\n")
+
+
+def test_full_disk_in_the_mcap_sink_names_the_file_exit_2(tmp_path, source):
+    """A write the MCAP writer cannot finish is a failed write (exit 2, the file named), as
+    for a JSONL sink, not a stage crash (exit 1) with the SDK's error text alone."""
+    (tmp_path / "p.yaml").write_text(MCAP_PIPELINE)
+    done = _child(tmp_path, 2_500_000, "run", "p.yaml", "--replay", str(source))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {tmp_path / 'out.mcap'}: writing frame 1 failed"), last
