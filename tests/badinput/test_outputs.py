@@ -357,3 +357,12 @@ def test_full_disk_in_the_mcap_sink_names_the_file_exit_2(tmp_path, source):
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: {tmp_path / 'out.mcap'}: writing frame 1 failed"), last
+
+
+def test_full_disk_in_a_fleet_results_file_is_one_line(tmp_path, source):
+    (tmp_path / "p.yaml").write_text(PIPELINE)
+    done = _child(tmp_path, 60, "fleet", "run", "p.yaml", str(source), "--out", "fl")
+    result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
+                            "stderr": done.stderr, "crash": ""})()
+    assert_one_line_error(result, "fl/results.jsonl: writing a row failed (file too large)",
+                          "--resume")
