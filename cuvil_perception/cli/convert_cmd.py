@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import click
 
 from ..drives.bag.write import FORMATS, IMAGE_ENCODINGS
+from ..errors import OutputWriteError
+from ..output_files import describe_os_error
 
 
 @click.command("convert")
@@ -28,6 +31,12 @@ def convert_cmd(drive: str, out: str, fmt: str | None, image_encoding: str) -> N
     # never into the drive it reads (OUT must not exist: write_bag's own rule, so overwrite)
     check_outputs([Claim("OUT", Path(out))], [Claim("DRIVE", Path(drive), folder=True)],
                   overwrite=True)
-    summary = write_bag(Path(drive), Path(out), fmt, image_encoding)
+    try:
+        summary = write_bag(Path(drive), Path(out), fmt, image_encoding)
+    except OSError as exc:  # a full disk, an I/O error (write_bag removed its staging)
+        if exc.errno == errno.ELOOP:
+            raise
+        raise OutputWriteError(out, f"writing the bag failed ({describe_os_error(exc)}); "
+                               "nothing was kept") from None
     click.echo(f"wrote {summary.messages} messages to {summary.path} "
                f"({summary.bytes / 1e6:.1f} MB, {summary.seconds:.1f} s)")

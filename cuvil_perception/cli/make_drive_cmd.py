@@ -6,6 +6,7 @@ seeds S .. S+K-1 (``fleet`` takes ``OUT/drive_*``).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -15,7 +16,8 @@ import click
 from ..drives.calib import CAM_TO_CAM, VELO_TO_CAM
 from ..drives.labels import LABELS_DIR
 from ..drives.reader import IMAGE_STREAM, LIDAR_STREAM
-from ..errors import UsageError
+from ..errors import OutputWriteError, UsageError
+from ..output_files import describe_os_error
 
 # --count K names its drives OUT/drive_0000<suffix> ..
 _SUFFIX = {"kitti": "", "mcap": ".mcap", "sqlite3": ".db3", "ros1": ".bag"}
@@ -82,6 +84,7 @@ def make_drive_cmd(out: str, frames: int, seed: int, count: int | None, force: b
     calibration, timestamps and ground-truth labels), or as a ROS bag (--format), or --count K
     of them in OUT."""
     from ..drives.synth import make_drive  # keeps `--help` fast
+    from ..rt.output_policy import Claim, check_outputs
 
     if count is not None and Path(out).exists() and not Path(out).is_dir():
         raise UsageError(f"{out}: exists and is not a folder (--count writes drives into it)")
@@ -90,12 +93,21 @@ def make_drive_cmd(out: str, frames: int, seed: int, count: int | None, force: b
     if not force:
         for target, _ in targets:  # refuse before writing any drive
             _refuse_existing(target, fmt)
+    check_outputs([Claim("OUT", target, folder=fmt == "kitti") for target, _ in targets], [],
+                  overwrite=True)  # not-writable (a read-only folder); the rules above did the rest
     for target, drive_seed in targets:
-        if fmt != "kitti":
-            summary = _make_bag(target, frames, drive_seed, fmt, force)
-        else:
-            _prepare(target, force)
-            summary = make_drive(target, frames, drive_seed)
+        try:
+            if fmt != "kitti":
+                summary = _make_bag(target, frames, drive_seed, fmt, force)
+            else:
+                _prepare(target, force)
+                summary = make_drive(target, frames, drive_seed)
+        except OSError as exc:  # a full disk, an I/O error: one line, never a traceback
+            if exc.errno == errno.ELOOP:
+                raise
+            left = " (the partial drive stays; --force replaces it)" if fmt == "kitti" else ""
+            raise OutputWriteError(target, f"writing the drive failed "
+                                   f"({describe_os_error(exc)}){left}") from None
         mean_points = sum(summary.points) / len(summary.points)
         click.echo(f"wrote {summary.frames} frames to {target} ({summary.bytes / 1e6:.1f} MB, "
                    f"{mean_points:,.0f} points per scan, seed {drive_seed}, "

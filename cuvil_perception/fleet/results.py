@@ -24,7 +24,8 @@ import os
 import time
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import OutputWriteError, UsageError
+from ..output_files import describe_os_error
 
 FORMAT = "cuvil-fleet-results/1"
 RESULTS_NAME = "results.jsonl"
@@ -39,6 +40,7 @@ class ResultsFile:
 
     def __init__(self, path: Path, header: dict, resume: bool):
         self.path = Path(path)
+        self._failed = False  # a row could not be written (close() then says nothing more)
         self.previous: list[dict] = []
         if self.path.exists():
             if not resume:
@@ -57,12 +59,22 @@ class ResultsFile:
         return {row_key(r): r for r in self.previous if r.get("status") == "ok"}
 
     def append(self, row: dict) -> None:
-        self._file.write(json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            self._file.write(json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as exc:  # disk full: one line naming the file, not a traceback
+            self._failed = True
+            raise OutputWriteError(self.path, f"writing a row failed ({describe_os_error(exc)})"
+                                   "; --resume continues from the whole rows before it") from None
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError as exc:  # the unwritten row again, after append() said so
+            if not self._failed:
+                raise OutputWriteError(self.path, f"cannot finish it "
+                                       f"({describe_os_error(exc)})") from None
 
 
 def read_results(path: str | Path) -> list[dict]:

@@ -65,6 +65,7 @@ class Channels:
         self.image_format = params["image_format"]
         self._channels: dict[str, object] = {}
         self.writer = self.server = self.server_port = None
+        self.path = path
         if path is not None:
             compression = {"lz4": MCAPCompression.Lz4, "zstd": MCAPCompression.Zstd,
                            "none": None}[params["compression"]]
@@ -115,10 +116,25 @@ class Channels:
             message = json.dumps(message, separators=(",", ":")).encode()
         self._channel(key).log(message, log_time=int(log_ns))
 
-    def end_frame(self) -> None:
-        """Finish the chunk and hand it to the OS: what a kill -9 cannot take back."""
+    def end_frame(self, index: int) -> None:
+        """Finish frame ``index``'s chunk and hand it to the OS: what a kill -9 cannot take
+        back. A failed write (disk full, file-size limit) is an `OutputWriteError` naming the
+        file, as for a JSONL sink, not a stage crash; the writer is dropped so that close()
+        does not write after the failure."""
         if self.writer is not None:
-            self.writer.flush()
+            try:
+                self.writer.flush()
+            except Exception as exc:  # the SDK raises its own FoxgloveError (a RuntimeError)
+                writer, self.writer = self.writer, None
+                try:
+                    writer.close()  # fails too; closed here, the SDK does not print it later
+                except Exception:
+                    pass
+                from ..errors import OutputWriteError
+
+                raise OutputWriteError(self.path, f"writing frame {index} failed ({exc}); "
+                                       "the frames before it stay readable by a streaming "
+                                       "MCAP reader") from None
 
     def close(self) -> None:
         if self.writer is not None:

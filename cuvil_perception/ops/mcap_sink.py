@@ -141,7 +141,7 @@ class McapSink(Sink):
             self._timings.seen(frame.index, stamp)
             for topic, message, log_ns in self._timings.ready(frame.index):
                 out.log(topic, message, log_ns)
-        out.end_frame()
+        out.end_frame(frame.index)
         return {}
 
     def _log_sensors(self, inputs: dict, lidar_ns: int, camera_ns: int) -> None:

@@ -327,3 +327,42 @@ def test_compile_library_needs_a_manifest_of_ours(work):
     assert_unchanged(before)
     assert sorted(p.name for p in (work / "lib").iterdir()) == ["cuvil_outputs.h",
                                                                 "library.json"]
+
+
+def test_full_disk_in_make_drive_and_convert_is_one_line(tmp_path, source):
+    """The same file-size limit stops make-drive and convert: exit 2, one line naming OUT and
+    why; convert keeps nothing (no bag, no staging folder)."""
+    done = _child(tmp_path, 200_000, "make-drive", "md", "--frames", "2")
+    result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
+                            "stderr": done.stderr, "crash": ""})()
+    assert_one_line_error(result, "md: writing the drive failed (file too large)", "--force")
+    done = _child(tmp_path, 200_000, "convert", str(source), "c.mcap")
+    result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
+                            "stderr": done.stderr, "crash": ""})()
+    assert_one_line_error(result, "c.mcap: writing the bag failed (file too large)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["md"]
+
+
+MCAP_PIPELINE = ("pipeline: mcapfull\nstages:\n  - {id: drive, op: replay}\n"
+                 "  - {id: fox, op: mcap, inputs: {points: drive/points}, "
+                 "params: {path: out.mcap, compression: none}}\n")
+
+
+def test_full_disk_in_the_mcap_sink_names_the_file_exit_2(tmp_path, source):
+    """A write the MCAP writer cannot finish is a failed write (exit 2, the file named), as
+    for a JSONL sink, not a stage crash (exit 1) with the SDK's error text alone."""
+    (tmp_path / "p.yaml").write_text(MCAP_PIPELINE)
+    done = _child(tmp_path, 2_500_000, "run", "p.yaml", "--replay", str(source))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {tmp_path / 'out.mcap'}: writing frame 1 failed"), last
+
+
+def test_full_disk_in_a_fleet_results_file_is_one_line(tmp_path, source):
+    (tmp_path / "p.yaml").write_text(PIPELINE)
+    done = _child(tmp_path, 60, "fleet", "run", "p.yaml", str(source), "--out", "fl")
+    result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
+                            "stderr": done.stderr, "crash": ""})()
+    assert_one_line_error(result, "fl/results.jsonl: writing a row failed (file too large)",
+                          "--resume")

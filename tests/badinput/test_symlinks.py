@@ -54,7 +54,7 @@ ROWS = [
     ("convert-out-dangling", ["convert", "drive", "dangling"], "dangling", "exists"),
     ("make-drive-loop", ["make-drive", "loop_a", "--frames", "1"], "loop_a", "exists"),
     ("make-drive-bag-loop", ["make-drive", "loop_a", "--frames", "1", "--format", "mcap",
-                             "--force"], "loop_a", "exists"),
+                             "--force"], "loop_a", "symlink loop"),
 ]
 
 
