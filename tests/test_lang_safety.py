@@ -537,3 +537,11 @@ def test_local_arrays_that_would_overflow_the_stack_are_a_compile_error():
                                                 r"most 262144\)") as err:
         stacked_locals(np.arange(4), 4)
     assert f"{THIS}:{_line('@stack')}:" in str(err.value)
+
+
+def test_run_time_arguments_by_keyword_are_told_they_go_by_position():
+    """``kernel(x=a, n=2, s=1.0)`` said only 'unknown ['n', 'x']; it takes ['s']'."""
+    with pytest.raises(KernelSourceError, match=re.escape(
+            "unknown ['n', 'x']; it takes [] by keyword, after its run-time arguments "
+            "['x', 'n'] by position")):
+        total(x=np.ones(2, np.float32), n=2)

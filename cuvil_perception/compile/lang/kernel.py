@@ -110,8 +110,10 @@ class Kernel:
         missing = [s for s in statics if s not in static and s not in self._defaults()]
         unknown = sorted(set(static) - set(statics))
         if missing or unknown:
+            names = [p for p, _ in runtime]
             raise KernelSourceError(f"kernel {self.name}: static parameters missing {missing}, "
-                                    f"unknown {unknown}; it takes {statics}")
+                                    f"unknown {unknown}; it takes {statics} by keyword, after "
+                                    f"its run-time arguments {names} by position")
         values = {k: plain_static(v) for k, v in {**self._defaults(), **static}.items()}
         debug = self.debug or config.kernel_debug() if debug is None else debug
         args = tuple("ptr" if isinstance(t, BufType) else PARAM_KINDS[t] for _, t in runtime)
