@@ -545,3 +545,21 @@ def test_run_time_arguments_by_keyword_are_told_they_go_by_position():
             "unknown ['n', 'x']; it takes [] by keyword, after its run-time arguments "
             "['x', 'n'] by position")):
         total(x=np.ones(2, np.float32), n=2)
+
+
+def test_a_name_of_the_enclosing_function_is_explained():
+    """A kernel defined in a function (a test, a notebook helper) that reads that function's
+    variable or helper was told "name 'limit' is not defined"."""
+    limit = 3
+
+    @kernel(name="safety.nested")
+    def nested(n: i64) -> i64:
+        return n + limit  # @closure
+
+    with pytest.raises(KernelSourceError, match=re.escape(
+            "'limit' is a variable of the function the kernel is defined in; kernels see "
+            "module-level names only; write a module-level definition of 'limit' (helpers "
+            "too), or a static parameter instead")) as err:
+        nested(1)
+    assert f"{THIS}:{_line('@closure')}:" in str(err.value)
+    assert nested.py_func(1) == 4

@@ -138,6 +138,10 @@ class ExprMixin:
             obj = scope[node.id]
         elif node.id in builtins:
             obj = builtins[node.id]
+        elif node.id in self.frame.src.fn.__code__.co_freevars:
+            self.fail(node, f"'{node.id}' is a variable of the function the kernel is defined "
+                      "in; kernels see module-level names only", f"a module-level definition of "
+                      f"'{node.id}' (helpers too), or a static parameter")
         else:
             self.fail(node, f"name '{node.id}' is not defined",
                       "a parameter, a static parameter or a module-level constant")
