@@ -14,6 +14,7 @@ import pytest
 from cuvil_perception.compile.lang import (Buf, address, f32, f64, i32, i64, inline, kernel, local,
                                            simd, u8, unroll)
 from cuvil_perception.compile import get_kernel
+from cuvil_perception.compile.spec import Arg
 from cuvil_perception.errors import KernelIndexError, KernelSourceError
 
 THIS = Path(__file__).resolve()
@@ -564,3 +565,15 @@ def test_a_name_of_the_enclosing_function_is_explained():
         nested(1)
     assert f"{THIS}:{_line('@closure')}:" in str(err.value)
     assert nested.py_func(1) == 4
+
+
+def test_library_headers_declare_the_buffers_a_kernel_only_reads_const():
+    """compile --library declared every buffer `inout` and non-const: `float *points` for the
+    tutorial kernel's input."""
+    from cuvil_perception.compile.cheader import arg_decls, c_type
+
+    decls = {a.name: (a.role, c_type(a)) for a in arg_decls(vector_store.spec())}
+    assert decls == {"x": ("inout", "float *"), "src": ("in", "const float *")}
+    declared = vector_store.spec(arg_docs=(Arg("x", "ptr", "f32", (4,), role="out"),
+                                           Arg("src", "ptr", "f32", (4,), role="inout")))
+    assert [a.role for a in arg_decls(declared)] == ["out", "inout"]   # declared: kept

@@ -204,8 +204,8 @@ def test_kernel_language_kernels_are_documented_in_the_header():
     assert [a.name for a in spec.arg_docs] == ["cls_table", "best", "cand", "threshold"]
     assert [a.dtype for a in spec.arg_docs] == ["u64", "f32", "i64", None]
     block = kernel_block(spec, "lib_yolo_scan")
-    assert "int64_t lib_yolo_scan(uint64_t *cls_table, float *best, int64_t *cand, " \
-           "float threshold);" in block
+    assert "int64_t lib_yolo_scan(const uint64_t *cls_table, float *best, int64_t *cand, " \
+           "float threshold);" in block   # the table is only read: const, role `in`
 
 
 def test_header_and_manifest_state_the_fast_math_flags_with_the_helpers(host_lib):

@@ -23,6 +23,7 @@ like ``count``, means "at least that many rows" and is left to the caller).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import operator
 import re
 
@@ -45,7 +46,9 @@ def macro_name(symbol: str) -> str:
 def arg_decls(spec: KernelSpec) -> tuple[Arg, ...]:
     """The spec's documented args, or ``argN`` placeholders of the right kinds."""
     if spec.arg_docs:
-        return spec.arg_docs
+        inputs = getattr(spec.build, "input_buffers", lambda _: ())(spec)  # a @kernel's
+        return tuple(dataclasses.replace(a, role="in") if a.name in inputs else a
+                     for a in spec.arg_docs)
     return tuple(Arg(f"arg{i}", kind, "u8" if kind == "ptr" else None,
                      role="inout" if kind == "ptr" else "in", doc="undocumented")
                  for i, kind in enumerate(spec.args))

@@ -215,7 +215,17 @@ def _builder(k: Kernel):
         render_lowerer(k, fn_name, static, module)
     build.__module__ = k.py_func.__module__
     build.__qualname__ = f"{k.py_func.__qualname__}.<kernel>"
+    build.input_buffers = lambda spec: _input_buffers(k, spec)  # for library headers
     return build
+
+
+def _input_buffers(k: Kernel, spec: KernelSpec) -> frozenset:
+    """Buffers ``spec`` only reads, when its header docs are the default ones (`cheader` then
+    declares them ``const`` and ``in``); empty when the kernel declared its own."""
+    runtime = k.params()[0]
+    if tuple(spec.arg_docs) != runtime_arg_docs(runtime, Kernel.static_params(spec)):
+        return frozenset()
+    return frozenset(n for n, t in runtime if isinstance(t, BufType)) - k.written(spec)
 
 
 def render_lowerer(k: Kernel, fn_name: str, static: dict, module: ir.Module | None = None):
