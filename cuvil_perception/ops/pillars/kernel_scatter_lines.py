@@ -50,9 +50,6 @@ equality holds, including -0.0 and NaN payloads of the features.
 
 from __future__ import annotations
 
-
-from __future__ import annotations
-
 from ...compile import KernelSpec
 from ...compile.lang import Buf, f32, i32, i64, inline, kernel, simd, unroll
 from .config import PillarConfig
