@@ -18,7 +18,9 @@ Hierarchy::
     │       └── OutputWriteError    a write failed mid-run (disk full, I/O error); whole lines kept
     ├── CompileError                a native kernel failed to build (a bug, not a user mistake)
     │   ├── KernelSourceError       a kernel-language function uses an unsupported construct or
-    │   │                           conflicting types (``file:line:col`` of the kernel's source)
+    │   │   (exit 2)                conflicting types (``file:line:col`` of the kernel's source):
+    │   │                           a mistake in the kernel's source, fixed there (a user op's
+    │   │                           kernel), so reported like a usage error
     │   └── FastMathError           a kernel's IR carries a fast-math flag that neither it nor
     │                               a helper it calls declares (names the kernel and the flag)
     ├── KernelIndexError            a bounds-checked kernel indexed outside a buffer (also an
@@ -26,8 +28,8 @@ Hierarchy::
     └── ExecutionError              a run stopped: a stage raised, or an ``on_miss: fail`` fired
         └── DeadlineFailure         the ``fail`` miss policy stopped the run (carries the report)
 
-User mistakes (``UsageError`` and below) are reported by the CLI as one line on stderr and exit
-code 2, without a traceback.
+User mistakes (``UsageError`` and below, and ``KernelSourceError``) are reported by the CLI as
+one line on stderr and exit code 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -149,7 +151,13 @@ class CompileError(CuvilError):
 
 
 class KernelSourceError(CompileError):
-    """A ``@kernel`` function cannot be compiled: ``file:line:col: what; write ... instead``."""
+    """A ``@kernel`` function cannot be compiled: ``file:line:col: what; write ... instead``.
+
+    Exit code 2: like a `PipelineError`, it names the line to fix, and the source it names is
+    the kernel author's (a user op's kernel); our own kernels are compiled by the test suite, so
+    it never reaches a user from them. It stays a `CompileError` for code catching those."""
+
+    exit_code = 2
 
     def __init__(self, message: str, location: Location | None = None):
         super().__init__(f"{location}: {message}" if location is not None else message)

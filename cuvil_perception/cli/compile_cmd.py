@@ -22,6 +22,7 @@ from ..compile.target import cross_target
 from ..errors import UsageError
 from ..graph import Pipeline, load_pipeline
 from ..output_files import mark_folder
+from ..rt.prewarm import declared_kernels
 
 
 @click.command("compile")
@@ -90,9 +91,9 @@ def pipeline_kernels(p: Pipeline) -> list[KernelSpec]:
     """Every kernel of every stage in execution order, including degrade variants."""
     specs: list[KernelSpec] = []
     for stage in p.ordered():
-        specs.extend(stage.make_op().kernels())
+        specs.extend(declared_kernels(stage.id, stage.make_op()))
         if stage.degrade_params:
-            specs.extend(stage.make_op(degraded=True).kernels())
+            specs.extend(declared_kernels(stage.id, stage.make_op(degraded=True)))
     return specs
 
 

@@ -10,6 +10,22 @@ that `compile --target` would not have emitted either). ``loads_after_frame0`` c
 
 from __future__ import annotations
 
+from ..errors import CompileError, CuvilError
+
+
+def declared_kernels(stage_id: str, op) -> list:
+    """``op.kernels()`` as a list; an exception from it (a bug in the op's own code) becomes a
+    one-line `CompileError` naming the stage, the op class and the exception (exit 1, like an op
+    whose ``open()`` raises; the original stays as its ``__cause__``)."""
+    try:
+        return list(op.kernels() or [])
+    except CuvilError:
+        raise
+    except Exception as exc:
+        cls = type(op)
+        raise CompileError(f"stage '{stage_id}' (op {cls.__module__}:{cls.__qualname__}): "
+                           f"kernels() raised {type(exc).__name__}: {exc}") from exc
+
 
 def prewarm_ops(instances) -> list[dict]:
     """Prewarm the kernels of ``[(stage_id, op), ...]``; one row per distinct kernel.
@@ -19,7 +35,7 @@ def prewarm_ops(instances) -> list[dict]:
     """
     specs, users = [], {}
     for stage_id, op in instances:
-        for spec in op.kernels() or []:
+        for spec in declared_kernels(stage_id, op):
             specs.append(spec)
             users.setdefault(spec.identity(), []).append(stage_id)
     if not specs:
