@@ -144,10 +144,17 @@ def test_evaluate_pipeline_with_an_oracle_scores_one(sample_drive, tmp_path) -> 
 def test_eval_command_writes_json(sample_drive, tmp_path) -> None:
     from cuvil_perception.cli.eval_cmd import eval_cmd
 
-    out = tmp_path / "scores.json"
-    result = CliRunner().invoke(eval_cmd, [str(REPO / "configs" / "fusion.yaml"), "--replay",
-                                           str(sample_drive), "--frames", "2", "--out", str(out)])
-    assert result.exit_code == 0, result.output
+    outs = [tmp_path / "scores.json", tmp_path / "again.json"]
+    for out in outs:  # the same input twice: the same --out bytes (times go to .timing.json)
+        result = CliRunner().invoke(eval_cmd, [
+            str(REPO / "configs" / "fusion.yaml"), "--replay", str(sample_drive), "--frames", "2",
+            "--out", str(out)])
+        assert result.exit_code == 0, result.output
+    out = outs[0]
+    assert out.read_bytes() == outs[1].read_bytes()
+    timing = json.loads((tmp_path / "scores.timing.json").read_text())
+    assert timing["format"] == "cuvil-eval-timing/1" and timing["scores"] == "scores.json"
+    assert set(timing["stage_p50_ms"]) == {"yolo", "pillars", "fusion"}
     assert "pedestrian" in result.output and "BEV" in result.output
     doc = json.loads(out.read_text())
     assert doc["frames"] == 2

@@ -7,7 +7,9 @@ both for fused objects (``fusion.associate``). Prints a table; ``--out`` writes
 the same numbers as JSON (format ``cuvil-eval/1``). ``--compare-model STAGE=MODEL`` (repeatable)
 evaluates twice — as configured, then with those stages' models swapped (an INT8 file from
 ``quantize``) — and prints both APs, their difference and the swapped stages' speed ratio side
-by side (``--out``: format ``cuvil-eval-compare/1``). Exit codes: 0 done, 2 usage error.
+by side (``--out``: format ``cuvil-eval-compare/1``). ``--out`` holds only what the input
+decides (same input, same bytes); the measured stage times go beside it into
+``timing_path(out)`` (format ``cuvil-eval-timing/1``). Exit codes: 0 done, 2 usage error.
 """
 
 from __future__ import annotations
@@ -70,16 +72,30 @@ def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_he
                       highlight=False)
         console.print(compare_table(comparison))
         if out:
-            path = write_text_atomic(Path(out), json.dumps(comparison.as_dict(), indent=1) + "\n")
-            console.print(f"  scores  {path}", highlight=False)
+            _write(console, Path(out), comparison.as_dict(), comparison.timing_dict())
         return
     report = evaluate_pipeline(p, **options)
     console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} frames, "
                   f"AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}", highlight=False)
     console.print(score_table(report))
     if out:
-        path = write_text_atomic(Path(out), json.dumps(report.as_dict(), indent=1) + "\n")
-        console.print(f"  scores  {path}", highlight=False)
+        _write(console, Path(out), report.as_dict(), report.timing_dict())
+
+
+def timing_path(out: Path) -> Path:
+    """Where ``eval --out OUT`` puts the measured times: ``OUT`` with ``.timing.json`` in
+    place of its extension (scores.json -> scores.timing.json)."""
+    return out.with_name(out.stem + ".timing.json") if out.suffix else \
+        out.with_name(out.name + ".timing.json")
+
+
+def _write(console, out: Path, scores: dict, timing: dict) -> None:
+    """The scores at ``out``; the measured times (format ``cuvil-eval-timing/1``) beside it."""
+    path = write_text_atomic(out, json.dumps(scores, indent=1) + "\n")
+    timing = {"format": "cuvil-eval-timing/1", "scores": out.name,
+              "measured": "wall times of this run (differ run to run)", **timing}
+    times = write_text_atomic(timing_path(out), json.dumps(timing, indent=1) + "\n")
+    console.print(f"  scores  {path}\n  timing  {times}", highlight=False)
 
 
 def _check_out(pipeline, out: Path, overwrite: bool, swaps: dict) -> None:
@@ -94,7 +110,8 @@ def _check_out(pipeline, out: Path, overwrite: bool, swaps: dict) -> None:
         path = stage.params.get(param) if param else None
         if path:
             inputs.append(Claim(f"stage '{stage.id}' drive", Path(path), folder=True))
-    check_outputs([Claim("--out", out)], inputs, overwrite=overwrite)
+    check_outputs([Claim("--out", out), Claim("--out's timing file", timing_path(out))],
+                  inputs, overwrite=overwrite)
 
 
 def score_table(report) -> Table:

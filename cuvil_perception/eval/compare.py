@@ -47,7 +47,12 @@ class Comparison:
     def as_dict(self) -> dict:
         return {"format": "cuvil-eval-compare/1", "swaps": {k: str(v) for k, v in
                                                            self.swaps.items()},
-                "base": self.base.as_dict(), "other": self.other.as_dict(),
+                "base": self.base.as_dict(), "other": self.other.as_dict()}
+
+    def timing_dict(self) -> dict:
+        """The measured wall times of both runs and the swapped stages' speed ratio (differ run
+        to run, so kept out of ``as_dict``)."""
+        return {"base": self.base.timing_dict(), "other": self.other.timing_dict(),
                 "speed": {k: {"p50_ms_base": round(a, 4), "p50_ms_other": round(b, 4),
                               "speedup": round(r, 4)} for k, (a, b, r) in self.speed().items()}}
 
