@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..errors import PipelineError
-from .op import TAGS, ParamProblem, lookup, registered, suggest
+from .op import TAGS, ParamProblem, Sink, lookup, registered, suggest
 from .plugins import OpImportError
 from .pipeline import MISS_POLICIES, Pipeline, Stage
 
@@ -62,6 +62,15 @@ def _check_fields(stage: Stage, base_dir=None) -> None:
                             f"{', '.join(MISS_POLICIES)}"
                             f"{suggest(str(stage.on_miss), MISS_POLICIES)}",
                             stage.loc("on_miss"), stage.id, "on_miss")
+    # an on_miss written (YAML) or not the default (Python) acts only on a deadline_ms miss
+    if ("on_miss" in stage.locs or stage.on_miss != "drop") and stage.deadline_ms is None:
+        raise PipelineError(f"on_miss '{stage.on_miss}' without a 'deadline_ms': a stage with "
+                            "no deadline never misses one; give deadline_ms or remove on_miss",
+                            stage.loc("on_miss"), stage.id, "on_miss")
+    if issubclass(cls, Sink) and not stage.inputs:
+        raise PipelineError(f"sink op '{stage.op}' has no inputs, so it would write nothing; "
+                            "wire the ports to write under 'inputs:'", stage.loc("inputs"),
+                            stage.id, "inputs")
     if stage.on_miss == "degrade" and stage.degrade is None:
         raise PipelineError("on_miss 'degrade' needs a 'degrade:' block with the cheaper params",
                             stage.loc("on_miss"), stage.id, "on_miss")

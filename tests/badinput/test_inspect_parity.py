@@ -31,3 +31,21 @@ def test_inspect_refuses_a_camera_that_is_not_there(tmp_path: Path, device, mess
     inspected = cli("inspect", "p.yaml", "--camera", device, cwd=tmp_path)
     assert assert_one_line_error(ran, message) == assert_one_line_error(inspected, message)
     assert not (tmp_path / "out.jsonl").exists()
+
+
+YAML_ROWS = [
+    ("on-miss-without-deadline", "stages:\n  - {id: drive, op: replay, on_miss: reuse_last}\n",
+     "p.yaml:2:38: stage 'drive': field 'on_miss': on_miss 'reuse_last' without a 'deadline_ms'"),
+    ("sink-without-inputs", "stages:\n  - {id: drive, op: replay}\n"
+     "  - {id: out, op: jsonl, params: {path: out.jsonl}}\n",
+     "p.yaml:3:5: stage 'out': field 'inputs': sink op 'jsonl' has no inputs"),
+]
+
+
+@pytest.mark.parametrize("text,message", [r[1:] for r in YAML_ROWS], ids=[r[0] for r in YAML_ROWS])
+def test_inspect_refuses_a_pipeline_exactly_as_run(tmp_path: Path, text, message):
+    (tmp_path / "p.yaml").write_text(text)
+    ran = cli("run", "p.yaml", "--frames", "1", cwd=tmp_path)
+    inspected = cli("inspect", "p.yaml", cwd=tmp_path)
+    assert assert_one_line_error(ran, message) == assert_one_line_error(inspected, message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]

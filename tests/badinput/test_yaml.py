@@ -46,6 +46,12 @@ ROWS = {
     "unknown-rt-knob": (f"rt: {{mlock: true}}\nstages:\n{GOOD_STAGE}", "1:5",
                         ["rt.mlock", "unknown rt knob"]),
     "duplicate-key": (f"stages:\n{GOOD_STAGE}    op: camera\n", "4:5", ["appears twice"]),
+    "on-miss-without-deadline": (f"stages:\n{GOOD_STAGE}    on_miss: fail\n", "4:14",
+                                 ["stage 'drive'", "field 'on_miss'", "without a 'deadline_ms'"]),
+    "sink-without-inputs": (f"stages:\n{GOOD_STAGE}  - {{id: out, op: jsonl}}\n", "4:5",
+                            ["stage 'out'", "field 'inputs'", "would write nothing"]),
+    "sink-with-empty-inputs": (f"stages:\n{GOOD_STAGE}  - {{id: out, op: jsonl, inputs: {{}}}}\n",
+                               "4:", ["stage 'out'", "field 'inputs'", "would write nothing"]),
 }
 
 
