@@ -67,10 +67,6 @@ def _check_fields(stage: Stage, base_dir=None) -> None:
         raise PipelineError(f"on_miss '{stage.on_miss}' without a 'deadline_ms': a stage with "
                             "no deadline never misses one; give deadline_ms or remove on_miss",
                             stage.loc("on_miss"), stage.id, "on_miss")
-    if issubclass(cls, Sink) and not stage.inputs:
-        raise PipelineError(f"sink op '{stage.op}' has no inputs, so it would write nothing; "
-                            "wire the ports to write under 'inputs:'", stage.loc("inputs"),
-                            stage.id, "inputs")
     if stage.on_miss == "degrade" and stage.degrade is None:
         raise PipelineError("on_miss 'degrade' needs a 'degrade:' block with the cheaper params",
                             stage.loc("on_miss"), stage.id, "on_miss")
@@ -164,6 +160,10 @@ def _find_cycle(stuck: list[Stage]) -> list[str]:
 
 def _resolve_ports(stage: Stage, ids: dict[str, Stage]) -> None:
     cls = stage.op_cls
+    if issubclass(cls, Sink) and not stage.inputs:  # a wiring error: after every param check
+        raise PipelineError(f"sink op '{stage.op}' has no inputs, so it would write nothing; "
+                            "wire the ports to write under 'inputs:'", stage.loc("inputs"),
+                            stage.id, "inputs")
     connected = {}
     for port, ref in stage.inputs.items():
         upstream = ids[ref.stage]
