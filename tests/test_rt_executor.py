@@ -234,9 +234,23 @@ def test_ctrl_c_stops_cleanly_and_still_reports(tmp_path):
     assert record["stopped"] == {"reason": "interrupted (Ctrl-C)"} and record["frames"] == 3
 
 
+@register
+class _Constant(Op):
+    """A compute op with no inputs: a pipeline of it and a sink has stages but no source."""
+
+    name = "rttest.constant"
+
+    def output_ports(self):
+        return (PortSpec("y", "float32", (1,)),)
+
+    def process(self, inputs, frame):
+        return {"y": np.zeros(1, np.float32)}
+
+
 def test_a_pipeline_without_source_is_a_usage_error():
-    q = Pipeline("sink-only")
-    q.add("out", "test.lines", path="/dev/null")
+    q = Pipeline("no-source")
+    q.add("k", "rttest.constant")
+    q.add("out", "test.lines", inputs={"y": "k/y"}, path="/dev/null")
     for runner in (run_pipeline, run_sequential):
         with pytest.raises(UsageError, match="no source stage"):
             runner(q.validate(), RunOptions(write_record=False))
