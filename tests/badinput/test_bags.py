@@ -62,6 +62,8 @@ def test_files_that_are_not_bags_or_drives(tmp_path, content):
     (("convert", "datasets/sample_drive", "{tmp}/o.mcap", "--image", "tiff"), "'tiff'"),
     (("convert", "{tmp}", "{tmp}-o.mcap"), "missing stream folder"),
     (("convert", "datasets/sample_drive", "README.md"), "README.md: exists"),
+    (("convert", "datasets/sample_drive", "{tmp}/o.bin", "--format", "mcap"), "must end in .mcap"),
+    (("make-drive", "{tmp}/d", "--format", "sqlite3"), "must end in .db3"),
     (("convert", "datasets/sample_drive", "datasets/sample_drive/x.mcap"), "rule 'input'"),
     (("bag", "info", "{tmp}/none.mcap"), "does not exist"),
     (("bag", "info", "README.md"), "README.md: not a ROS bag or MCAP file"),

@@ -127,6 +127,19 @@ def _events(drive: Drive) -> list[tuple[int, int, str, int]]:
     return sorted(events)
 
 
+def _bare_stem(out: Path, fmt: str) -> str:
+    """The name to give the rosbags writer for a single-file bag at ``out``: the writer names
+    its storage file ``NAME.mcap`` / ``NAME.db3`` and records that name in the metadata it
+    embeds in the file (rosbag2's ``relative_file_paths`` and ``files``), so NAME is ``out``'s
+    name without that extension, and ``out`` must end in it for the names to agree."""
+    ext = ".mcap" if fmt == "mcap" else ".db3"
+    if out.suffix != ext:
+        raise UsageError(f"{out}: a {fmt} bag's name must end in {ext} (the rosbag2 metadata "
+                         f"inside the file names the file); use --format rosbag2-{fmt} for a "
+                         "folder")
+    return out.name[: -len(ext)]
+
+
 class _Out:
     """Where the rosbags writer writes, and how the result is moved into place: every format
     is written inside a staging folder beside ``out`` (``temp_files.temp_path``) and renamed
@@ -136,11 +149,13 @@ class _Out:
     def __init__(self, out: Path, fmt: str):
         self.out, self.fmt = out, fmt
         self.bare = fmt in ("mcap", "sqlite3")
+        stem = _bare_stem(out, fmt) if self.bare else out.name  # checked before any write
         out.parent.mkdir(parents=True, exist_ok=True)
         sweep_stale(out.parent)
         self.staging = temp_path(out)
         self.staging.mkdir()
-        self.target = self.staging / out.name  # the rosbags writer wants a path that is free
+        # the rosbags writer wants a path that is free, and names its storage file after it
+        self.target = self.staging / stem
 
     def writer(self):
         if self.fmt == "ros1":
