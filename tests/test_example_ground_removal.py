@@ -5,6 +5,7 @@ op plugins (entry points, import paths)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -164,3 +165,27 @@ def test_builtin_ops_are_entry_points_and_graph_does_not_import_ops():
     for source in graph.glob("*.py"):
         text = source.read_text()
         assert "from .. import ops" not in text and "from ..ops" not in text, source.name
+
+
+def test_fleet_runs_an_op_named_by_path_beside_the_pipeline(repo_root, tmp_path):
+    """A fleet worker is a clean interpreter: the tutorial op, imported by path from the
+    pipeline file's folder (not installed, not on sys.path), must resolve there as in `run`."""
+    import shutil
+    import subprocess
+
+    shutil.copytree(EXAMPLES / "ground_removal", tmp_path / "ground_removal",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    text = (EXAMPLES / "ground_removal.yaml").read_text()
+    text = text.replace("../runs/ground_removal/points.jsonl", "points.jsonl")
+    (tmp_path / "p.yaml").write_text(text.replace("../datasets/", f"{repo_root}/datasets/"))
+    env = dict(os.environ, PYTHONPATH=str(repo_root))  # this checkout; examples/ not on it
+    elsewhere = tmp_path / "elsewhere"  # the working folder (on sys.path with -m) is not it
+    elsewhere.mkdir()
+    done = subprocess.run([sys.executable, "-m", "cuvil_perception", "fleet", "run",
+                           str(tmp_path / "p.yaml"), str(repo_root / "datasets" / "sample_drive"),
+                           "--out", str(tmp_path / "fleet"), "--local", "1"], cwd=elsewhere,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for line in
+            (tmp_path / "fleet" / "results.jsonl").read_text().splitlines()[1:]]
+    assert [row["status"] for row in rows] == ["ok"], rows

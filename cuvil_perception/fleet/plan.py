@@ -36,8 +36,11 @@ def make_job(mode: str, pipeline_path: str, drives: list[DriveRef], budgets_path
                    budgets_text=spec.path.read_text(encoding="utf-8") if spec else None,
                    budgets_source=str(spec.path) if spec else None, **options)
     pipeline = _validated(job, drives)
-    # ops registered by the importing program (not built in): their modules load in workers too
-    job = replace(job, modules=tuple(sorted({s.op_cls.__module__ for s in pipeline.ordered()})))
+    # ops registered by the importing program (not built in): their modules load in workers too.
+    # Ops named by import path are left out: the worker's parse resolves them again, looking in
+    # the pipeline file's folder as `run` does (a plain import of their module would not).
+    job = replace(job, modules=tuple(sorted({s.op_cls.__module__ for s in pipeline.ordered()
+                                             if ":" not in s.op})))
     if spec is not None:
         _check_budgets(spec, pipeline, mode)
     return job, pipeline, spec

@@ -1,4 +1,5 @@
-"""Lowering a kernel's AST to LLVM IR: the function frame, variables and statements.
+"""Lowering a kernel's AST to LLVM IR: the function frame, variables and statements (loops are
+in `loop_lower`).
 
 Statements: assignment (names, ``buf[i, j]``, tuple unpacking), annotated assignment
 (``x: f32 = 0.0`` fixes a variable's type), augmented assignment, ``if/elif/else`` (a constant
@@ -19,15 +20,15 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from .. import irutil as u
 from .arith import binop, convert, fpow, power, truth
 from .calls import CallsMixin
 from .expr import ExprMixin
+from .loop_lower import LoopMixin
 from .names import STMT_HINTS
 from .simd_lower import SimdMixin
 from .slice_lower import SliceMixin
 from .source import Source, fail
-from .types import BOOL, I64, Scalar, VecType
+from .types import BOOL, Scalar, VecType
 from .values import BufRef, Const, Val
 from .vector_lower import VectorMixin, is_vector
 
@@ -54,10 +55,7 @@ class Frame:
     loops: list = field(default_factory=list)   # (continue block, break block)
 
 
-MAX_UNROLL = 4096  # copies of an unrolled loop's body, like the elements of a `local` array
-
-
-class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
+class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin, LoopMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):
@@ -230,136 +228,6 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin):
             return False
         self.b.branch(done)
         return True
-
-    def s_While(self, node: ast.While) -> None:
-        if node.orelse:
-            self.fail(node, "`while ... else`", "a flag variable")
-        head = self.fn.append_basic_block("while.head")
-        body = self.fn.append_basic_block("while.body")
-        done = self.fn.append_basic_block("while.end")
-        self.b.branch(head)
-        self.b.position_at_end(head)
-        cond = self.expr(node.test)
-        if isinstance(cond, Const) and not cond.value:
-            self.b.branch(done)
-        else:
-            self.b.cbranch(truth(self.b, self.value(cond, node.test)).ir, body, done)
-        self.loop_body(body, node.body, head, done)
-        self.b.position_at_end(done)
-        self.dead = False
-
-    def loop_body(self, block, stmts, cont, brk, enter=None) -> None:
-        self.b.position_at_end(block)
-        self.dead = False
-        if enter is not None:
-            enter()
-        self.frame.loops.append((cont, brk))
-        self.body(stmts)
-        self.frame.loops.pop()
-        if not self.dead:
-            self.b.branch(cont)
-
-    def s_Break(self, node) -> None:
-        self.jump_out(node, 1)
-
-    def s_Continue(self, node) -> None:
-        self.jump_out(node, 0)
-
-    def jump_out(self, node, which: int) -> None:
-        if not self.frame.loops:
-            self.fail(node, "`break`/`continue` outside a loop")
-        target = self.frame.loops[-1][which]
-        if target is None:
-            self.fail(node, "`break`/`continue` inside an unrolled loop",
-                      "a `for i in range(...)` loop")
-        self.b.branch(target)
-        self.dead = True
-
-    def s_For(self, node: ast.For) -> None:
-        if node.orelse:
-            self.fail(node, "`for ... else`", "a flag variable")
-        it = node.iter
-        call = it.func.id if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) else None
-        if call == "range":
-            return self.for_range(node)
-        if call == "enumerate":
-            seq = self.expr(it.args[0]) if len(it.args) == 1 else None
-            if not (isinstance(seq, Const) and isinstance(seq.value, (tuple, list))):
-                self.fail(it, "enumerate() of a run-time value", "`for i in range(n)`")
-            return self.unrolled(node, [Const(pair) for pair in enumerate(seq.value)])
-        if call == "unroll":
-            n = self.const_int(it.args[0] if it.args else it, "unroll(n)")
-            return self.unrolled(node, [Const(k) for k in range(n)])
-        seq = self.expr(it)
-        if isinstance(seq, Const) and isinstance(seq.value, (tuple, list)):
-            return self.unrolled(node, [Const(v) for v in seq.value])
-        self.fail(it, "a loop over this is not supported",
-                  "`for i in range(...)`, `for i in unroll(n)` or a loop over a static tuple")
-
-    def unrolled(self, node: ast.For, items: list) -> None:
-        """One copy of the body per item, the target bound to the item as a constant."""
-        if len(items) > MAX_UNROLL:  # 100 000 copies took 12 s to compile, 1 M ~ a hang
-            self.fail(node, f"an unrolled loop of {len(items)} copies (at most {MAX_UNROLL})",
-                      "`for i in range(n)`: a loop (LLVM unrolls and vectorises it itself)")
-        for item in items:
-            if self.dead:
-                return
-            self.bind_static(node.target, item, node)
-            self.frame.loops.append((None, None))
-            self.body(node.body)
-            self.frame.loops.pop()
-
-    def bind_static(self, target, item: Const, node) -> None:
-        if isinstance(target, ast.Name):
-            self.frame.env[target.id] = item
-            return
-        if isinstance(target, ast.Tuple):
-            for t, v in zip(target.elts, self.unpack(item, len(target.elts), node)):
-                self.bind_static(t, v, node)
-            return
-        self.fail(node, "loop target must be a name or a tuple of names")
-
-    def for_range(self, node: ast.For) -> None:
-        args = node.iter.args
-        if not 1 <= len(args) <= 3 or node.iter.keywords:
-            self.fail(node.iter, "range() takes 1 to 3 positional arguments")
-        step = self.const_int(args[2], "a constant range step") if len(args) == 3 else 1
-        if step == 0:
-            self.fail(args[2], "range() step must not be zero")
-        start = self.index_value(args[0], node) if len(args) > 1 else u.const_i64(0)
-        stop = self.index_value(args[1] if len(args) > 1 else args[0], node)
-        if not isinstance(node.target, ast.Name):
-            self.fail(node.target, "a range loop needs one loop variable")
-        var = self.loop_var(node.target.id, node)
-        pre = self.b.block
-        head = self.fn.append_basic_block("for.head")
-        body = self.fn.append_basic_block("for.body")
-        latch = self.fn.append_basic_block("for.latch")
-        done = self.fn.append_basic_block("for.end")
-        self.b.branch(head)
-        self.b.position_at_end(head)
-        idx = self.b.phi(u.I64, name=node.target.id)
-        idx.add_incoming(start, pre)
-        self.b.cbranch(self.b.icmp_signed("<" if step > 0 else ">", idx, stop), body, done)
-        self.loop_body(body, node.body, latch, done,
-                       enter=lambda: self.b.store(idx, var.slot))
-        self.b.position_at_end(latch)
-        nxt = self.b.add(idx, u.const_i64(step), name=f"{node.target.id}.next", flags=("nsw",))
-        idx.add_incoming(nxt, latch)
-        self.b.branch(head)
-        self.b.position_at_end(done)
-        self.dead = False
-
-    def loop_var(self, name: str, node) -> Var:
-        var = self.frame.env.get(name)
-        if isinstance(var, Var):
-            if var.ty != I64:
-                self.fail(node, f"loop variable '{name}' is {var.ty} elsewhere; range loops "
-                          f"count in i64", "another name for the loop variable")
-            return var
-        var = Var(self.slot(u.I64, name), I64, node.lineno)
-        self.frame.env[name] = var
-        return var
 
     def s_Return(self, node: ast.Return) -> None:
         frame = self.frame
