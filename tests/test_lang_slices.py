@@ -5,6 +5,7 @@ each misuse a compile error at the kernel's own line, and the bounds-checked bui
 from __future__ import annotations
 
 import inspect
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,36 @@ def float_iota(out: Buf[f64, 5], g: Buf[f32, 3]):
     g[:] = simd.iota(f32, 3) + 1.0
 
 
+@kernel
+def strided_slices(work: Buf[f32, 5, "n"], boxes: Buf[f32, "n", 4], table: Buf[f64, "n", 12],
+                   out: Buf[f64, "n", 6], n: i64, k: i64):
+    """Columns, steps, tuple stores, rows unpacked into names, a run-time start with a step."""
+    for i in range(n):
+        work[0:4, i] = boxes[i, :] + 1.0            # a column from a row
+        x1, y1, x2, y2 = boxes[i, :]                # numpy unpacks a row
+        work[4, i] = (x2 - x1) * (y2 - y1)
+        xs, ys = table[i, 0:8:2], table[i, 1:8:2]   # interleaved pairs, split
+        out[i, 0:2] = (simd.reduce_min(xs), simd.reduce_max(ys))
+        out[i, 2:6] = xs * ys
+        table[i, 8:12:2] = (f64(x1), 2.0)           # a tuple's items as lanes
+        table[i, k:k + 3:2] = ys[0]                 # a broadcast into every other element
+        out[i, ::5] = f64(work[1::3, i])
+
+
+HALF_X = simd.vector(f64, (0.5, -0.5, -0.5, 0.5))  # a module-level constant vector
+MASK = np.array([True, False]).view(simd.Vector)  # not one a kernel can read
+
+
+@kernel
+def corners(boxes: Buf[f32, "n", 7], table: Buf[f64, "n", 8], n: i64):
+    """bev_iou.box_table's corners, lanes built from constants and from run-time scalars."""
+    for i in range(n):
+        x, y, dx = f64(boxes[i, 0]), f64(boxes[i, 1]), f64(boxes[i, 3])
+        px = HALF_X * dx
+        table[i, 0::2] = x + px
+        table[i, 1::2] = simd.vector(f64, (y, y - dx, 1.0, y * 2.0)) + px
+
+
 def _both(k, arrays: list, *scalars):
     """(compiled, uncompiled) results, each on fresh copies of ``arrays``."""
     got, want = [a.copy() for a in arrays], [a.copy() for a in arrays]
@@ -110,6 +141,47 @@ def test_int_slices_and_iota_compiled_equal_uncompiled():
     assert list(got[1]) == list(want[1]) == [1, 2, 3]
 
 
+def test_strided_slices_compiled_equal_uncompiled():
+    n = 11
+    arrays = [RNG.normal(0, 3, (5, n)).astype(np.float32),
+              RNG.normal(0, 3, (n, 4)).astype(np.float32), RNG.normal(0, 3, (n, 12)),
+              np.zeros((n, 6))]
+    arrays[1][4, 2] = np.nan
+    for k in (0, 3, 9):
+        got, want = _both(strided_slices, arrays, n, k)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g.view(np.int8), w.view(np.int8))
+    work, boxes, table, out = got
+    np.testing.assert_array_equal(work[:4], arrays[1].T + np.float32(1.0))
+    np.testing.assert_array_equal(out[:, 2:5], (arrays[2][:, 0:8:2] * arrays[2][:, 1:8:2])[:, :3])
+    np.testing.assert_array_equal(table[:, 8], arrays[1][:, 0])
+
+
+def test_strided_slices_move_lane_by_lane_and_runs_stay_one_vector():
+    module = ir.Module()
+    strided_slices.spec().build(module, "f", **strided_slices.spec().static)
+    text = str(module)
+    assert "load <4 x float>" in text  # boxes[i, :]: a run
+    assert "insertelement <4 x double>" in text  # table[i, 0:8:2]: lane by lane
+    assert "extractelement <4 x float>" in text  # work[0:4, i] = ...: lane by lane
+
+
+def test_vectors_of_lanes_and_module_constant_vectors(monkeypatch):
+    n = 6
+    boxes = RNG.normal(0, 10, (n, 7)).astype(np.float32)
+    got, want = _both(corners, [boxes, np.zeros((n, 8))], n)
+    np.testing.assert_array_equal(got[1], want[1])
+    x, dx = boxes[:, :1].astype(np.float64), boxes[:, 3:4].astype(np.float64)
+    np.testing.assert_array_equal(got[1][:, 0::2], x + np.array([0.5, -0.5, -0.5, 0.5]) * dx)
+    before = corners.spec().identity()
+    monkeypatch.setattr(sys.modules[__name__], "HALF_X", simd.vector(f64, (1.0, 2.0, 3.0, 4.0)))
+    got, want = _both(corners, [boxes, np.zeros((n, 8))], n)  # not the code built for the old
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[1][:, 0::2], x + np.arange(1.0, 5.0) * dx)
+    assert corners.spec().identity() != before
+
+
 def test_select_of_a_bool_picks_whole_vectors():
     x = RNG.normal(0, 1, (40, 4)).astype(np.float32)
     got, want = _both(chosen_rows, [x, np.ones((40, 4), np.float32)], 40)
@@ -137,16 +209,37 @@ def test_slices_compile_to_one_vector_load_and_store():
 
 def _bad_kernels():
     @kernel
-    def middle_axis(x: Buf[f32, "n", 8], *, n: int):
-        x[0, 0] = simd.reduce_add(x[0:2, 0])  # marker: middle-axis
+    def two_axes(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0] = simd.reduce_add(x[0:2, 0:2])  # marker: two-axes
 
     @kernel
     def run_time_bounds(x: Buf[f32, "n", 8], a: i64, b: i64, *, n: int):
         x[0, :] = simd.splat(simd.reduce_add(x[0, a:b]), 8)  # marker: run-time-bounds
 
     @kernel
-    def stepped(x: Buf[f32, "n", 8], *, n: int):
-        x[0, 0:4] = x[0, 0:8:2]  # marker: stepped
+    def stepped(x: Buf[f32, "n", 8], s: i64, *, n: int):
+        x[0, 0:4] = x[0, 0:8:s]  # marker: stepped
+
+    @kernel
+    def backwards(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:4] = x[0, 4:0:-1]  # marker: backwards
+
+    @kernel
+    def tuple_length(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:3] = (1.0, 2.0)  # marker: tuple-length
+
+    @kernel
+    def tuple_item(x: Buf[f32, "n", 8], s: f64, *, n: int):
+        x[0, 0:2] = (1.0, s)  # marker: tuple-item
+
+    @kernel
+    def unpack_lanes(x: Buf[f32, "n", 8], *, n: int):
+        a, b = x[0, 0:3]  # marker: unpack-lanes
+        x[1, 0] = a + b
+
+    @kernel
+    def column_past_end(x: Buf[f32, 4, 8], *, n: int):
+        x[0, 0] = simd.reduce_add(x[0:8:2, 1])  # marker: column-past-end
 
     @kernel
     def past_end(x: Buf[f32, "n", 8], *, n: int):
@@ -185,24 +278,48 @@ def _bad_kernels():
         x[0, 0] = simd.reduce_add(x[0, s:s + 2])  # marker: float-start
 
     @kernel
+    def bad_vector(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:2] = simd.vector(f32, 2.0)  # marker: bad-vector
+
+    @kernel
+    def vector_lane_type(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:2] = simd.vector(f32, (x[0, 0], f64(1.0)))  # marker: vector-lane-type
+
+    @kernel
+    def bool_vector_constant(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0] = simd.reduce_add(MASK)  # marker: bool-vector-constant
+
+    @kernel
     def bad_iota(x: Buf[f32, "n", 8], *, n: int):
         x[0, :] = simd.iota(8, 8)  # marker: bad-iota
 
     return {
-        "middle_axis": (middle_axis, "middle-axis", "only supported on the last axis"),
+        "two_axes": (two_axes, "two-axes", "a slice on more than one axis"),
         "run_time_bounds": (run_time_bounds, "run-time-bounds", "has no compile-time length"),
-        "stepped": (stepped, "stepped", "slice step `2`: only step 1"),
-        "past_end": (past_end, "past-end", "slice `6:10` out of range for the last axis of 'x'"),
+        "stepped": (stepped, "stepped", "slice step `s`: a step must be a compile-time int"),
+        "backwards": (backwards, "backwards", "slice step `-1`: a step must be"),
+        "tuple_length": (tuple_length, "tuple-length",
+                         "storing 2 values into a slice of 3 f32 ('x')"),
+        "tuple_item": (tuple_item, "tuple-item", "a f64 scalar with a Vec[f32, 2]"),
+        "unpack_lanes": (unpack_lanes, "unpack-lanes", "cannot unpack a Vec[f32, 3] into 2"),
+        "column_past_end": (column_past_end, "column-past-end",
+                            "slice `0:8` out of range for axis 0 of 'x' (extent 4"),
+        "past_end": (past_end, "past-end", "slice `6:10` out of range for axis 1 of 'x'"),
         "empty": (empty, "empty", "slice `4:4` out of range"),
         "length_mismatch": (length_mismatch, "length-mismatch",
                             "storing a Vec[f32, 8] into a slice of 4 f32 ('x')"),
         "element_type": (element_type, "element-type", "storing a Vec[i32, 8] into a slice of 8"),
         "scalar_type": (scalar_type, "scalar-type", "a f64 scalar with a Vec[f32, 8]"),
         "byte_slice": (byte_slice, "byte-slice", "a slice of u8 buffer 'x'"),
-        "whole_run_time": (whole_run_time, "whole-run-time", "`:` needs a static last extent"),
+        "whole_run_time": (whole_run_time, "whole-run-time", "`:` needs a static extent; axis 1"),
         "slice_as_number": (slice_as_number, "slice-as-number", "where a number is needed"),
         "float_start": (float_start, "float-start", "is f32, a slice start must be an int"),
         "bad_iota": (bad_iota, "bad-iota", "simd.iota needs an element type first"),
+        "bad_vector": (bad_vector, "bad-vector", "simd.vector needs an element type and a tuple"),
+        "vector_lane_type": (vector_lane_type, "vector-lane-type",
+                             "a f64 scalar with a Vec[f32, 2]"),
+        "bool_vector_constant": (bool_vector_constant, "bool-vector-constant",
+                                 "`MASK` is a 1-d vector of bool"),
     }
 
 
@@ -228,4 +345,19 @@ def test_bounds_checked_build_covers_slices():
         checked_slices(x, 0, 5, n=3, m=8)
     assert f"{THIS}:{line_of('marker: checked-start')}" in str(info.value)
     assert "index 5 out of range for axis 1 of 'x (the start of a slice of 4)' (extent 5)" in \
+        str(info.value)
+
+
+@kernel(debug=True)
+def checked_column(x: Buf[f32, "n", "m"], at: i64, *, n: int, m: int) -> f32:
+    return simd.reduce_add(x[at:at + 3:2, 1])  # marker: checked-column
+
+
+def test_bounds_checked_build_covers_strided_columns():
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    assert checked_column(x, 3, n=6, m=4) == checked_column.py_func(x, 3, n=6, m=4) == 13 + 21
+    with pytest.raises(KernelIndexError) as info:
+        checked_column(x, 4, n=6, m=4)  # rows 4 and 6 of 6
+    assert f"{THIS}:{line_of('marker: checked-column')}" in str(info.value)
+    assert "index 4 out of range for axis 0 of 'x (the start of a slice of 2)' (extent 4)" in \
         str(info.value)

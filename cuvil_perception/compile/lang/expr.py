@@ -14,6 +14,7 @@ from llvmlite import ir
 
 from .. import irutil as u
 from .arith import compare, convert, int_index, invert, negate, truth
+from .constants import is_vector_constant
 from .slice_lower import is_slice
 from .types import BOOL, BufType, Scalar, VecType
 from .values import BufRef, Const, UnknownExtent, Val, const_type, materialize
@@ -149,6 +150,8 @@ class ExprMixin:
             if not hasattr(obj, attr):
                 self.fail(node, f"'{node.id}' has no attribute '{attr}'")
             obj = getattr(obj, attr)
+        if is_vector_constant(obj):
+            return self.constant_vector(obj, node)
         return Const(obj)
 
     def e_Attribute(self, node: ast.Attribute):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
+from .. import irutil as u
 from .arith import binop, convert, fpow, power, truth
 from .calls import CallsMixin
 from .expr import ExprMixin
@@ -194,6 +195,12 @@ class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin, LoopMix
         self.b.store(val.ir, current.slot)
 
     def unpack(self, value, n: int, node) -> list:
+        if isinstance(value, Val) and isinstance(value.ty, VecType):  # numpy unpacks a row
+            if value.ty.lanes != n:
+                self.fail(node, f"cannot unpack a {value.ty} into {n} names",
+                          f"a vector of {n} lanes, e.g. `buf[i, 0:{n}]`")
+            return [Val(self.b.extract_element(value.ir, u.const_i32(k)), value.ty.elem)
+                    for k in range(n)]
         items = value.value if isinstance(value, Const) else value
         if not isinstance(items, (tuple, list)) or len(items) != n:
             self.fail(node, f"cannot unpack this into {n} names")

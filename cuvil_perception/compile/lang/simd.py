@@ -159,6 +159,13 @@ def stream_store(buf: np.ndarray, at: int, v) -> None:
     flat[at:at + len(v)] = np.asarray(v)
 
 
+def vector(ty, values) -> Vector:
+    """The ``Vec[ty, len(values)]`` whose lane k is ``values[k]`` (ty: i32, i64, f32, f64). At
+    module level it is a constant a kernel reads like a number (``HALF = simd.vector(f64,
+    (0.5, -0.5))``; the values are part of the kernel's identity)."""
+    return np.array(values, dtype=ty.dtype).view(Vector)
+
+
 def splat(x, n: int) -> Vector:
     return np.full(n, x, np.asarray(x).dtype).view(Vector)
 
@@ -239,7 +246,7 @@ OPERATIONS = {fill: "fill", copy: "copy", stream_fill: "stream_fill",
               stream_copy: "stream_copy", fence: "fence", prefetch: "prefetch"}
 #: The vector-value operations (lowered by `vector_lower`).
 VECTOR_OPERATIONS = {load: "load", store: "store", stream_store: "stream_store",
-                     splat: "splat", iota: "iota", insert: "insert", shuffle: "shuffle",
+                     vector: "vector", splat: "splat", iota: "iota", insert: "insert", shuffle: "shuffle",
                      slice: "slice",
                      select: "select",
                      min: "min", max: "max", reduce_add: "reduce_add",

@@ -1,19 +1,23 @@
 """Lowering of buffer slices as vector values: ``buf[i, j, a:b]`` (a read) is the
-``Vec[T, b - a]`` of the contiguous elements ``a .. b - 1`` of the last axis (one vector load,
-as ``simd.load``), and ``buf[i, j, a:b] = v`` (a store) writes all lanes of ``v`` there, a
-scalar on the right being broadcast.
+``Vec[T, b - a]`` of the elements ``a .. b - 1`` along the sliced axis, and
+``buf[i, j, a:b] = v`` (a store) writes all lanes of ``v`` there; a scalar on the right is
+broadcast, a tuple ``(x, y, z)`` is the vector of its items (numpy's ``row[:] = (x, y, z)``).
 
-The slice must be on the last axis, with step 1 and a compile-time length: ``a:b`` with
-constants (``:`` is the whole static last extent, ``a:`` up to it, ``:b`` from 0), or
-``start:start + n`` with a run-time ``start`` and a constant ``n`` (the same expression written
-twice). Static bounds are checked at compile time against a static extent; a bounds-checked
-build checks every scalar index and the slice's range at run time. Uncompiled, a slice read is
-a copy (see `slices`), so it is a value in both modes.
+One axis is sliced, any of them, with a compile-time step (``a:b:s``, ``s >= 1``) and a
+compile-time lane count: ``a:b`` with constants (``:`` is the whole static extent of the axis,
+``a:`` up to it, ``:b`` from 0), or ``start:start + n`` with a run-time ``start`` and a
+constant ``n`` (the same expression written twice). A run along the last axis with step 1 is
+one vector load or store; any other slice (a column ``buf[a:b, j]``, every other element
+``buf[i, 0:8:2]``) moves its lanes one element at a time. Static bounds are checked at compile
+time against a static extent; a bounds-checked build checks every scalar index and the slice's
+range at run time. Uncompiled, a slice read is a copy (see `slices`), so it is a value in both
+modes.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from llvmlite import ir
 
@@ -22,7 +26,20 @@ from .arith import int_index
 from .types import BOOL, COMPUTE, VecType
 from .values import BufRef, Const, Val
 
-HINT = "`buf[i, a:b]` (last axis, step 1, `a`, `b` constants) or `buf[i, k:k + n]` (`n` constant)"
+HINT = ("`buf[i, a:b]` (`a`, `b` and a step `a:b:s` constants) or `buf[i, k:k + n]` "
+        "(`n` constant), on one axis")
+MAX_LANES = 256
+
+
+@dataclass(frozen=True)
+class Run:
+    """Where a slice's lanes are: lane k is element ``first + k * stride`` of the buffer (flat
+    indices, i64 values); ``contiguous`` when the stride is 1 (one vector load or store)."""
+
+    first: ir.Value
+    lanes: int
+    stride: ir.Value
+    contiguous: bool
 
 
 def is_slice(node: ast.Subscript) -> bool:
@@ -40,110 +57,156 @@ class SliceMixin:
                       "a buffer of f32, f64, i32 or i64 (or scalar elements)")
         return buf.ty.dtype
 
-    def slice_at(self, buf: BufRef, node: ast.Subscript) -> tuple[ir.Value, int]:
-        """(flat element index of the first lane, lane count) of ``buf[..., a:b]``."""
+    def slice_run(self, buf: BufRef, node: ast.Subscript) -> Run:
+        """Where the lanes of ``buf[..., a:b:s, ...]`` are."""
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         rank = buf.ty.rank
         if len(items) != rank:
             self.fail(node, f"buffer '{buf.name}' has {rank} axes, indexed with {len(items)}",
                       HINT)
-        *scalars, last = items
-        if not isinstance(last, ast.Slice) or any(isinstance(i, ast.Slice) for i in scalars):
-            self.fail(node, "a slice is only supported on the last axis (a contiguous run)",
-                      HINT)
-        if last.step is not None:
-            step = self.expr(last.step)
-            if not (isinstance(step, Const) and step.value == 1):
-                self.fail(last, f"slice step `{ast.unparse(last.step)}`: only step 1 is "
-                          "supported", HINT)
-        start, lanes = self.slice_bounds(buf, last, node)
-        offset = start
-        for axis, (i_node, stride) in enumerate(zip(scalars, buf.strides)):
-            idx = self.index_value(i_node, node, buf, axis)
+        axes = [k for k, item in enumerate(items) if isinstance(item, ast.Slice)]
+        if len(axes) > 1:
+            self.fail(node, "a slice on more than one axis (a vector has one dimension)",
+                      "one slice and scalar indices, e.g. `buf[i, a:b]`")
+        axis = axes[0]
+        sliced = items[axis]
+        step = self.slice_step(sliced)
+        start, lanes = self.slice_bounds(buf, sliced, node, axis, step)
+        first = self.b.mul(start, buf.strides[axis])
+        for k, (i_node, stride) in enumerate(zip(items, buf.strides)):
+            if k == axis:
+                continue
+            idx = self.index_value(i_node, node, buf, k)
             if self.debug:
-                self.check_index(buf, axis, idx, node)
-            offset = self.b.add(offset, self.b.mul(idx, stride))
-        return offset, lanes
+                self.check_index(buf, k, idx, node)
+            first = self.b.add(first, self.b.mul(idx, stride))
+        contiguous = axis == rank - 1 and step == 1
+        stride = self.b.mul(buf.strides[axis], u.const_i64(step))
+        return Run(first, lanes, stride, contiguous)
 
-    def slice_bounds(self, buf: BufRef, last: ast.Slice, node) -> tuple[ir.Value, int]:
+    def slice_step(self, sliced: ast.Slice) -> int:
+        if sliced.step is None:
+            return 1
+        step = self.expr(sliced.step)
+        if not (isinstance(step, Const) and type(step.value) is int and step.value >= 1):
+            self.fail(sliced, f"slice step `{ast.unparse(sliced.step)}`: a step must be a "
+                      "compile-time int >= 1", HINT)
+        return step.value
+
+    def slice_bounds(self, buf: BufRef, sliced: ast.Slice, node, axis: int,
+                     step: int) -> tuple[ir.Value, int]:
         """(the start as an i64 value, the constant lane count), range-checked."""
-        extent = buf.extents[-1]
+        extent = buf.extents[axis]
         static = extent.constant if isinstance(extent, ir.Constant) else None
-        lower = Const(0) if last.lower is None else self.expr(last.lower)
-        if last.upper is None:
+        lower = Const(0) if sliced.lower is None else self.expr(sliced.lower)
+        if sliced.upper is None:
             if static is None:
-                self.fail(last, f"`:` needs a static last extent; '{buf.name}' has a run-time "
-                          "one", "`a:b` with constants")
+                self.fail(sliced, f"`:` needs a static extent; axis {axis} of '{buf.name}' "
+                          "has a run-time one", "`a:b` with constants")
             upper = Const(static)
         elif isinstance(lower, Const):
-            upper = self.expr(last.upper)
+            upper = self.expr(sliced.upper)
         else:  # a run-time start: the length must be static, `start:start + n`
-            upper = self.run_time_length(last)
-            if upper is None:
-                self.fail(last, f"slice `{ast.unparse(last)}` has no compile-time length",
+            length = self.run_time_length(sliced)
+            if length is None:
+                self.fail(sliced, f"slice `{ast.unparse(sliced)}` has no compile-time length",
                           HINT)
-            return self.slice_start(buf, last, lower, node, static, upper), upper
+            lanes = len(range(0, length, step))
+            start = self.slice_start(buf, sliced, lower, node, static, lanes, axis, step)
+            return start, lanes
         if not all(isinstance(v, Const) and type(v.value) is int for v in (lower, upper)):
-            self.fail(last, f"slice bounds `{ast.unparse(last)}` must be compile-time ints",
+            self.fail(sliced, f"slice bounds `{ast.unparse(sliced)}` must be compile-time ints",
                       HINT)
         a, b = lower.value, upper.value
-        if not 0 <= a < b or (static is not None and b > static) or b - a > 256:
-            self.fail(last, f"slice `{a}:{b}` out of range for the last axis of '{buf.name}' "
-                      f"(extent {static if static is not None else 'run-time'}, at most 256 "
-                      "lanes)", f"`a:b` with 0 <= a < b <= {static}")
+        lanes = len(range(a, b, step))
+        if not 0 <= a < b or (static is not None and b > static) or lanes > MAX_LANES:
+            self.fail(sliced, f"slice `{a}:{b}` out of range for axis {axis} of '{buf.name}' "
+                      f"(extent {static if static is not None else 'run-time'}, at most "
+                      f"{MAX_LANES} lanes)", f"`a:b` with 0 <= a < b <= {static}")
         if static is None and self.debug:
-            self.check_range(buf, u.const_i64(a), b - a, node)
-        return u.const_i64(a), b - a
+            self.check_range(buf, u.const_i64(a), lanes, node, axis, step)
+        return u.const_i64(a), lanes
 
-    def run_time_length(self, last: ast.Slice) -> int | None:
-        up = last.upper
+    def run_time_length(self, sliced: ast.Slice) -> int | None:
+        up = sliced.upper
         if not (isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add)
-                and ast.dump(up.left) == ast.dump(last.lower)):
+                and ast.dump(up.left) == ast.dump(sliced.lower)):
             return None
         n = self.expr(up.right)
-        ok = isinstance(n, Const) and type(n.value) is int and 1 <= n.value <= 256
+        ok = isinstance(n, Const) and type(n.value) is int and 1 <= n.value <= MAX_LANES
         return n.value if ok else None
 
-    def slice_start(self, buf, last: ast.Slice, lower, node, static, lanes: int) -> ir.Value:
-        if static is not None and lanes > static:
-            self.fail(last, f"a slice of {lanes} lanes is longer than the last axis of "
+    def slice_start(self, buf, sliced: ast.Slice, lower, node, static, lanes: int, axis: int,
+                    step: int) -> ir.Value:
+        span = (lanes - 1) * step + 1
+        if static is not None and span > static:
+            self.fail(sliced, f"a slice of {lanes} lanes is longer than axis {axis} of "
                       f"'{buf.name}' ({static})")
-        start = self.value(lower, last.lower)
+        start = self.value(lower, sliced.lower)
         if start.ty.is_float:
-            self.fail(last.lower, f"`{ast.unparse(last.lower)}` is {start.ty}, a slice start "
-                      "must be an int", f"`i64({ast.unparse(last.lower)})`")
+            self.fail(sliced.lower, f"`{ast.unparse(sliced.lower)}` is {start.ty}, a slice "
+                      "start must be an int", f"`i64({ast.unparse(sliced.lower)})`")
         start = int_index(self.b, start)
         if self.debug:
-            self.check_range(buf, start, lanes, node)
+            self.check_range(buf, start, lanes, node, axis, step)
         return start
 
-    def check_range(self, buf: BufRef, start: ir.Value, lanes: int, node) -> None:
-        """Debug builds: ``[start, start + lanes)`` inside the last axis."""
-        limit = self.b.sub(buf.extents[-1], u.const_i64(lanes - 1))
-        axis = buf.ty.rank - 1
+    def check_range(self, buf: BufRef, start: ir.Value, lanes: int, node, axis: int,
+                    step: int) -> None:
+        """Debug builds: every lane's index, ``start + k * step`` for ``k < lanes``, inside the
+        axis."""
+        span = (lanes - 1) * step + 1
+        limit = self.b.sub(buf.extents[axis], u.const_i64(span - 1))
         extents = tuple(limit if k == axis else e for k, e in enumerate(buf.extents))
         name = f"{buf.name} (the start of a slice of {lanes})"
         self.check_index(BufRef(buf.ptr, buf.ty, extents, buf.strides, name), axis, start, node)
 
+    def lane_address(self, buf: BufRef, run: Run, k: int) -> ir.Value:
+        at = self.b.add(run.first, self.b.mul(run.stride, u.const_i64(k)))
+        return u.gep(self.b, buf.ptr, at, buf.ty.dtype.ir)
+
     def slice_load(self, buf: BufRef, node: ast.Subscript) -> Val:
         elem = self.slice_elem(buf, node)
-        offset, lanes = self.slice_at(buf, node)
-        vty = VecType(elem, lanes)
-        return Val(u.load_vec(self.b, buf.ptr, offset, vty.ir), vty)
+        run = self.slice_run(buf, node)
+        vty = VecType(elem, run.lanes)
+        if run.contiguous:
+            return Val(u.load_vec(self.b, buf.ptr, run.first, vty.ir), vty)
+        vector = ir.Constant(vty.ir, ir.Undefined)
+        for k in range(run.lanes):
+            lane = self.b.load(self.lane_address(buf, run, k), typ=vty.elem.ir)
+            vector = self.b.insert_element(vector, lane, u.const_i32(k))
+        return Val(vector, vty)
 
     def slice_store(self, buf: BufRef, target: ast.Subscript, value) -> None:
         elem = self.slice_elem(buf, target)
-        offset, lanes = self.slice_at(buf, target)
-        vty = VecType(elem, lanes)
+        run = self.slice_run(buf, target)
+        vty = VecType(elem, run.lanes)
+        vector = self.slice_value(buf, target, value, vty)
+        if run.contiguous:
+            self.b.store(vector, u.gep(self.b, buf.ptr, run.first, vty.elem.ir),
+                         align=vty.elem.bits // 8)
+            return
+        for k in range(run.lanes):
+            lane = self.b.extract_element(vector, u.const_i32(k))
+            self.b.store(lane, self.lane_address(buf, run, k))
+
+    def slice_value(self, buf: BufRef, target, value, vty: VecType) -> ir.Value:
+        """The vector a slice store writes: ``value`` itself, a scalar broadcast, or a tuple's
+        items as lanes."""
         if isinstance(value, Val) and isinstance(value.ty, VecType):
             if value.ty != vty:
                 self.fail(target, f"storing a {value.ty} into a slice of {vty.lanes} "
                           f"{vty.elem} ('{buf.name}')", f"a {vty}")
-            vector = value.ir
-        else:
-            vector = self.broadcast(self.scalar_for(vty, value, target), vty)
-        self.b.store(vector, u.gep(self.b, buf.ptr, offset, vty.elem.ir),
-                     align=vty.elem.bits // 8)
+            return value.ir
+        items = value.value if isinstance(value, Const) else value
+        if isinstance(items, (tuple, list)):
+            if len(items) != vty.lanes:
+                self.fail(target, f"storing {len(items)} values into a slice of {vty.lanes} "
+                          f"{vty.elem} ('{buf.name}')", f"a tuple of {vty.lanes}")
+            if isinstance(value, Const):
+                items = [Const(v) for v in items]
+            return self.build_vector(vty, items, target)
+        return self.broadcast(self.scalar_for(vty, value, target), vty)
 
 
 __all__ = ["SliceMixin", "is_slice"]

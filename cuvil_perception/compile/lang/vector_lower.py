@@ -150,6 +150,34 @@ class VectorMixin:
         vty = VecType(val.ty, self.vlanes(n, node.args[1]))
         return Val(self.broadcast(val.ir, vty), vty)
 
+    def v_vector(self, node) -> Val:
+        ty, items = self.args(node, 2)
+        elem = ty.value if isinstance(ty, Const) else None
+        values = items.value if isinstance(items, Const) else items
+        if elem not in COMPUTE or elem == BOOL or not isinstance(values, (tuple, list)):
+            self.fail(node, "simd.vector needs an element type and a tuple of lanes",
+                      "`simd.vector(f32, (x, y, z))` (i32, i64, f32 or f64)")
+        vty = VecType(elem, self.vlanes(Const(len(values)), node.args[1]))
+        lanes = [Const(v) for v in values] if isinstance(items, Const) else values
+        return Val(self.build_vector(vty, lanes, node.args[1]), vty)
+
+    def build_vector(self, vty: VecType, items, node) -> ir.Value:
+        """The vector whose lane k is ``items[k]`` (scalars of the element type, or literals)."""
+        vector = ir.Constant(vty.ir, ir.Undefined)
+        for k, item in enumerate(items):
+            vector = self.b.insert_element(vector, self.scalar_for(vty, item, node),
+                                           u.const_i32(k))
+        return vector
+
+    def constant_vector(self, v, node) -> Val:
+        """A module-level `simd.Vector` as a constant vector value."""
+        elem = next((t for t in COMPUTE if t != BOOL and t.dtype == v.dtype), None)
+        if elem is None or v.ndim != 1:
+            self.fail(node, f"`{ast.unparse(node)}` is a {v.ndim}-d vector of {v.dtype}",
+                      "`simd.vector(f32, (x, y, z))` (i32, i64, f32 or f64 lanes)")
+        vty = VecType(elem, self.vlanes(Const(len(v)), node))
+        return Val(ir.Constant(vty.ir, [ir.Constant(elem.ir, x) for x in v.tolist()]), vty)
+
     def v_iota(self, node) -> Val:
         ty, n = self.args(node, 2)
         elem = ty.value if isinstance(ty, Const) else None

@@ -23,19 +23,17 @@ drops has no overlap (IoU ~ 0, never > the threshold), so the decisions are the 
 
 from __future__ import annotations
 
-import math
-
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, f64, i32, i64, inline, kernel, kmath, local, select, u8
-from ...compile.lang import unroll
+from ...compile.lang import (Buf, f32, f64, i32, i64, inline, kernel, kmath, local, select, simd,
+                             u8, unroll)
 from ...geometry.bev_iou import AREA, CORNERS, EPS, RADIUS, TABLE_WIDTH, X, Y
 from .config import HeadConfig
 from .signatures import nms_args
 
 MAX_VERTS = 16  # a quad clipped by 4 half-planes has at most 8 vertices
-HALF = ((0.5, 0.5), (-0.5, 0.5), (-0.5, -0.5), (0.5, -0.5))  # bev_iou._HALF
+HALF_X = simd.vector(f64, (0.5, -0.5, -0.5, 0.5))  # bev_iou._HALF[:, 0]
+HALF_Y = simd.vector(f64, (0.5, 0.5, -0.5, -0.5))  # bev_iou._HALF[:, 1]
 MARGIN = 1e-4
-INF = math.inf
 
 
 @inline
@@ -46,13 +44,11 @@ def fill_row(boxes, cosines, sines, table, extents, j):
     c, s = cosines[j], sines[j]
     table[j, X], table[j, Y], table[j, AREA] = x, y, dx * dy
     table[j, RADIUS] = 0.5 * kmath.sqrt(dx * dx + dy * dy)
-    lo_x, hi_x, lo_y, hi_y = INF, -INF, INF, -INF
-    for k, (hx, hy) in enumerate(HALF):
-        px, py = hx * dx, hy * dy
-        cx, cy = x + px * c - py * s, y + px * s + py * c
-        table[j, CORNERS + 2 * k], table[j, CORNERS + 2 * k + 1] = cx, cy
-        lo_x, hi_x, lo_y, hi_y = min(lo_x, cx), max(hi_x, cx), min(lo_y, cy), max(hi_y, cy)
-    extents[0, j], extents[1, j], extents[2, j], extents[3, j] = lo_x, hi_x, lo_y, hi_y
+    px, py = HALF_X * dx, HALF_Y * dy  # the 4 corners at once, as box_table writes them
+    xs, ys = x + px * c - py * s, y + px * s + py * c
+    table[j, CORNERS::2], table[j, CORNERS + 1::2] = xs, ys
+    extents[:, j] = (simd.reduce_min(xs), simd.reduce_max(xs), simd.reduce_min(ys),
+                     simd.reduce_max(ys))
 
 
 @inline
@@ -101,8 +97,7 @@ def iou(table, i, j, xa, ya, xb, yb):
     area_a, area_b = table[i, AREA], table[j, AREA]
     if not (area_a > 0.0 and area_b > 0.0):  # (NaN areas too)
         return 0.0
-    for k in unroll(4):
-        xa[k], ya[k] = table[i, CORNERS + 2 * k], table[i, CORNERS + 2 * k + 1]
+    xa[0:4], ya[0:4] = table[i, CORNERS::2], table[i, CORNERS + 1::2]
     count = 4
     for k in unroll(2):  # clip by b's 4 edges, ping-ponging between the two buffers
         count = clip(xa, ya, xb, yb, count, table, j, 2 * k)

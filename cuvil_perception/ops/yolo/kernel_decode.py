@@ -63,15 +63,13 @@ def decode(box_table: Buf[u64], cls_table: Buf[u64], cand: Buf[i64, "n"], n: i64
         score = kmath.sigmoid(top)
         if score > conf:
             box = view(box_at, f32, 4 * REG_MAX, hw)
-            gy = p // width
-            ax, ay = f32(p - gy * width) + 0.5, f32(gy) + 0.5
+            ax, ay = f32(p % width) + 0.5, f32(p // width) + 0.5
             dist = local(f32, 4)
             side_distances(box, p, dist)
             x1, y1, x2, y2 = ax - dist[0], ay - dist[1], ax + dist[2], ay + dist[3]
             cx, cy = (x1 + x2) / 2.0 * stride, (y1 + y2) / 2.0 * stride
             half_w, half_h = (x2 - x1) * stride / 2.0, (y2 - y1) * stride / 2.0
-            boxes[kept, 0], boxes[kept, 1] = cx - half_w, cy - half_h
-            boxes[kept, 2], boxes[kept, 3] = cx + half_w, cy + half_h
+            boxes[kept, :] = (cx - half_w, cy - half_h, cx + half_w, cy + half_h)
             scores[kept] = score
             classes[kept] = f32(best)
             kept += 1

@@ -20,7 +20,7 @@ branch-free (``suppressed[j] |= iou > thr``) so it vectorises; no fast-math flag
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, f64, i64, kernel, u8, unroll
+from ...compile.lang import Buf, f32, f64, i64, kernel, u8
 
 
 @kernel(name="yolo.nms")
@@ -28,9 +28,7 @@ def nms(boxes: Buf[f32, "n", 4], classes: Buf[f32, "n"], n: i64, class_offset: f
         max_det: i64, work: Buf[f32, 5, "n"], suppressed: Buf[u8, "n"],
         keep: Buf[i64, "max_det"]) -> i64:
     for i in range(n):  # shifted boxes and areas, structure of arrays
-        shift = classes[i] * class_offset
-        for c in unroll(4):
-            work[c, i] = boxes[i, c] + shift
+        work[0:4, i] = boxes[i, :] + classes[i] * class_offset
         work[4, i] = (work[2, i] - work[0, i]) * (work[3, i] - work[1, i])
         suppressed[i] = 0
     kept = 0
@@ -38,7 +36,7 @@ def nms(boxes: Buf[f32, "n", 4], classes: Buf[f32, "n"], n: i64, class_offset: f
         if kept < max_det and suppressed[i] == 0:
             keep[kept] = i
             kept += 1
-            x1, y1, x2, y2, area = work[0, i], work[1, i], work[2, i], work[3, i], work[4, i]
+            x1, y1, x2, y2, area = work[:, i]
             for j in range(i + 1, n):
                 w = max(0.0, min(x2, work[2, j]) - max(x1, work[0, j]))
                 h = max(0.0, min(y2, work[3, j]) - max(y1, work[1, j]))
