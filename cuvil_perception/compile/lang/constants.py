@@ -25,9 +25,14 @@ import numpy as np
 
 
 def is_constant(value) -> bool:
-    """A value a kernel may read as a compile-time constant (numbers, strings, tuples of them)."""
+    """A value a kernel may read as a compile-time constant (numbers, strings, tuples of them,
+    a constant vector)."""
+    return _is_plain_constant(value) or is_vector_constant(value)
+
+
+def _is_plain_constant(value) -> bool:
     if isinstance(value, tuple):
-        return all(is_constant(v) for v in value)
+        return all(_is_plain_constant(v) for v in value)
     return value is None or isinstance(value, (bool, int, float, str, bytes, np.generic))
 
 
@@ -85,11 +90,11 @@ def current(refs: tuple[tuple[dict, str], ...]) -> tuple:
     out = []
     for scope, name in refs:
         value = scope.get(name)
-        if is_constant(value):
-            out.append((name, type(value).__name__, value))
-            continue
         if is_vector_constant(value):  # (bytes: a few hundred ns, this runs every call)
             out.append((name, str(value.dtype), value.tobytes()))
+            continue
+        if is_constant(value):
+            out.append((name, type(value).__name__, value))
             continue
         helper = getattr(value, "py_func", value)
         if getattr(helper, "__cuvil_inline__", False) or hasattr(helper, "__cuvil_kernel__"):

@@ -41,8 +41,7 @@ from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import (check_aliasing, check_alignment, check_buffer, check_scalar,
                         plain_static, runtime_arg_docs)
-from .constants import (current, fileless_source, is_constant, is_vector_constant, reachable,
-                        referenced)
+from .constants import current, fileless_source, is_constant, reachable, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
 from .slices import value_slices
@@ -367,7 +366,7 @@ def _module_closure(module_name: str) -> tuple[frozenset, str]:
                 pending.append((obj.__name__, False))
             elif getattr(obj, "__cuvil_inline__", False) or hasattr(obj, "__cuvil_kernel__"):
                 pending.append((getattr(obj, "__module__", None) or "", True))
-            elif not key.startswith("__") and (is_constant(obj) or is_vector_constant(obj)):
+            elif not key.startswith("__") and is_constant(obj):
                 constants.append(f"{module.__name__}.{key}={obj!r}")
     return frozenset(files), "\n".join(sorted(constants))
 

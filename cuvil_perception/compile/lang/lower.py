@@ -24,6 +24,7 @@ from .. import irutil as u
 from .arith import binop, convert, fpow, power, truth
 from .calls import CallsMixin
 from .expr import ExprMixin
+from .lane_lower import LanesMixin
 from .loop_lower import LoopMixin
 from .names import STMT_HINTS
 from .simd_lower import SimdMixin
@@ -56,7 +57,8 @@ class Frame:
     loops: list = field(default_factory=list)   # (continue block, break block)
 
 
-class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, SliceMixin, LoopMixin):
+class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, LanesMixin, SliceMixin,
+              LoopMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):

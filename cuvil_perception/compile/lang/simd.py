@@ -244,10 +244,9 @@ def all(mask) -> bool:  # noqa: A001 - the language's name for it
 
 OPERATIONS = {fill: "fill", copy: "copy", stream_fill: "stream_fill",
               stream_copy: "stream_copy", fence: "fence", prefetch: "prefetch"}
-#: The vector-value operations (lowered by `vector_lower`).
+#: The vector-value operations (lowered by `vector_lower` and `lane_lower`).
 VECTOR_OPERATIONS = {load: "load", store: "store", stream_store: "stream_store",
-                     vector: "vector", splat: "splat", iota: "iota", insert: "insert", shuffle: "shuffle",
-                     slice: "slice",
-                     select: "select",
-                     min: "min", max: "max", reduce_add: "reduce_add",
-                     reduce_max: "reduce_max", reduce_min: "reduce_min", any: "any", all: "all"}
+                     vector: "vector", splat: "splat", iota: "iota", insert: "insert",
+                     shuffle: "shuffle", slice: "slice", select: "select", min: "min", max: "max",
+                     reduce_add: "reduce_add", reduce_max: "reduce_max", reduce_min: "reduce_min",
+                     any: "any", all: "all"}

@@ -23,10 +23,10 @@ them). ``cells`` has a row per cell: no overflow.
 Cost: the gate reads the class map (HW x G floats) once - a cell's G logits as one vector, the
 best of each anchor taken across K shuffles of it (the A anchors side by side in one
 register, where the IR's scalar chains were vectorised as 4 + 2 anchors); a candidate costs
-C_f strided loads (the gather of F[:, c]) and C_f x J FMAs. The J outputs of a cell are one vector value
-(``Vec[f32, J]``: four zmm registers for J = 64) updated by one vector FMA per channel - the
-code of the hand-built IR this kernel replaced (benchmarks/ir_baseline/pillars_head_cells.py,
-bitwise equal). Left to the SLP vectoriser, 54 unrolled scalar accumulators were packed
+C_f strided loads (the gather of F[:, c]) and C_f x J FMAs. The J outputs of a cell are one
+vector value (``Vec[f32, J]``: four zmm registers for J = 64) updated by one vector FMA per
+channel - the code of the hand-built IR this kernel replaced
+(benchmarks/ir_baseline/pillars_head_cells.py, bitwise equal). Left to the SLP vectoriser, 54 unrolled scalar accumulators were packed
 16+16+8+8+4+2 (1.15x slower). On the demo model: ~250 candidate cells of 53568 - the dense
 convs did 54 x 128 MACs at every cell. fast-math: ``contract`` only (FMA).
 """
