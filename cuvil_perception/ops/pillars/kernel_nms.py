@@ -58,12 +58,10 @@ def next_vertex(k, count):
 
 
 @inline
-def clip(sx, sy, dx, dy, count, table, j, k):
+def clip(sx, sy, dx, dy, count, xs, ys, k):
     """bev_iou.clip_polygon: (sx, sy) (count vertices) clipped by the edge from corner k to
-    corner k + 1 of box j (a row of ``table``) into (dx, dy)."""
-    e = (k + 1) % 4
-    ax, ay = table[j, CORNERS + 2 * k], table[j, CORNERS + 2 * k + 1]
-    bx, by = table[j, CORNERS + 2 * e], table[j, CORNERS + 2 * e + 1]
+    corner k + 1 of a box (its corners the vectors ``xs``, ``ys``) into (dx, dy)."""
+    ax, ay, bx, by = xs[k], ys[k], xs[(k + 1) % 4], ys[(k + 1) % 4]
     ex, ey = bx - ax, by - ay
     out = 0
     for k in range(count):
@@ -98,12 +96,12 @@ def iou(table, i, j, xa, ya, xb, yb):
     if not (area_a > 0.0 and area_b > 0.0):  # (NaN areas too)
         return 0.0
     xa[0:4], ya[0:4] = table[i, CORNERS::2], table[i, CORNERS + 1::2]
+    xs, ys = table[j, CORNERS::2], table[j, CORNERS + 1::2]
     count = 4
     for k in unroll(2):  # clip by b's 4 edges, ping-ponging between the two buffers
-        count = clip(xa, ya, xb, yb, count, table, j, 2 * k)
-        count = clip(xb, yb, xa, ya, count, table, j, 2 * k + 1)
-    overlap = polygon_area(xa, ya, count)
-    overlap = select(overlap < 0.0, 0.0, overlap)
+        count = clip(xa, ya, xb, yb, count, xs, ys, 2 * k)
+        count = clip(xb, yb, xa, ya, count, xs, ys, 2 * k + 1)
+    overlap = max(polygon_area(xa, ya, count), 0.0)  # (NaN stays NaN, as in bev_iou)
     union = area_a + area_b - overlap
     return overlap / select(union > EPS, union, EPS)
 
