@@ -20,7 +20,7 @@ zero) and `calls` (min/max with NaN); the language reference is docs/kernel-lang
 from __future__ import annotations
 
 from . import kmath, simd
-from .calls import inline, unroll
+from .calls import bits, inline, unroll
 from .kernel import Kernel, kernel
 from .types import (BOOL, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, Buf, BufType, Scalar,
                     Vec, VecType, address, local, select, view)
@@ -28,6 +28,6 @@ from .types import (BOOL, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, Buf, B
 boolean, f32, f64, i8, i16, i32, i64 = BOOL, F32, F64, I8, I16, I32, I64
 u8, u16, u32, u64 = U8, U16, U32, U64
 
-__all__ = ["Buf", "BufType", "Kernel", "Scalar", "address", "boolean", "f32", "f64", "i8", "i16",
-           "i32", "i64", "inline", "kernel", "kmath", "local", "select", "simd", "u8", "u16", "u32",
-           "u64", "unroll", "Vec", "VecType", "view"]
+__all__ = ["Buf", "BufType", "Kernel", "Scalar", "address", "bits", "boolean", "f32", "f64", "i8",
+           "i16", "i32", "i64", "inline", "kernel", "kmath", "local", "select", "simd", "u8", "u16",
+           "u32", "u64", "unroll", "Vec", "VecType", "view"]

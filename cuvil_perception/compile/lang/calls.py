@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
 from llvmlite import ir
 
 from .. import irutil as u
@@ -39,6 +40,26 @@ def unroll(n: int) -> range:
     """``for i in unroll(n)``: a loop the compiler unrolls (``i`` is a constant in each copy;
     ``n`` must be a compile-time int). Uncompiled it is ``range(n)``."""
     return range(n)
+
+
+def bits(word):
+    """``for bit in bits(word)``: the positions of the set bits of an integer ``word``, lowest
+    first, as ints (a loop over a sparse bitmap runs once per set bit, not once per bit).
+
+    Uncompiled it is this generator. The width is the numpy scalar's (a Python int counts as
+    i64), and a negative word gives the bits of its two's-complement pattern (an i64 -1 gives
+    0 to 63); floats and bools are refused, as the compiler refuses them."""
+    if isinstance(word, (bool, np.bool_)) or not isinstance(word, (int, np.integer)):
+        raise TypeError(f"bits() of a {type(word).__name__}; it needs an integer word")
+    width = word.dtype.itemsize * 8 if isinstance(word, np.integer) else 64
+    return _set_bits(int(word) & ((1 << width) - 1))
+
+
+def _set_bits(rest: int):
+    while rest:
+        lowest = rest & -rest
+        yield lowest.bit_length() - 1
+        rest ^= lowest
 
 
 class CallsMixin:
@@ -85,6 +106,8 @@ class CallsMixin:
             return self.inline_call(target, node)
         if fn is range:
             self.fail(node, "range() outside a for loop", "`for i in range(...)`")
+        if fn is bits:
+            self.fail(node, "bits() outside a for loop", "`for bit in bits(word)`")
         if callable(fn):
             module = getattr(fn, "__module__", "") or ""
             hint = ("the kernel math module (`from cuvil_perception.compile.lang import "

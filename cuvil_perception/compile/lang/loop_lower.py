@@ -1,22 +1,29 @@
 """Lowering a kernel's loops to LLVM IR: ``while``, counted ``for i in range(a, b, step)``,
-unrolled ``for`` (over a static tuple, ``enumerate`` of one, or ``unroll(n)``), ``break`` and
-``continue``.
+set-bit ``for bit in bits(word)``, unrolled ``for`` (over a static tuple, ``enumerate`` of one, or
+``unroll(n)``), ``break`` and ``continue``.
 
 A range loop is emitted in the canonical form LLVM's loop vectoriser recognises (a header phi
-counting in i64 by a constant step, ``nsw`` increment, one latch); an unrolled loop is one copy of
-the body per item with the loop target bound to the item as a compile-time constant, so
-``break``/``continue`` have nowhere to jump in it and are refused. A mixin of `lower.Lowerer`
-(which provides ``b``, ``fn``, ``frame``, ``dead``, ``body``, ``expr`` and the rest).
+counting in i64 by a constant step, ``nsw`` increment, one latch). A bits loop's header phi
+carries the bits not yet visited (the word, evaluated once before the loop): it runs while they
+are not zero, binds ``bit = cttz(rest)`` and clears the lowest one (``rest & (rest - 1)``) in
+its latch. An unrolled loop is one copy of the body per item with the loop target bound to the
+item as a compile-time constant, so ``break``/``continue`` have nowhere to jump in it and are
+refused. A mixin of `lower.Lowerer` (which provides ``b``, ``fn``, ``frame``, ``dead``, ``body``,
+``expr`` and the rest).
 """
 
 from __future__ import annotations
 
 import ast
 
+from llvmlite import ir
+
 from .. import irutil as u
+from . import kmath
 from .arith import truth
-from .types import I64
-from .values import Const
+from .slice_lower import is_slice
+from .types import BOOL, I64, VecType
+from .values import BufRef, Const
 
 MAX_UNROLL = 4096  # copies of an unrolled loop's body, like the elements of a `local` array
 
@@ -75,6 +82,8 @@ class LoopMixin:
         call = it.func.id if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) else None
         if call == "range":
             return self.for_range(node)
+        if call == "bits":
+            return self.for_bits(node)
         if call == "enumerate":
             seq = self.expr(it.args[0]) if len(it.args) == 1 else None
             if not (isinstance(seq, Const) and isinstance(seq.value, (tuple, list))):
@@ -87,7 +96,8 @@ class LoopMixin:
         if isinstance(seq, Const) and isinstance(seq.value, (tuple, list)):
             return self.unrolled(node, [Const(v) for v in seq.value])
         self.fail(it, "a loop over this is not supported",
-                  "`for i in range(...)`, `for i in unroll(n)` or a loop over a static tuple")
+                  "`for i in range(...)`, `for bit in bits(word)`, `for i in unroll(n)` or a "
+                  "loop over a static tuple")
 
     def unrolled(self, node: ast.For, items: list) -> None:
         """One copy of the body per item, the target bound to the item as a constant."""
@@ -143,15 +153,67 @@ class LoopMixin:
         self.b.position_at_end(done)
         self.dead = False
 
+    def for_bits(self, node: ast.For) -> None:
+        """``for bit in bits(word)``: the set bits of ``word``, lowest first (``bit`` an i64)."""
+        it = node.iter
+        if len(it.args) != 1 or it.keywords:
+            self.fail(it, "bits() takes one positional argument, the integer word",
+                      "`for bit in bits(word)`")
+        word = self.bits_word(it.args[0])
+        if not isinstance(node.target, ast.Name):
+            self.fail(node.target, "a bits loop needs one loop variable", "`for bit in bits(word)`")
+        var = self.loop_var(node.target.id, node)
+        pre = self.b.block
+        head = self.fn.append_basic_block("bits.head")
+        body = self.fn.append_basic_block("bits.body")
+        latch = self.fn.append_basic_block("bits.latch")
+        done = self.fn.append_basic_block("bits.end")
+        self.b.branch(head)
+        self.b.position_at_end(head)
+        rest = self.b.phi(word.type, name=f"{node.target.id}.rest")
+        rest.add_incoming(word, pre)
+        zero = ir.Constant(word.type, 0)
+        self.b.cbranch(self.b.icmp_unsigned("!=", rest, zero), body, done)
+
+        def bind_bit():  # rest != 0 here, so cttz may treat 0 as poison (a bare tzcnt/bsf)
+            low = u.intrinsic(self.b, kmath.INT_FUNCTIONS[kmath.ctz], rest, ir.Constant(u.I1, 1))
+            bit = low if word.type.width == 64 else self.b.zext(low, u.I64)
+            self.b.store(bit, var.slot)
+
+        self.loop_body(body, node.body, latch, done, enter=bind_bit)
+        self.b.position_at_end(latch)
+        nxt = self.b.and_(rest, self.b.sub(rest, ir.Constant(word.type, 1)),
+                          name=f"{node.target.id}.next")
+        rest.add_incoming(nxt, latch)
+        self.b.branch(head)
+        self.b.position_at_end(done)
+        self.dead = False
+
+    def bits_word(self, arg: ast.expr) -> ir.Value:
+        """The word of a bits loop as an int of its width. A buffer element read directly keeps
+        its storage width (an i8 element -1 is 0xFF: bits 0 to 7, as uncompiled); any other
+        value has its kernel type, i32 or i64 (an i8 held in a variable is an i32)."""
+        if isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) \
+                and not is_slice(arg):
+            buf = self.expr(arg.value)  # a name: evaluating it has no effects
+            if isinstance(buf, BufRef) and buf.ty.dtype.is_int:
+                return self.b.load(self.element(buf, arg), typ=buf.ty.dtype.ir)
+        val = self.value(self.expr(arg), arg, vector=True)
+        if isinstance(val.ty, VecType) or val.ty.is_float or val.ty == BOOL:
+            self.fail(arg, f"bits() of a {val.ty}", "an integer word (i8 to i64, u8 to u64), "
+                      "e.g. `bits(i64(x))`")
+        return val.ir
+
     def loop_var(self, name: str, node):
-        """The i64 local a range loop counts in (created, or reused if ``name`` is one)."""
+        """The i64 local a range or bits loop counts in (created, or reused if ``name`` is
+        one)."""
         from .lower import Var
 
         var = self.frame.env.get(name)
         if isinstance(var, Var):
             if var.ty != I64:
-                self.fail(node, f"loop variable '{name}' is {var.ty} elsewhere; range loops "
-                          f"count in i64", "another name for the loop variable")
+                self.fail(node, f"loop variable '{name}' is {var.ty} elsewhere; range and "
+                          f"bits loops count in i64", "another name for the loop variable")
             return var
         var = Var(self.slot(u.I64, name), I64, node.lineno)
         self.frame.env[name] = var

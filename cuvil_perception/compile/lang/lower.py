@@ -5,8 +5,9 @@ Statements: assignment (names, ``buf[i, j]``, tuple unpacking), annotated assign
 (``x: f32 = 0.0`` fixes a variable's type), augmented assignment, ``if/elif/else`` (a constant
 condition picks its branch at compile time), ``while``, ``for i in range(a, b, step)`` (a
 counted loop in the canonical form the loop vectoriser recognises; ``step`` a constant),
-``for x in <static tuple>`` and ``for i in unroll(n)`` (unrolled, ``x``/``i`` constants),
-``break``, ``continue``, ``return``, ``pass`` and calls.
+``for bit in bits(word)`` (the set bits of an int, lowest first), ``for x in <static tuple>``
+and ``for i in unroll(n)`` (unrolled, ``x``/``i`` constants), ``break``, ``continue``,
+``return``, ``pass`` and calls.
 
 A variable's type is the type of its first assignment (or its annotation); assigning a value
 of another type is an error, except a literal, which takes the variable's type. A name assigned

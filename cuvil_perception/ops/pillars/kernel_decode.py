@@ -14,8 +14,9 @@ whose best logit is below ``logit_gate(threshold)`` (logit(threshold) less a mar
 1e-3, wider near 0 and 1; the same gate as YOLO's scan) is skipped before any exp is computed;
 the margin keeps the float32 decision itself to the sigmoid comparison. The gate runs
 branch-free over blocks of ``BLOCK`` anchors (so it vectorises) writing flag bytes; a second pass
-visits only flagged anchors, 8 flags per test. fast-math: none (``exp`` uses ``contract``
-inside the polynomial).
+reads them 8 at a time as u64 words and visits only the flagged anchors (a set-bit loop: 0.75x
+the time of testing each word, then its 8 bytes, in benchmarks/lang_vs_ir.py). fast-math: none
+(``exp`` uses ``contract`` inside the polynomial).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from __future__ import annotations
 import math
 
 from ...compile import KernelSpec
-from ...compile.lang import (Buf, address, f32, i32, i64, inline, kernel, kmath, local, select,
-                             u8, u64, unroll, view)
+from ...compile.lang import (Buf, address, bits, f32, i32, i64, inline, kernel, kmath, local,
+                             select, u8, u64, unroll, view)
 from .config import HeadConfig, PillarConfig, logit_gate
 from .signatures import decode_args
 
@@ -70,21 +71,22 @@ def decode(cls: Buf[f32, "anchors", "classes"], box: Buf[f32, "anchors", 7],
         for a in range(start, stop):  # phase 1, branch-free: whose best logit reaches the gate
             best, _ = best_class(cls, a, classes)
             flags[a - start] = best >= gate
-        for w in range(BLOCK // 8):  # phase 2: the flagged anchors, 8 flags per test
-            if words[w] != 0:
-                for k in range(8):
-                    a = start + w * 8 + k
-                    if flags[w * 8 + k] != 0 and a < stop:
-                        best, label = best_class(cls, a, classes)
-                        score = kmath.sigmoid(best)
-                        if score >= threshold:
-                            passed += 1
-                            if written < cap:
-                                decode_one(box, dirs, table, a, boxes, written, dir_offset)
-                                scores[written] = score
-                                labels[written] = label
-                                anchor[written] = a
-                                written += 1
+        for w in range(BLOCK // 8):  # phase 2: the flagged anchors, 8 flags per word
+            # Flags are 0/1 bytes and all our targets (x86-64, aarch64) are little-endian, so
+            # flag k of a word is its bit 8k: one loop trip per flagged anchor.
+            for bit in bits(words[w]):
+                a = start + w * 8 + bit // 8
+                if a < stop:  # flags past `stop` in the last block are stale
+                    best, label = best_class(cls, a, classes)
+                    score = kmath.sigmoid(best)
+                    if score >= threshold:
+                        passed += 1
+                        if written < cap:
+                            decode_one(box, dirs, table, a, boxes, written, dir_offset)
+                            scores[written] = score
+                            labels[written] = label
+                            anchor[written] = a
+                            written += 1
     counts[0] = written
     counts[1] = passed - written
 

@@ -37,7 +37,7 @@ No floating-point arithmetic: values are copied, so bitwise equality holds.
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, select
+from ...compile.lang import Buf, bits, f32, i32, i64, inline, kernel, select
 from .config import PillarConfig
 from .signatures import scatter_args
 
@@ -57,13 +57,11 @@ def mark_and_sort(coords, count, bitmap, cell_pillar, cells, pids, nx, ny):
         bitmap[cell >> 6] = bitmap[cell >> 6] | (1 << (cell & 63))
     written = 0
     for w in range((nx * ny + 63) // 64):
-        bits = bitmap[w]
-        if bits != 0:  # only then store: the scan stays read-only over empty regions
-            while bits != 0:
-                cell = (w << 6) + kmath.ctz(bits)
+        if bitmap[w] != 0:  # only then store: the scan stays read-only over empty regions
+            for bit in bits(bitmap[w]):
+                cell = (w << 6) + bit
                 cells[written], pids[written] = cell, cell_pillar[cell]
                 written += 1
-                bits = bits & (bits - 1)
             bitmap[w] = 0
 
 
