@@ -87,16 +87,13 @@ def decode(cls: Buf[f32, "anchors", "classes"], box: Buf[f32, "anchors", 7],
                             labels[written] = label
                             anchor[written] = a
                             written += 1
-    counts[0] = written
-    counts[1] = passed - written
+    counts[:] = (written, passed - written)
 
 
 def decode_spec(config: PillarConfig, head: HeadConfig) -> KernelSpec:
     """The decode kernel for one grid and head."""
     height, width = head.map_size(config)
-    threshold = head.score_threshold
-    gate = logit_gate(threshold)
     return decode.spec(anchors=height * width * head.anchors_per_cell,
                        classes=head.num_classes, cap=head.candidate_capacity(config),
-                       threshold=threshold, dir_offset=head.dir_offset, gate=gate,
-                       arg_docs=decode_args())
+                       threshold=head.score_threshold, dir_offset=head.dir_offset,
+                       gate=logit_gate(head.score_threshold), arg_docs=decode_args())

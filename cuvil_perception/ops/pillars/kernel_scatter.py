@@ -12,8 +12,8 @@ Signature::
 
 State between calls: ``bev`` holds the previous frame's map, ``prev_cells[:prev_count]`` its
 cells; ``bitmap`` is all-zero on entry and exit (u64 words, annotated i64: a u64 loads as i64
-anyway, and so the bit operations read the same uncompiled); ``cell_pillar``, ``cells`` and ``pids`` are
-scratch. Result: ``bev`` equals ``reference.scatter`` bitwise (every cell not written this
+anyway, and so the bit operations read the same uncompiled); ``cell_pillar``, ``cells`` and
+``pids`` are scratch. Result: ``bev`` equals ``reference.scatter`` bitwise (every cell not written this
 frame is +0.0).
 
 Write order (static ``order``), measured in benchmarks/pillars.py:
@@ -119,5 +119,4 @@ def scatter_spec(config: PillarConfig, order: str = "merged") -> KernelSpec:
     if order not in ORDERS:
         raise ValueError(f"scatter: order must be one of {ORDERS}, got {order!r}")
     return scatter.spec(channels=config.num_features, nx=config.nx, ny=config.ny,
-                        order=ORDERS.index(order),
-                        arg_docs=scatter_args())
+                        order=ORDERS.index(order), arg_docs=scatter_args())
