@@ -19,6 +19,7 @@ from cuvil_perception.compile import cache as disk
 from cuvil_perception.compile import examples as ex
 from cuvil_perception.compile import registry
 from cuvil_perception.compile.keys import cache_key
+from cuvil_perception.compile.lang import Buf, f32, kernel
 from cuvil_perception.compile.optimize import DEFAULT_OPTIONS
 from cuvil_perception.compile.render import render
 
@@ -47,6 +48,25 @@ def test_key_changes_with_every_input():
     for what, key in variants.items():
         assert key != base, f"key did not change with {what}"
     assert len(set(variants.values())) == len(variants)
+
+
+@kernel(name="test.same_ir")
+def same_ir(x: Buf[f32, 4], *, tag: int):
+    x[0] = 1.0
+
+
+def test_specs_with_the_same_ir_have_their_own_entries(cache_dir):
+    """Specs differing only in a static param the code ignores compile to the same IR; one
+    key for both had each evict the other on every load with a 'wrong alias' warning."""
+    a, b = same_ir.spec(tag=1), same_ir.spec(tag=2)
+    assert render(a) == render(b) and _key(a) != _key(b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheCorruptionWarning)
+        for _ in range(2):
+            get_kernel(a), get_kernel(b)
+            registry.clear_memory()  # as if a new process started
+        assert [registry.acquire(s).status for s in (a, b)] == ["hit", "hit"]
+    assert cache_info()["entries"] == 2
 
 
 def test_miss_then_hit_across_processes_state(cache_dir):

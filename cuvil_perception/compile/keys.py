@@ -53,6 +53,10 @@ def key_material(ir_text: str, spec: KernelSpec, target: Target, opts: OptOption
     """The labelled fields that go into the key (also handy to explain a miss)."""
     return _toolchain_fields(target, opts) + [
         f"name={spec.name}",
+        # Two specs whose IR is the same (a static parameter the code does not use, i8 and u8
+        # variants) are still two entries: an entry records its static params and is checked
+        # against them on load, so one shared key had the two evict each other with warnings.
+        f"static={spec.static_json()}",
         f"version={spec.version}",
         f"fastmath={','.join(sorted(spec.fastmath))}",
         f"ir={ir_text}",
