@@ -55,6 +55,28 @@ def test_ctz_and_popcount_compiled_interpreted_and_numpy_agree():
     assert want[0, 0] == 64 and want[0, 2] == 32  # ctz(0) is the width, not undefined
 
 
+@kernel(name="test.narrow_bit_counts")
+def narrow_bit_counts(words: Buf["wtype", "n"], out: Buf[i64, "n", 2], *, n: int, wtype: str):
+    for k in range(n):
+        out[k, 0], out[k, 1] = kmath.ctz(words[k]), kmath.popcount(words[k])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.uint32])
+def test_bit_counts_of_a_buffer_element_use_its_storage_width(dtype):
+    """The load widens a narrow element to i32 (u32 to i64), and ctz(0) of a u8 was 32
+    compiled but 8 uncompiled (numpy's uint8 scalar); popcount(-1) of an i8 was 32 and 8."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(3)
+    words = np.concatenate([np.array([0, info.max, info.min, -1 if info.min else 1], dtype),
+                            rng.integers(info.min, info.max, 100, dtype=dtype, endpoint=True)])
+    wtype = np.dtype(dtype).name.replace("uint", "u").replace("int", "i")
+    got, plain = np.zeros((len(words), 2), np.int64), np.zeros((len(words), 2), np.int64)
+    narrow_bit_counts(words, got, n=len(words), wtype=wtype)
+    narrow_bit_counts.py_func(words, plain, n=len(words), wtype=wtype)
+    np.testing.assert_array_equal(got, plain)
+    assert got[0, 0] == info.bits and got[3, 1] == (info.bits if info.min else 1)
+
+
 def test_bit_count_of_a_float_is_a_source_error():
     @kernel(name="test.bad_ctz")
     def bad(x: Buf[i64, 1], y: Buf[i64, 1]):

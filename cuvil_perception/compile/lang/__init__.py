@@ -10,7 +10,7 @@
 Modules: `types` (scalars, ``Buf``, ``Vec``, ``local``, ``view``), `source` (AST with file
 positions, errors), `values` / `arith` (typed values, Python-semantics arithmetic), `names`
 (which names are assigned once), `expr` / `lower` / `calls` / `simd_lower` / `vector_lower` /
-`lane_lower` / `slice_lower` (AST -> llvmlite IR), `kmath` (the math module), `simd` (explicit vector memory
+`lane_lower` / `slice_lower` / `math_lower` (AST -> llvmlite IR), `kmath` (the math module), `simd` (explicit vector memory
 operations and vector values), `slices` (uncompiled slice reads as values), `kernel`
 (``@kernel``, specs, running).
 Semantics that differ from Python are listed in `arith` (integer wrap-around, division by

@@ -250,45 +250,6 @@ class CallsMixin:
         t = convert(self.b, cond, BOOL)
         return Val(self.b.select(t.ir, a.ir, c.ir), a.ty, a.weak and c.weak)
 
-    def math(self, fn, node: ast.Call):
-        name, n = kmath.FUNCTIONS[fn]
-        raw = self.args(node, n)
-        if any(isinstance(x, Val) and isinstance(x.ty, VecType) for x in raw):
-            return self.vector_math(name, raw, node)
-        if all(isinstance(x, Const) for x in raw):
-            return Const(float(fn(*(x.value for x in raw))) if name != "isnan"
-                         else fn(*(x.value for x in raw)))
-        vals = [self.value(x, a) for x, a in zip(raw, node.args)]
-        ty = F64
-        if all(v.ty.is_float for v in vals if not v.weak) and any(v.ty.is_float and not v.weak
-                                                                    for v in vals):
-            ty = max((v.ty for v in vals if not v.weak and v.ty.is_float),
-                     key=lambda t: t.bits)
-        args = [convert(self.b, v, ty).ir for v in vals]
-        if name == "isnan":
-            return Val(self.b.fcmp_unordered("uno", args[0], args[0]), BOOL)
-        if name in ("exp", "sigmoid") and ty.bits == 32:
-            out = (u.vexp if name == "exp" else u.sigmoid)(self.b, args[0])
-        elif name == "sigmoid":
-            one = ir.Constant(ty.ir, 1.0)
-            e = u.intrinsic(self.b, "llvm.exp", self.b.fneg(args[0]))
-            out = self.b.fdiv(one, self.b.fadd(one, e))
-        else:
-            out = u.intrinsic(self.b, "llvm.exp" if name == "exp" else name, *args,
-                              flags=self.flags)
-        return Val(out, ty)
-
-    def bit_count(self, fn, node: ast.Call):
-        """`kmath.ctz` / `kmath.popcount` of an i32 or i64 (the result has its type)."""
-        (x,) = self.args(node, 1)
-        if isinstance(x, Const):
-            return Const(fn(x.value))
-        val = self.value(x, node.args[0])
-        if val.ty.is_float or val.ty == BOOL:
-            self.fail(node, f"kmath.{fn.__name__} of a {val.ty}", "an i32 or i64 argument")
-        extra = [ir.Constant(u.I1, 0)] if fn is kmath.ctz else []  # ctz(0) = width, defined
-        return Val(u.intrinsic(self.b, kmath.INT_FUNCTIONS[fn], val.ir, *extra), val.ty)
-
     # -- helpers ------------------------------------------------------------------------
     def inline_call(self, fn, node: ast.Call):
         """Lower ``fn``'s body in place, its parameters bound to the arguments."""

@@ -21,9 +21,8 @@ from llvmlite import ir
 from .. import irutil as u
 from . import kmath
 from .arith import truth
-from .slice_lower import is_slice
-from .types import BOOL, I64, VecType
-from .values import BufRef, Const
+from .types import I64
+from .values import Const
 
 MAX_UNROLL = 4096  # copies of an unrolled loop's body, like the elements of a `local` array
 
@@ -159,7 +158,10 @@ class LoopMixin:
         if len(it.args) != 1 or it.keywords:
             self.fail(it, "bits() takes one positional argument, the integer word",
                       "`for bit in bits(word)`")
-        word = self.bits_word(it.args[0])
+        word = self.int_word(it.args[0], "bits()", "an integer word (i8 to i64, u8 to u64), "
+                             "e.g. `bits(i64(x))`")
+        if isinstance(word, Const):
+            word = self.value(word, it.args[0]).ir
         if not isinstance(node.target, ast.Name):
             self.fail(node.target, "a bits loop needs one loop variable", "`for bit in bits(word)`")
         var = self.loop_var(node.target.id, node)
@@ -188,21 +190,6 @@ class LoopMixin:
         self.b.branch(head)
         self.b.position_at_end(done)
         self.dead = False
-
-    def bits_word(self, arg: ast.expr) -> ir.Value:
-        """The word of a bits loop as an int of its width. A buffer element read directly keeps
-        its storage width (an i8 element -1 is 0xFF: bits 0 to 7, as uncompiled); any other
-        value has its kernel type, i32 or i64 (an i8 held in a variable is an i32)."""
-        if isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) \
-                and not is_slice(arg):
-            buf = self.expr(arg.value)  # a name: evaluating it has no effects
-            if isinstance(buf, BufRef) and buf.ty.dtype.is_int:
-                return self.b.load(self.element(buf, arg), typ=buf.ty.dtype.ir)
-        val = self.value(self.expr(arg), arg, vector=True)
-        if isinstance(val.ty, VecType) or val.ty.is_float or val.ty == BOOL:
-            self.fail(arg, f"bits() of a {val.ty}", "an integer word (i8 to i64, u8 to u64), "
-                      "e.g. `bits(i64(x))`")
-        return val.ir
 
     def loop_var(self, name: str, node):
         """The i64 local a range or bits loop counts in (created, or reused if ``name`` is

@@ -27,6 +27,7 @@ from .calls import CallsMixin
 from .expr import ExprMixin
 from .lane_lower import LanesMixin
 from .loop_lower import LoopMixin
+from .math_lower import MathMixin
 from .names import STMT_HINTS
 from .simd_lower import SimdMixin
 from .slice_lower import SliceMixin
@@ -58,8 +59,8 @@ class Frame:
     loops: list = field(default_factory=list)   # (continue block, break block)
 
 
-class Lowerer(ExprMixin, CallsMixin, SimdMixin, VectorMixin, LanesMixin, SliceMixin,
-              LoopMixin):
+class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMixin,
+              SliceMixin, LoopMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):
