@@ -5,6 +5,7 @@ each misuse a compile error at the kernel's own line, and the bounds-checked bui
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -233,6 +234,31 @@ def test_uncompiled_slice_reads_are_values_and_the_source_is_the_users():
     assert float_slices.py_func.__code__.co_filename == str(THIS)
     assert inspect.unwrap(float_slices.py_func) is not float_slices.py_func
     assert int_slices.py_func.__kwdefaults__ == inspect.unwrap(int_slices.py_func).__kwdefaults__
+
+
+@kernel
+def near_the_end(x: Buf[f32, "n", 8], out: Buf[f32, "n"], n: i64, k: i64, j: i64):
+    for i in range(n):
+        out[i] = simd.reduce_add(x[i, k:k + 4])  # marker: near-end-read
+        x[j:j + 3:2, 0] = 1.0  # marker: near-end-store
+
+
+def test_uncompiled_slices_past_an_axis_raise_instead_of_clamping():
+    """numpy would clamp ``x[i, 5:9]`` to 3 elements (and read ``x[i, -1:3]`` as empty) where
+    the compiled kernel takes 4 lanes: uncompiled, a lane outside its axis is an IndexError."""
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    for k in (0, 4):
+        got, want = _both(near_the_end, [x, np.zeros(3, np.float32)], 3, k, 0)
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got[0], want[0])
+    for k, j, marker, text in (
+            (5, 0, "near-end-read", "`x[i, k:k + 4]`: elements 5 to 8 (step 1) out of range for "
+             "axis 1 (extent 8)"), (-1, 0, "near-end-read", "elements -1 to 2"),
+            (0, 1, "near-end-store", "`x[j:j + 3:2, 0]`: elements 1 to 3 (step 2) out of range "
+             "for axis 0 (extent 3)")):
+        with pytest.raises(IndexError, match=re.escape(text)) as info:
+            near_the_end.py_func(x.copy(), np.zeros(3, np.float32), 3, k, j)
+        assert info.traceback[-2].lineno + 1 == line_of(f"marker: {marker}")
 
 
 def test_slices_compile_to_one_vector_load_and_store():
