@@ -396,6 +396,33 @@ def test_a_kernel_installed_in_site_packages_is_keyed_by_its_source(tmp_path, mo
     assert results == [(2, 2), (101, 101)]
 
 
+def test_a_kernel_file_edited_before_the_first_call_compiles_what_was_imported(
+        tmp_path, cache_dir, monkeypatch):
+    """Editing a kernel's file between the import and the first call (a long-lived session)
+    had the kernel compiled from the new text at the old line numbers - another function, or
+    half of one - while ``py_func`` ran the imported code."""
+    import importlib
+    import subprocess
+
+    from cuvil_perception.compile import sources
+
+    importlib.import_module("cuvil_perception.compile.lang.kernel")._module_closure.cache_clear()
+    sources.forget()
+    path = tmp_path / "safety_edited.py"
+    text = ("from cuvil_perception.compile.lang import i64, inline, kernel\n\n\n"
+            "@inline\ndef step(n):\n    return n + 1\n\n\n"
+            "@kernel(name='safety_edited.f')\ndef f(n: i64) -> i64:\n    return step(n) * 2\n")
+    path.write_text(text)
+    module = _import_as("safety_edited", path)
+    monkeypatch.delitem(sys.modules, "safety_edited")
+    path.write_text("LIMIT = 3\n\n\n" + text.replace("n + 1", "n + 5").replace("* 2", "* 3"))
+    assert (module.f(1), module.f.py_func(1)) == (4, 4)
+    # A new process imports the new text: its own code, not the one filed for the old text.
+    run = subprocess.run([sys.executable, "-c", "import safety_edited; print(safety_edited.f(1))"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "18", run.stderr
+
+
 def _cell(source: str, filename: str) -> dict:
     """Run ``source`` as a notebook cell does: its lines in linecache, no file on disk."""
     import linecache

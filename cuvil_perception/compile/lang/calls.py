@@ -16,7 +16,7 @@ from .. import irutil as u
 from . import kmath, simd
 from .arith import compare, convert, negate
 from .slices import value_slices
-from .source import Source
+from .source import Source, remember
 from .types import (BOOL, F64, I64, BufType, Scalar, VecType, address, local, select,
                     view)
 from .values import BufRef, Const, Val
@@ -31,6 +31,7 @@ def inline(fn):
 
     Uncompiled it is the plain function (rebuilt so that its slice reads are values: see
     `slices`)."""
+    remember(fn)
     fn = value_slices(fn)
     fn.__cuvil_inline__ = True
     return fn

@@ -45,7 +45,7 @@ from .constants import current, fileless_source, is_constant, reachable, referen
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
 from .slices import value_slices
-from .source import Source
+from .source import Source, remember
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 from .values import BufRef, Const, Val
 from .. import irutil as u
@@ -69,10 +69,10 @@ class Kernel:
     """A compiled-on-demand kernel; see the module docstring."""
 
     def __init__(self, fn, *, name, fastmath, noalias, debug, version):
+        remember(fn)  # the text Python compiled, whatever happens to the file (see `source`)
         self.py_func = value_slices(fn)  # fn itself unless it reads slices (see `slices`)
         fn.__cuvil_kernel__ = self.py_func.__cuvil_kernel__ = self
-        self.__doc__ = fn.__doc__
-        self.__name__ = fn.__name__
+        self.__doc__, self.__name__ = fn.__doc__, fn.__name__
         self.name = name or f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
         self.fastmath, self.noalias, self.debug, self.version = fastmath, noalias, debug, version
         self._params = None

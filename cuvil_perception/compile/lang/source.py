@@ -1,15 +1,60 @@
-"""A kernel's source: its AST with positions in the original file, and errors pointing there."""
+"""A kernel's source: its AST with positions in the original file, and errors pointing there.
+
+The text is the one Python compiled: `remember` (called when ``@kernel`` and ``@inline``
+decorate a function, i.e. at import) keeps the lines of the function's file and has its digest
+taken then. A kernel's file edited while the process runs (before the kernel's first call)
+would otherwise be read anew: the kernel compiled from the new text at the old line numbers
+(another function, or half of one), unlike ``py_func``, and the disk cache filed that code
+under the new file's digest, where the next process - which imports the new text - loads it.
+"""
 
 from __future__ import annotations
 
 import ast
 import hashlib
 import inspect
+import linecache
+import os
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
 from ...errors import KernelSourceError, Location
+from ..sources import file_digest
+
+_TEXTS: dict = {}  # code object -> the lines of its file when it was decorated
+_DEF = re.compile(r"^(\s*def\s)|(\s*async\s+def\s)|^(\s*@)")  # as inspect.findsource
+
+
+def remember(fn: Callable) -> None:
+    """Keep the text of ``fn``'s file as it is now, and have the file's digest taken now (a
+    notebook cell has lines but no file: its lines only)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    linecache.checkcache(code.co_filename)
+    lines = linecache.getlines(code.co_filename, fn.__globals__)
+    if lines:
+        _TEXTS[code] = lines
+    path = os.path.realpath(code.co_filename)
+    if os.path.isfile(path):
+        file_digest(path)  # (memoised: the digest the kernel's identity will use)
+
+
+def _remembered_lines(fn: Callable) -> tuple[list, int] | None:
+    """(the def's lines, its first line number) from the remembered text, or None."""
+    target = inspect.unwrap(fn)
+    code = getattr(target, "__code__", None)
+    lines = _TEXTS.get(code)
+    if lines is None:
+        return None
+    first = code.co_firstlineno - 1
+    while first > 0 and first < len(lines) and not _DEF.match(lines[first]):
+        first -= 1
+    if first >= len(lines):
+        return None
+    return inspect.getblock(lines[first:]), first + 1
 
 
 @dataclass
@@ -25,7 +70,7 @@ class Source:
     @classmethod
     def of(cls, fn: Callable) -> "Source":
         try:
-            lines, first = inspect.getsourcelines(fn)
+            lines, first = _remembered_lines(fn) or inspect.getsourcelines(fn)
             file = inspect.getsourcefile(fn) or "<unknown>"
         except (OSError, TypeError) as exc:
             raise KernelSourceError(f"kernel {fn.__qualname__}: its source is not available "
