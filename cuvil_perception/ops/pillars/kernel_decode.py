@@ -36,8 +36,7 @@ PI = math.pi
 @inline
 def best_class(cls, a, classes):
     """(max logit, first index of the max)."""
-    best = cls[a, 0]
-    label = 0
+    best, label = cls[a, 0], 0
     for k in unroll(classes - 1):
         value = cls[a, k + 1]
         label = select(value > best, k + 1, label)
@@ -83,9 +82,7 @@ def decode(cls: Buf[f32, "anchors", "classes"], box: Buf[f32, "anchors", 7],
                         passed += 1
                         if written < cap:
                             decode_one(box, dirs, table, a, boxes, written, dir_offset)
-                            scores[written] = score
-                            labels[written] = label
-                            anchor[written] = a
+                            scores[written], labels[written], anchor[written] = score, label, a
                             written += 1
     counts[:] = (written, passed - written)
 

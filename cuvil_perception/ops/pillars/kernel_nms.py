@@ -33,7 +33,7 @@ from .signatures import nms_args
 MAX_VERTS = 16  # a quad clipped by 4 half-planes has at most 8 vertices
 HALF_X = simd.vector(f64, (0.5, -0.5, -0.5, 0.5))  # bev_iou._HALF[:, 0]
 HALF_Y = simd.vector(f64, (0.5, 0.5, -0.5, -0.5))  # bev_iou._HALF[:, 1]
-MARGIN = 1e-4
+MARGIN = simd.vector(f64, (-1e-4, 1e-4, -1e-4, 1e-4))  # extents widened by 0.1 mm each way
 
 
 @inline
@@ -123,8 +123,7 @@ def nms(boxes: Buf[f32, "m", 7], cosines: Buf[f64, "m"], sines: Buf[f64, "m"], m
             kept += 1
             if kept >= post:
                 return kept
-            lo_x, hi_x = extents[0, i] - MARGIN, extents[1, i] + MARGIN
-            lo_y, hi_y = extents[2, i] - MARGIN, extents[3, i] + MARGIN
+            lo_x, hi_x, lo_y, hi_y = extents[:, i] + MARGIN
             for j in range(i + 1, m):  # branch-free: the live boxes whose extents meet i's
                 meet = (extents[0, j] <= hi_x) & (extents[1, j] >= lo_x) & \
                     (extents[2, j] <= hi_y) & (extents[3, j] >= lo_y)

@@ -21,26 +21,22 @@ it rounds like the reference. Fast-math: none (the polynomial exp uses ``contrac
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i64, inline, kernel, kmath, local, u64, unroll, view
+from ...compile.lang import Buf, f32, i64, inline, kernel, kmath, simd, u64, unroll, view
 
 REG_MAX = 16
 
 
 @inline
-def side_distances(box, p, dist):
-    """dist[side] = DFL expectation of each side (l, t, r, b), in grid cells."""
-    e = local(f32, REG_MAX)
-    for side in range(4):
-        top = box[side * REG_MAX, p]
-        for k in unroll(REG_MAX):
-            e[k] = box[side * REG_MAX + k, p]
-            top = max(top, e[k])
-        total = expect = f32(0.0)
-        for k in unroll(REG_MAX):  # strict left-to-right sums
-            e[k] = kmath.exp(e[k] - top)
-            total += e[k]
-            expect += e[k] * k
-        dist[side] = expect / total
+def side_distance(box, p, side):
+    """The DFL expectation of one side (l, t, r, b) of anchor ``p``, in grid cells: the
+    softmax of its REG_MAX logits times 0 .. REG_MAX - 1."""
+    e = box[side * REG_MAX:(side + 1) * REG_MAX, p]
+    e = kmath.exp(e - simd.reduce_max(e))
+    total = expect = f32(0.0)
+    for k in unroll(REG_MAX):  # strict left-to-right sums
+        total += e[k]
+        expect += e[k] * k
+    return expect / total
 
 
 @kernel(name="yolo.decode")
@@ -64,9 +60,8 @@ def decode(box_table: Buf[u64], cls_table: Buf[u64], cand: Buf[i64, "n"], n: i64
         if score > conf:
             box = view(box_at, f32, 4 * REG_MAX, hw)
             ax, ay = f32(p % width) + 0.5, f32(p // width) + 0.5
-            dist = local(f32, 4)
-            side_distances(box, p, dist)
-            x1, y1, x2, y2 = ax - dist[0], ay - dist[1], ax + dist[2], ay + dist[3]
+            x1, y1 = ax - side_distance(box, p, 0), ay - side_distance(box, p, 1)
+            x2, y2 = ax + side_distance(box, p, 2), ay + side_distance(box, p, 3)
             cx, cy = (x1 + x2) / 2.0 * stride, (y1 + y2) / 2.0 * stride
             half_w, half_h = (x2 - x1) * stride / 2.0, (y2 - y1) * stride / 2.0
             boxes[kept, :] = (cx - half_w, cy - half_h, cx + half_w, cy + half_h)
