@@ -5,6 +5,7 @@ each misuse a compile error at the kernel's own line, and the bounds-checked bui
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from llvmlite import ir
 from cuvil_perception.compile.lang import (Buf, f32, f64, i32, i64, inline, kernel, kmath, local,
                                            simd, u8)
 from cuvil_perception.compile.lang.simd import Vector
-from cuvil_perception.errors import KernelIndexError
+from cuvil_perception.errors import KernelIndexError, KernelSourceError
 from test_lang import line_of as lang_line_of
 from test_lang_simd import assert_compile_error
 
@@ -182,6 +183,42 @@ def test_vectors_of_lanes_and_module_constant_vectors(monkeypatch):
     assert corners.spec().identity() != before
 
 
+SIGNS = (simd.vector(f64, (1.0, -1.0)), simd.vector(f64, (0.5, 0.25)))
+PAIRS = (SIGNS, (simd.vector(i32, (3, 4)), 2.5))  # vectors inside (nested) tuples
+
+
+@kernel
+def paired(out: Buf[f64, 2, 2], ints: Buf[i32, 2]):
+    """Module-level vectors inside tuples: indexed, unpacked and looped over."""
+    signs = PAIRS[0]
+    counts, scale = PAIRS[1]
+    out[0, :] = PAIRS[0][1] * scale
+    for k, v in enumerate(signs):
+        out[1, :] += v * f64(k + 1)
+    ints[:] = counts + PAIRS[1][0]
+
+
+def test_tuples_of_constant_vectors_and_their_identity(monkeypatch):
+    got, want = _both(paired, [np.zeros((2, 2)), np.zeros(2, np.int32)])
+    np.testing.assert_array_equal(got[0], [[1.25, 0.625], [2.0, -0.5]])
+    np.testing.assert_array_equal(got[1], [6, 8])
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    before = paired.spec().identity()
+    monkeypatch.setattr(sys.modules[__name__], "PAIRS",
+                        (SIGNS, (simd.vector(i32, (5, 4)), 2.5)))
+    assert paired.spec().identity() != before  # a changed lane inside the tuple: another kernel
+    got, want = _both(paired, [np.zeros((2, 2)), np.zeros(2, np.int32)])
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[1], [10, 8])
+    # the same bytes as a 2-d array are another constant, refused (not the 1-d kernel's code)
+    same = corners.spec().identity()
+    monkeypatch.setattr(sys.modules[__name__], "HALF_X", HALF_X.reshape(2, 2).view(Vector))
+    assert corners.spec().identity() != same
+    with pytest.raises(KernelSourceError, match="`HALF_X` is a 2-d vector of float64"):
+        corners(np.zeros((1, 7), np.float32), np.zeros((1, 8)), 1)
+
+
 def test_select_of_a_bool_picks_whole_vectors():
     x = RNG.normal(0, 1, (40, 4)).astype(np.float32)
     got, want = _both(chosen_rows, [x, np.ones((40, 4), np.float32)], 40)
@@ -197,6 +234,31 @@ def test_uncompiled_slice_reads_are_values_and_the_source_is_the_users():
     assert float_slices.py_func.__code__.co_filename == str(THIS)
     assert inspect.unwrap(float_slices.py_func) is not float_slices.py_func
     assert int_slices.py_func.__kwdefaults__ == inspect.unwrap(int_slices.py_func).__kwdefaults__
+
+
+@kernel
+def near_the_end(x: Buf[f32, "n", 8], out: Buf[f32, "n"], n: i64, k: i64, j: i64):
+    for i in range(n):
+        out[i] = simd.reduce_add(x[i, k:k + 4])  # marker: near-end-read
+        x[j:j + 3:2, 0] = 1.0  # marker: near-end-store
+
+
+def test_uncompiled_slices_past_an_axis_raise_instead_of_clamping():
+    """numpy would clamp ``x[i, 5:9]`` to 3 elements (and read ``x[i, -1:3]`` as empty) where
+    the compiled kernel takes 4 lanes: uncompiled, a lane outside its axis is an IndexError."""
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    for k in (0, 4):
+        got, want = _both(near_the_end, [x, np.zeros(3, np.float32)], 3, k, 0)
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got[0], want[0])
+    for k, j, marker, text in (
+            (5, 0, "near-end-read", "`x[i, k:k + 4]`: elements 5 to 8 (step 1) out of range for "
+             "axis 1 (extent 8)"), (-1, 0, "near-end-read", "elements -1 to 2"),
+            (0, 1, "near-end-store", "`x[j:j + 3:2, 0]`: elements 1 to 3 (step 2) out of range "
+             "for axis 0 (extent 3)")):
+        with pytest.raises(IndexError, match=re.escape(text)) as info:
+            near_the_end.py_func(x.copy(), np.zeros(3, np.float32), 3, k, j)
+        assert info.traceback[-2].lineno + 1 == line_of(f"marker: {marker}")
 
 
 def test_slices_compile_to_one_vector_load_and_store():
@@ -244,6 +306,14 @@ def _bad_kernels():
     @kernel
     def past_end(x: Buf[f32, "n", 8], *, n: int):
         x[0, 0:4] = x[0, 6:10]  # marker: past-end
+
+    @kernel
+    def huge_bounds(x: Buf[f32, None], *, n: int):
+        x[0:2**70] = 1.0  # marker: huge-bounds
+
+    @kernel
+    def huge_step(x: Buf[f32, None], *, n: int):
+        x[0:2**70:2**68] = 1.0  # marker: huge-step
 
     @kernel
     def empty(x: Buf[f32, "n", 8], *, n: int):
@@ -306,6 +376,9 @@ def _bad_kernels():
                             "slice `0:8` out of range for axis 0 of 'x' (extent 4"),
         "past_end": (past_end, "past-end", "slice `6:10` out of range for axis 1 of 'x'"),
         "empty": (empty, "empty", "slice `4:4` out of range"),
+        "huge_bounds": (huge_bounds, "huge-bounds", "slice `0:1180591620717411303424` out of "
+                        "range for axis 0 of 'x' (extent run-time"),
+        "huge_step": (huge_step, "huge-step", "slice step `2 ** 68`: a step must be"),
         "length_mismatch": (length_mismatch, "length-mismatch",
                             "storing a Vec[f32, 8] into a slice of 4 f32 ('x')"),
         "element_type": (element_type, "element-type", "storing a Vec[i32, 8] into a slice of 8"),
@@ -346,6 +419,32 @@ def test_bounds_checked_build_covers_slices():
     assert f"{THIS}:{line_of('marker: checked-start')}" in str(info.value)
     assert "index 5 out of range for axis 1 of 'x (the start of a slice of 4)' (extent 5)" in \
         str(info.value)
+
+
+@kernel(debug=True)
+def checked_unknown(x: Buf[f32, None, 4], k: i64, *, n: int) -> f32:
+    """Slices on an axis of unknown extent: only a negative index can be caught."""
+    return simd.reduce_add(x[k:k + 2, 1]) + simd.reduce_add(x[0:3, 0])  # marker: unknown
+
+
+@kernel(debug=True)
+def checked_steps(x: Buf[f32, "n", "m"], i: i64, n: i64, m: i64) -> f32:
+    return simd.reduce_add(x[i, 1:8:3])  # marker: checked-steps
+
+
+def test_bounds_checked_build_covers_unknown_extents_and_constant_steps():
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    assert checked_unknown(x, 2, n=6) == checked_unknown.py_func(x, 2, n=6) == 9 + 13 + 12
+    with pytest.raises(KernelIndexError) as info:
+        checked_unknown(x, -1, n=6)
+    assert f"{THIS}:{line_of('marker: unknown')}" in str(info.value)
+    assert "index -1 out of range for axis 0 of 'x (the start of a slice of 2)'" in \
+        str(info.value)
+    assert checked_steps(x.reshape(3, 8), 1, 3, 8) == 9 + 12 + 15  # lanes 1, 4, 7
+    with pytest.raises(KernelIndexError) as info:  # lane 7 of a row of 6
+        checked_steps(x.reshape(4, 6), 0, 4, 6)
+    assert f"{THIS}:{line_of('marker: checked-steps')}" in str(info.value)
+    assert "index 7 out of range for axis 1 of 'x' (extent 6)" in str(info.value)
 
 
 @kernel(debug=True)

@@ -25,15 +25,23 @@ import numpy as np
 
 
 def is_constant(value) -> bool:
-    """A value a kernel may read as a compile-time constant (numbers, strings, tuples of them,
-    a constant vector)."""
-    return _is_plain_constant(value) or is_vector_constant(value)
-
-
-def _is_plain_constant(value) -> bool:
+    """A value a kernel may read as a compile-time constant (numbers, strings, constant
+    vectors, tuples of them)."""
     if isinstance(value, tuple):
-        return all(_is_plain_constant(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str, bytes, np.generic))
+        return all(is_constant(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, bytes, np.generic)) \
+        or is_vector_constant(value)
+
+
+def _key(value):
+    """A constant as a hashable value that is equal exactly when the kernel it builds is: a
+    vector by its dtype, shape and bytes (a 2-d array with a 1-d one's bytes is refused, not
+    the 1-d one's code)."""
+    if is_vector_constant(value):
+        return ("vector", str(value.dtype), value.shape, value.tobytes())
+    if isinstance(value, tuple):
+        return tuple(_key(v) for v in value)
+    return value
 
 
 def is_vector_constant(value) -> bool:
@@ -90,11 +98,8 @@ def current(refs: tuple[tuple[dict, str], ...]) -> tuple:
     out = []
     for scope, name in refs:
         value = scope.get(name)
-        if is_vector_constant(value):  # (bytes: a few hundred ns, this runs every call)
-            out.append((name, str(value.dtype), value.tobytes()))
-            continue
-        if is_constant(value):
-            out.append((name, type(value).__name__, value))
+        if is_constant(value):  # (a vector's bytes: a few hundred ns, this runs every call)
+            out.append((name, type(value).__name__, _key(value)))
             continue
         helper = getattr(value, "py_func", value)
         if getattr(helper, "__cuvil_inline__", False) or hasattr(helper, "__cuvil_kernel__"):

@@ -35,7 +35,11 @@ class ExprMixin:
         if handler is None:
             self.fail(node, f"`{type(node).__name__}` expressions are not supported in kernels",
                       _EXPR_HINTS.get(type(node).__name__))
-        return handler(node)
+        out = handler(node)
+        if isinstance(out, Const) and is_vector_constant(out.value):
+            # an item of a module-level tuple of vectors (`PAIRS[0]`, `for v in PAIRS`)
+            return self.constant_vector(out.value, node)
+        return out
 
     def value(self, x, node, want: Scalar | None = None, vector: bool = False) -> Val:
         """A run-time `Val` of ``x`` (constants materialise, as ``want`` when it fits); a

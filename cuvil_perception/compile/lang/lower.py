@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from .. import irutil as u
 from .arith import binop, convert, fpow, power, truth
+from .constants import is_vector_constant
 from .calls import CallsMixin
 from .expr import ExprMixin
 from .lane_lower import LanesMixin
@@ -208,7 +209,10 @@ class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMix
         items = value.value if isinstance(value, Const) else value
         if not isinstance(items, (tuple, list)) or len(items) != n:
             self.fail(node, f"cannot unpack this into {n} names")
-        return [Const(v) if isinstance(value, Const) else v for v in items]
+        if isinstance(value, Const):  # a static tuple's items (module-level vectors among them)
+            return [self.constant_vector(v, node) if is_vector_constant(v) else Const(v)
+                    for v in items]
+        return list(items)
 
     def s_If(self, node: ast.If) -> None:
         cond = self.expr(node.test)

@@ -88,9 +88,9 @@ class SliceMixin:
         if sliced.step is None:
             return 1
         step = self.expr(sliced.step)
-        if not (isinstance(step, Const) and type(step.value) is int and step.value >= 1):
+        if not (isinstance(step, Const) and type(step.value) is int and 1 <= step.value < 2**63):
             self.fail(sliced, f"slice step `{ast.unparse(sliced.step)}`: a step must be a "
-                      "compile-time int >= 1", HINT)
+                      "compile-time int >= 1 (below 2**63)", HINT)
         return step.value
 
     def slice_bounds(self, buf: BufRef, sliced: ast.Slice, node, axis: int,
@@ -118,13 +118,16 @@ class SliceMixin:
             self.fail(sliced, f"slice bounds `{ast.unparse(sliced)}` must be compile-time ints",
                       HINT)
         a, b = lower.value, upper.value
-        lanes = len(range(a, b, step))
-        if not 0 <= a < b or (static is not None and b > static) or lanes > MAX_LANES:
+        lanes = -((a - b) // step)  # len(range(a, b, step)), which overflows past 2**63
+        if not 0 <= a < b < 2**63 or (static is not None and b > static) or lanes > MAX_LANES:
             self.fail(sliced, f"slice `{a}:{b}` out of range for axis {axis} of '{buf.name}' "
                       f"(extent {static if static is not None else 'run-time'}, at most "
-                      f"{MAX_LANES} lanes)", f"`a:b` with 0 <= a < b <= {static}")
-        if static is None and self.debug:
-            self.check_range(buf, u.const_i64(a), lanes, node, axis, step)
+                      f"{MAX_LANES} lanes)", f"`a:b` with 0 <= a < b <= {static}"
+                      if static is not None else f"`a:b` with 0 <= a < b, at most {MAX_LANES} "
+                      "lanes")
+        if static is None and extent is not None and self.debug:
+            # constant lanes on a run-time extent: the last one is the index to check
+            self.check_index(buf, axis, u.const_i64(a + (lanes - 1) * step), node)
         return u.const_i64(a), lanes
 
     def run_time_length(self, sliced: ast.Slice) -> int | None:
@@ -156,7 +159,8 @@ class SliceMixin:
         """Debug builds: every lane's index, ``start + k * step`` for ``k < lanes``, inside the
         axis."""
         span = (lanes - 1) * step + 1
-        limit = self.b.sub(buf.extents[axis], u.const_i64(span - 1))
+        extent = buf.extents[axis]  # None: an unknown extent (`Buf[f32, None]`), start >= 0
+        limit = None if extent is None else self.b.sub(extent, u.const_i64(span - 1))
         extents = tuple(limit if k == axis else e for k, e in enumerate(buf.extents))
         name = f"{buf.name} (the start of a slice of {lanes})"
         self.check_index(BufRef(buf.ptr, buf.ty, extents, buf.strides, name), axis, start, node)

@@ -5,11 +5,16 @@ expression of views (``buf[i, :] * 2.0``) is a plain array that ``acc += v`` cha
 under every other name bound to it. Compiled, both are vectors (values). So the function a
 kernel or a helper runs uncompiled (``kernel.py_func``) is the user's function with each slice
 read wrapped in `as_value` (a `simd.Vector` copy; vectors' in-place operators make new
-vectors). Only functions that read a slice are rebuilt; the rebuilt one has the same file,
+vectors). Only functions that use a slice are rebuilt; the rebuilt one has the same file,
 line numbers, globals, defaults and annotations (tracebacks and debuggers show the user's
 source), and ``__wrapped__`` is the original (``inspect`` reads its source and signature).
 Slice *stores* (``out[p, :] = v``, ``out[p, :] += v``) are left to numpy: they write the buffer
 in both modes.
+
+numpy also clamps a slice to the array (``x[k:k + 4]`` near the end gives fewer elements, a
+negative ``k`` counts from the end), where the compiled code takes every lane (a debug build
+raises `KernelIndexError`). So the index of every slice, read or stored, goes through
+`checked_index`, which raises `IndexError` for a lane outside its axis, as `simd.load` does.
 """
 
 from __future__ import annotations
@@ -27,12 +32,30 @@ from .simd import Vector
 from .source import Source
 
 _VALUE = "__cuvil_slice_value__"
+_INDEX = "__cuvil_slice_index__"
+_SLICE = "__cuvil_slice__"  # the builtin `slice` (the kernel's module may shadow the name)
 _SLICE_OPS = {"BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE"}
 
 
 def as_value(x):
     """A slice read uncompiled: a `simd.Vector` copy of a numpy view (anything else as is)."""
     return np.array(x, copy=True).view(Vector) if isinstance(x, np.ndarray) else x
+
+
+def checked_index(buf, key, text: str):
+    """``key`` (the index of ``text``, a slice of ``buf``), once every lane of its slice lies
+    inside its axis: ``start >= 0`` and ``start + (lanes - 1) * step < extent``, with the lane
+    count the compiled code takes from the bounds (``k:k + 4`` is 4 lanes, wherever ``k`` is)."""
+    shape = np.shape(buf)
+    for axis, item in enumerate(key if isinstance(key, tuple) else (key,)):
+        if not isinstance(item, slice) or axis >= len(shape) or item.stop is None:
+            continue  # (`:` and `a:` end at the extent; a non-array is numpy's to refuse)
+        start, step = item.start or 0, item.step or 1
+        last = start + (-((start - item.stop) // step) - 1) * step
+        if start < 0 or last >= shape[axis]:
+            raise IndexError(f"`{text}`: elements {start} to {last} (step {step}) out of range "
+                             f"for axis {axis} (extent {shape[axis]})")
+    return key
 
 
 class _WrapReads(ast.NodeTransformer):
@@ -42,12 +65,32 @@ class _WrapReads(ast.NodeTransformer):
     def visit_Subscript(self, node: ast.Subscript):
         self.generic_visit(node)
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if not isinstance(node.ctx, ast.Load) or not any(isinstance(i, ast.Slice)
-                                                         for i in items):
+        if not any(isinstance(i, ast.Slice) for i in items):
             return node
         self.found = True
+        text = ast.unparse(node)
+        key = [ast.Call(ast.Name(_SLICE, ast.Load()), [i.lower or ast.Constant(None),
+                                                       i.upper or ast.Constant(None),
+                                                       i.step or ast.Constant(None)], [])
+               if isinstance(i, ast.Slice) else i for i in items]
+        key = ast.Tuple(key, ast.Load()) if isinstance(node.slice, ast.Tuple) else key[0]
+        node.slice = ast.Call(ast.Name(_INDEX, ast.Load()), [
+            _as_load(node.value), key, ast.Constant(text)], [])
+        for new in ast.walk(node.slice):  # (a traceback shows the slice's own line)
+            if "lineno" in new._attributes and not hasattr(new, "lineno"):
+                ast.copy_location(new, node)
+        if not isinstance(node.ctx, ast.Load):
+            return node  # a store: numpy writes the buffer
         call = ast.Call(ast.Name(_VALUE, ast.Load()), [node], [])
         return ast.copy_location(call, node)
+
+
+def _as_load(node: ast.expr) -> ast.expr:
+    node = copy.deepcopy(node)
+    for sub in ast.walk(node):
+        if hasattr(sub, "ctx"):
+            sub.ctx = ast.Load()
+    return node
 
 
 def _has_slices(code) -> bool:
@@ -73,7 +116,8 @@ def value_slices(fn):
     # A factory binds the wrapper as a closure cell: the module's globals stay untouched.
     factory = ast.FunctionDef(
         name="__cuvil_factory__", args=ast.arguments(
-            posonlyargs=[], args=[ast.arg(_VALUE)], kwonlyargs=[], kw_defaults=[],
+            posonlyargs=[], args=[ast.arg(_VALUE), ast.arg(_INDEX), ast.arg(_SLICE)],
+            kwonlyargs=[], kw_defaults=[],
             defaults=[]), body=[tree, ast.Return(ast.Name(tree.name, ast.Load()))],
         decorator_list=[])
     for node in ast.walk(factory):  # new nodes sit on the def line; end columns are not
@@ -86,10 +130,10 @@ def value_slices(fn):
                    flags=__future__.annotations.compiler_flag)
     scope: dict = {}
     exec(code, fn.__globals__, scope)  # noqa: S102 - the user's own kernel source
-    rebuilt = scope["__cuvil_factory__"](as_value)
+    rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice)
     functools.update_wrapper(rebuilt, fn)
     rebuilt.__kwdefaults__, rebuilt.__defaults__ = fn.__kwdefaults__, fn.__defaults__
     return rebuilt
 
 
-__all__ = ["as_value", "value_slices"]
+__all__ = ["as_value", "checked_index", "value_slices"]
