@@ -133,21 +133,30 @@ class LoopMixin:
         if not isinstance(node.target, ast.Name):
             self.fail(node.target, "a range loop needs one loop variable")
         var = self.loop_var(node.target.id, node)
+        self.phi_loop(node, "for", start, node.target.id,
+                      lambda idx: self.b.icmp_signed("<" if step > 0 else ">", idx, stop),
+                      lambda idx: self.b.store(idx, var.slot),
+                      lambda idx: self.b.add(idx, u.const_i64(step),
+                                             name=f"{node.target.id}.next", flags=("nsw",)))
+
+    def phi_loop(self, node: ast.For, kind: str, init: ir.Value, name: str, test, enter,
+                 advance) -> None:
+        """The loop shape range and bits loops share (the canonical form LLVM's vectoriser
+        recognises): a header phi from ``init`` tested by ``test(phi)``, ``enter(phi)`` where
+        the body starts, ``advance(phi)`` in the one latch."""
         pre = self.b.block
-        head = self.fn.append_basic_block("for.head")
-        body = self.fn.append_basic_block("for.body")
-        latch = self.fn.append_basic_block("for.latch")
-        done = self.fn.append_basic_block("for.end")
+        head = self.fn.append_basic_block(f"{kind}.head")
+        body = self.fn.append_basic_block(f"{kind}.body")
+        latch = self.fn.append_basic_block(f"{kind}.latch")
+        done = self.fn.append_basic_block(f"{kind}.end")
         self.b.branch(head)
         self.b.position_at_end(head)
-        idx = self.b.phi(u.I64, name=node.target.id)
-        idx.add_incoming(start, pre)
-        self.b.cbranch(self.b.icmp_signed("<" if step > 0 else ">", idx, stop), body, done)
-        self.loop_body(body, node.body, latch, done,
-                       enter=lambda: self.b.store(idx, var.slot))
+        phi = self.b.phi(init.type, name=name)
+        phi.add_incoming(init, pre)
+        self.b.cbranch(test(phi), body, done)
+        self.loop_body(body, node.body, latch, done, enter=lambda: enter(phi))
         self.b.position_at_end(latch)
-        nxt = self.b.add(idx, u.const_i64(step), name=f"{node.target.id}.next", flags=("nsw",))
-        idx.add_incoming(nxt, latch)
+        phi.add_incoming(advance(phi), latch)
         self.b.branch(head)
         self.b.position_at_end(done)
         self.dead = False
@@ -165,31 +174,16 @@ class LoopMixin:
         if not isinstance(node.target, ast.Name):
             self.fail(node.target, "a bits loop needs one loop variable", "`for bit in bits(word)`")
         var = self.loop_var(node.target.id, node)
-        pre = self.b.block
-        head = self.fn.append_basic_block("bits.head")
-        body = self.fn.append_basic_block("bits.body")
-        latch = self.fn.append_basic_block("bits.latch")
-        done = self.fn.append_basic_block("bits.end")
-        self.b.branch(head)
-        self.b.position_at_end(head)
-        rest = self.b.phi(word.type, name=f"{node.target.id}.rest")
-        rest.add_incoming(word, pre)
-        zero = ir.Constant(word.type, 0)
-        self.b.cbranch(self.b.icmp_unsigned("!=", rest, zero), body, done)
+        zero, one = ir.Constant(word.type, 0), ir.Constant(word.type, 1)
 
-        def bind_bit():  # rest != 0 here, so cttz may treat 0 as poison (a bare tzcnt/bsf)
+        def bind_bit(rest):  # rest != 0 here, so cttz may treat 0 as poison (a bare tzcnt/bsf)
             low = u.intrinsic(self.b, kmath.INT_FUNCTIONS[kmath.ctz], rest, ir.Constant(u.I1, 1))
-            bit = low if word.type.width == 64 else self.b.zext(low, u.I64)
-            self.b.store(bit, var.slot)
+            self.b.store(low if word.type.width == 64 else self.b.zext(low, u.I64), var.slot)
 
-        self.loop_body(body, node.body, latch, done, enter=bind_bit)
-        self.b.position_at_end(latch)
-        nxt = self.b.and_(rest, self.b.sub(rest, ir.Constant(word.type, 1)),
-                          name=f"{node.target.id}.next")
-        rest.add_incoming(nxt, latch)
-        self.b.branch(head)
-        self.b.position_at_end(done)
-        self.dead = False
+        self.phi_loop(node, "bits", word, f"{node.target.id}.rest",
+                      lambda rest: self.b.icmp_unsigned("!=", rest, zero), bind_bit,
+                      lambda rest: self.b.and_(rest, self.b.sub(rest, one),
+                                               name=f"{node.target.id}.next"))
 
     def loop_var(self, name: str, node):
         """The i64 local a range or bits loop counts in (created, or reused if ``name`` is
