@@ -333,21 +333,24 @@ class ExprMixin:
         raw = self.b.load(ptr, typ=ty.ir)
         return convert(self.b, Val(raw, ty), ty.compute)
 
-    def store_item(self, target: ast.Subscript, value) -> None:
-        base = self.expr(target.value)
+    def store_item(self, target: ast.Subscript, value, base=None, at=None) -> None:
+        """``target = value``; ``base`` and ``at`` (the element's address, or a slice's `Run`)
+        when an ``op=`` has already evaluated them (Python evaluates its target once)."""
+        base = self.expr(target.value) if base is None else base
         if not isinstance(base, BufRef):
             self.fail(target, f"`{ast.unparse(target.value)}` is not a buffer; only buffer "
                       "elements can be assigned")
         self.mark_written(base)
         if is_slice(target):
-            return self.slice_store(base, target, value)
+            return self.slice_store(base, target, value, at)
         ty = base.ty.dtype
         val = self.value(value, target, want=ty.compute)
         if val.ty.is_float and ty.is_int:
             self.fail(target, f"storing {val.ty} into {ty} buffer '{base.name}'",
                       f"`{ty.compute}(...)` (truncates)")
         val = convert(self.b, val, ty.compute) if val.ty != ty.compute else val
-        self.b.store(convert(self.b, val, ty).ir, self.element(base, target))
+        at = self.element(base, target) if at is None else at
+        self.b.store(convert(self.b, val, ty).ir, at)
 
     def element(self, buf: BufRef, node: ast.Subscript) -> ir.Value:
         """Address of ``buf[i, j, ...]`` (checked against the extents in a debug build)."""

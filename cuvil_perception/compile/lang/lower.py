@@ -31,7 +31,7 @@ from .loop_lower import LoopMixin
 from .math_lower import MathMixin
 from .names import STMT_HINTS
 from .simd_lower import SimdMixin
-from .slice_lower import SliceMixin
+from .slice_lower import SliceMixin, is_slice
 from .source import Source, fail
 from .types import BOOL, Scalar, VecType
 from .values import BufRef, Const, Val
@@ -153,9 +153,28 @@ class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMix
             self.fail(node, f"operator {type(node.op).__name__} in `op=`")
         if not isinstance(node.target, (ast.Name, ast.Subscript)):
             self.fail(node, "`op=` on this target is not supported", "`x = x op y`")
+        if isinstance(node.target, ast.Subscript):
+            return self.aug_item(node.target, op, node)
         current = self.expr(node.target)
         value = self.arith(op, current, self.expr(node.value), node)
         self.assign(node.target, value, node)
+
+    def aug_item(self, target: ast.Subscript, op: str, node) -> None:
+        """``buf[i, j] op= v``: the element's address (a slice's lanes) computed once, as Python
+        evaluates the target once (an index with a side effect, ``out[bump(n)] += 1.0``, must
+        not read one element and write another)."""
+        base = self.expr(target.value)
+        if not isinstance(base, BufRef):
+            return self.store_item(target, None, base)  # (refused there)
+        if is_slice(target):
+            at = self.slice_run(base, target)
+            current = self.slice_load(base, target, at)
+        else:
+            at = self.element(base, target)
+            ty = base.ty.dtype
+            current = convert(self.b, Val(self.b.load(at, typ=ty.ir), ty), ty.compute)
+        value = self.arith(op, current, self.expr(node.value), node)
+        self.store_item(target, value, base, at)
 
     def assign(self, target: ast.expr, value, node) -> None:
         if isinstance(target, ast.Name):

@@ -169,9 +169,9 @@ class SliceMixin:
         at = self.b.add(run.first, self.b.mul(run.stride, u.const_i64(k)))
         return u.gep(self.b, buf.ptr, at, buf.ty.dtype.ir)
 
-    def slice_load(self, buf: BufRef, node: ast.Subscript) -> Val:
+    def slice_load(self, buf: BufRef, node: ast.Subscript, run: Run | None = None) -> Val:
         elem = self.slice_elem(buf, node)
-        run = self.slice_run(buf, node)
+        run = self.slice_run(buf, node) if run is None else run
         vty = VecType(elem, run.lanes)
         if run.contiguous:
             return Val(u.load_vec(self.b, buf.ptr, run.first, vty.ir), vty)
@@ -181,9 +181,10 @@ class SliceMixin:
             vector = self.b.insert_element(vector, lane, u.const_i32(k))
         return Val(vector, vty)
 
-    def slice_store(self, buf: BufRef, target: ast.Subscript, value) -> None:
+    def slice_store(self, buf: BufRef, target: ast.Subscript, value,
+                    run: Run | None = None) -> None:
         elem = self.slice_elem(buf, target)
-        run = self.slice_run(buf, target)
+        run = self.slice_run(buf, target) if run is None else run
         vty = VecType(elem, run.lanes)
         vector = self.slice_value(buf, target, value, vty)
         if run.contiguous:
