@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from cuvil_perception.compile.lang import (Buf, f32, f64, i32, i64, inline, kernel, kmath, local,
                                            simd, u8)
+from cuvil_perception.compile.lang import slices
 from cuvil_perception.compile.lang.simd import Vector
 from cuvil_perception.errors import KernelIndexError, KernelSourceError
 from test_lang import line_of as lang_line_of
@@ -259,6 +260,18 @@ def test_uncompiled_slices_past_an_axis_raise_instead_of_clamping():
         with pytest.raises(IndexError, match=re.escape(text)) as info:
             near_the_end.py_func(x.copy(), np.zeros(3, np.float32), 3, k, j)
         assert info.traceback[-2].lineno + 1 == line_of(f"marker: {marker}")
+
+
+def test_constant_folded_slices_are_found_in_the_bytecode():
+    """Python 3.14 loads ``x[0, 0:4]``'s index as one constant, with no slice opcode: the
+    uncompiled function must still be rebuilt (else its slice reads are numpy views)."""
+    def row(x):
+        return x[(0, None)]
+
+    code = row.__code__
+    assert not slices._has_slices(code)
+    folded = tuple((0, slice(0, 4)) if c == (0, None) else c for c in code.co_consts)
+    assert slices._has_slices(code.replace(co_consts=folded))
 
 
 def test_slices_compile_to_one_vector_load_and_store():

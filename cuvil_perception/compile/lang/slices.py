@@ -94,9 +94,17 @@ def _as_load(node: ast.expr) -> ast.expr:
 
 
 def _has_slices(code) -> bool:
-    """Whether the bytecode builds a slice (cheap: parsing the source of every kernel at import
-    would cost ~2 ms each)."""
-    return any(ins.opname in _SLICE_OPS for ins in dis.get_instructions(code))
+    """Whether the bytecode builds a slice or loads a constant one (cheap: parsing the source
+    of every kernel at import would cost ~2 ms each). Python 3.14 folds constant bounds into
+    the code's constants (``x[0, 0:4]`` loads ``(0, slice(0, 4, None))``): no slice opcode."""
+    return any(ins.opname in _SLICE_OPS for ins in dis.get_instructions(code)) \
+        or any(_holds_slice(c) for c in code.co_consts)
+
+
+def _holds_slice(const) -> bool:
+    if isinstance(const, tuple):
+        return any(_holds_slice(c) for c in const)
+    return isinstance(const, slice)
 
 
 def value_slices(fn):
