@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from cuvil_perception.compile.lang import Buf, f32, i32, i64, inline, kernel, simd
+from cuvil_perception.compile.lang import Buf, f32, i32, i64, inline, kernel
 
 
 @inline
@@ -38,6 +38,6 @@ def remove_ground(points: Buf[f32, "n", 4], n: i64, lowest: Buf[f32, "cells"],
         c = cell_of(points, i, x0, y0, cell, nx, ny)
         if c >= 0 and points[i, 2] >= lowest[c] + height:
             if kept < capacity:
-                simd.copy(out, kept * 4, points, i * 4, 4)
+                out[kept, :] = points[i, :]
             kept += 1
     return kept
