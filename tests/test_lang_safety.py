@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cuvil_perception.compile.lang import (Buf, address, f32, f64, i32, i64, inline, kernel, local,
-                                           simd, u8, unroll)
+                                           simd, u8, u64, unroll)
 from cuvil_perception.compile import get_kernel
 from cuvil_perception.compile.spec import Arg
 from cuvil_perception.errors import KernelIndexError, KernelSourceError
@@ -266,6 +266,66 @@ def test_a_float_literal_never_becomes_an_int_silently(fn, marker, message):
     with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
         fn(1)
     assert f"{THIS}:{_line(marker)}:" in str(err.value)
+
+
+@kernel(name="safety.byte_literal")
+def byte_literal(x: Buf[u8, 4]):
+    x[0] = -1  # @byte
+
+
+@kernel(name="safety.int32_literal")
+def int32_literal(x: Buf[i32, 4]):
+    big: i32 = 3_000_000_000  # @int32
+    x[0] = big
+
+
+@kernel(name="safety.lane_literal")
+def lane_literal(x: Buf[i32, 4]):
+    x[0:2] = simd.vector(i32, (2**40, 2))  # @lane
+
+
+@kernel(name="safety.int64_literal")
+def int64_literal(x: Buf[i64, 4]):
+    x[0] = 2**63  # @int64
+
+
+@kernel(name="safety.edge_literals")
+def edge_literals(a: Buf[u8, 2], b: Buf[i32, 2], c: Buf[u64, 2], d: Buf[i64, 2]):
+    a[0], a[1] = 0, 255
+    b[0], b[1] = -2**31, 2**31 - 1
+    c[0], c[1] = 0, 2**64 - 1
+    d[0], d[1] = -2**63, 2**63 - 1
+
+
+@pytest.mark.parametrize("fn, marker, message", [
+    (byte_literal, "@byte", "the constant -1 does not fit u8; write a value in [0, 255] instead"),
+    (int32_literal, "@int32", "the constant 3000000000 does not fit i32; write a value in "
+                              "[-2147483648, 2147483647] (or make the other operand wider"),
+    (lane_literal, "@lane", "the constant 1099511627776 does not fit i32"),
+    (int64_literal, "@int64", "the constant 9223372036854775808 does not fit i64; write a "
+                              "value in [-9223372036854775808, 9223372036854775807] instead"),
+])
+def test_an_int_constant_that_does_not_fit_is_a_compile_error_not_wrapped(fn, marker, message):
+    """``x[0] = -1`` into a u8 buffer stored 255 and ``big: i32 = 3_000_000_000`` held a
+    wrapped negative number, where numpy (``py_func``) raises OverflowError."""
+    args = {byte_literal: [np.zeros(4, np.uint8)], int32_literal: [np.zeros(4, np.int32)],
+            lane_literal: [np.zeros(4, np.int32)], int64_literal: [np.zeros(4, np.int64)]}[fn]
+    with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
+        fn(*args)
+    assert f"{THIS}:{_line(marker)}:" in str(err.value)
+    with pytest.raises(OverflowError):
+        fn.py_func(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+
+
+def test_int_constants_at_the_edges_of_their_types_are_stored_exactly():
+    dtypes = (np.uint8, np.int32, np.uint64, np.int64)
+    got = [np.zeros(2, t) for t in dtypes]
+    want = [np.zeros(2, t) for t in dtypes]
+    edge_literals(*got)
+    edge_literals.py_func(*want)
+    for g, w, t in zip(got, want, dtypes):
+        np.testing.assert_array_equal(g, w)
+        assert g.tolist() == [np.iinfo(t).min, np.iinfo(t).max]
 
 
 def test_the_tutorials_try_a_mistake_fails_as_it_says(tmp_path):

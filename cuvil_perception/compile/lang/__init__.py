@@ -9,10 +9,10 @@
 
 Modules: `types` (scalars, ``Buf``, ``Vec``, ``local``, ``view``), `source` (AST with file
 positions, errors), `values` / `arith` (typed values, Python-semantics arithmetic), `names`
-(which names are assigned once), `expr` / `lower` / `calls` / `simd_lower` / `vector_lower` /
-`lane_lower` / `slice_lower` / `math_lower` (AST -> llvmlite IR), `kmath` (the math module), `simd` (explicit vector memory
-operations and vector values), `slices` (uncompiled slice reads as values), `kernel`
-(``@kernel``, specs, running).
+(which names are assigned once), `expr` / `lower` / `calls` / `math_lower` / `simd_lower` /
+`vector_lower` / `lane_lower` / `slice_lower` / `loop_lower` (AST -> llvmlite IR), `kmath`
+(the math module), `simd` (explicit vector memory operations and vector values), `slices`
+(uncompiled slice reads as values), `kernel` (``@kernel``, specs, running).
 Semantics that differ from Python are listed in `arith` (integer wrap-around, division by
 zero) and `calls` (min/max with NaN); the language reference is docs/kernel-language.md.
 """

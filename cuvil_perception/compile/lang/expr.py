@@ -17,7 +17,8 @@ from .arith import compare, convert, int_index, invert, negate, truth
 from .constants import is_vector_constant
 from .slice_lower import is_slice
 from .types import BOOL, BufType, Scalar, VecType
-from .values import BufRef, Const, UnknownExtent, Val, const_type, materialize
+from .values import (BufRef, Const, UnknownExtent, Val, const_type, materialize,
+                     out_of_range)
 
 _FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
          "//": operator.floordiv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
@@ -57,6 +58,8 @@ class ExprMixin:
                           f"number", "one element of it, `t[k]`")
             if want is not None and (want.is_float or not ty.is_float):
                 ty = want if ty != BOOL or want == BOOL else ty
+            if (bad := out_of_range(x.value, ty)) is not None:
+                self.fail(node, *bad)
             return materialize(x.value, ty)
         if isinstance(x, BufRef):
             self.fail(node, f"buffer '{x.name}' used as a number", f"an element, `{x.name}[i]`")
@@ -344,6 +347,8 @@ class ExprMixin:
         if is_slice(target):
             return self.slice_store(base, target, value, at)
         ty = base.ty.dtype
+        if isinstance(value, Const) and (bad := out_of_range(value.value, ty, True)) is not None:
+            self.fail(target, *bad)
         val = self.value(value, target, want=ty.compute)
         if val.ty.is_float and ty.is_int:
             self.fail(target, f"storing {val.ty} into {ty} buffer '{base.name}'",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from .types import BOOL, F64, I64, BufType, Scalar
@@ -57,6 +58,25 @@ def const_type(value: Any) -> Scalar | None:
     if isinstance(value, float):
         return F64
     return None
+
+
+def out_of_range(value: Any, ty: Scalar, storage: bool = False) -> tuple[str, str] | None:
+    """(message, what to write instead) when a compile-time int does not fit the int type it
+    becomes, else None. numpy raises for such a Python int where the machine code would wrap
+    it silently: an i32 takes [-2**31, 2**31), an i64 [-2**63, 2**64) (a u64 bit pattern reads
+    as an i64); stored (``storage``), the buffer element's own range."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) \
+            or not ty.is_int or ty == BOOL:
+        return None
+    if storage:
+        info = np.iinfo(ty.dtype)
+        lo, hi = int(info.min), int(info.max) + 1
+    else:
+        lo, hi = -(1 << (ty.bits - 1)), 1 << (ty.bits if ty.bits == 64 else ty.bits - 1)
+    if lo <= int(value) < hi:
+        return None
+    wider = "" if storage else " (or make the other operand wider, `i64(...)`)"
+    return f"the constant {int(value)} does not fit {ty}", f"a value in [{lo}, {hi - 1}]{wider}"
 
 
 def materialize(value: Any, ty: Scalar | None = None) -> Val:
