@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from cuvil_perception.compile.toolchain import Toolchain, find_toolchain
+from cuvil_perception.errors import ToolchainError
 from cuvil_perception.graph import builtin_models_dir
 from cuvil_perception.ops.pillars.config import HeadConfig, PillarConfig
 from cuvil_perception.ops.pillars.kernel_decode import decode_spec
@@ -18,6 +21,18 @@ from cuvil_perception.ops.pillars.model import PointPillars
 MODEL = builtin_models_dir() / "pointpillars_cuvil_demo.onnx"
 CONFIG = PillarConfig(max_pillars=16000)  # configs/lidar_pillars.yaml
 HEAD = HeadConfig()
+TRIPLE = "aarch64-linux-gnu"
+
+
+def aarch64_toolchain() -> Toolchain:
+    """The aarch64 cross toolchain with its qemu-user runner, or a skip saying what is missing."""
+    try:
+        tools = find_toolchain(TRIPLE)
+    except ToolchainError as exc:
+        pytest.skip(f"{exc} (make setup installs it)")
+    if not tools.emulator:
+        pytest.skip("qemu-user or libc6-dev-arm64-cross is not installed (make setup does)")
+    return tools
 
 
 def pillars_specs() -> list:

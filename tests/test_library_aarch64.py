@@ -9,33 +9,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from library_support import (CONFIG, HEAD, assert_decode_close, assert_pfn_close, head_maps,
-                             model, pillars_specs, scan, weights_file)
+from library_support import (CONFIG, HEAD, TRIPLE, aarch64_toolchain, assert_decode_close,
+                             assert_pfn_close, head_maps, model, pillars_specs, scan,
+                             weights_file)
 
 from cuvil_perception.compile.library import build_library
-from cuvil_perception.compile.toolchain import find_toolchain
-from cuvil_perception.errors import ToolchainError
 from cuvil_perception.ops.pillars.native import (DecodeKernel, PfnKernel, PillarizeKernel,
                                                  ScatterKernel)
 
 HARNESS = Path(__file__).parent / "native" / "pillars_harness.c"
-TRIPLE = "aarch64-linux-gnu"
-
-
-def _toolchain():
-    try:
-        tools = find_toolchain(TRIPLE)
-    except ToolchainError as exc:
-        pytest.skip(f"{exc} (make setup installs it)")
-    if not tools.emulator:
-        pytest.skip("qemu-user or libc6-dev-arm64-cross is not installed (make setup does)")
-    return tools
 
 
 @pytest.fixture(scope="module")
 def aarch64_run(tmp_path_factory, kitti_frames):
     """Build the library and the harness, run it on every frame; yields the output folder."""
-    tools = _toolchain()
+    tools = aarch64_toolchain()
     work = tmp_path_factory.mktemp("aarch64")
     lib = build_library(pillars_specs(), TRIPLE, work / "lib", "harness")
     exe = work / "harness"
