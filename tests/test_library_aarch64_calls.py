@@ -3,12 +3,14 @@ line scatter and decode) and the tutorial's ground removal, built as one aarch64
 called under qemu-user on real inputs, against this machine's kernels on the same bytes:
 
 - the INT8 PointPillars sparse path on the ten KITTI frames: conv_scatter (the persistent map
-  carried from frame to frame), head_cells, decode on those heads, rotated NMS;
+  carried from frame to frame), head_cells, decode on those heads, rotated NMS; and the dense
+  scatter's bitmap order (``bits`` loops; the default where whole lines do not fit the grid) on
+  the first three;
 - the INT8 YOLOv8 head on the bundled drive's camera images: scan, decode, NMS;
 - examples/ground_removal on the ten KITTI frames.
 
-Bitwise where the kernel is bitwise to its numpy reference (NMS, scan, ground removal, every
-integer output); elsewhere each kernel's documented tolerance (the float outputs of conv_scatter,
+Bitwise where the kernel is bitwise to its numpy reference (NMS, scan, the scatter, ground
+removal, every integer output); elsewhere each kernel's documented tolerance (the float outputs of conv_scatter,
 head_cells, both decodes), quoted where the calls are built.
 """
 
@@ -26,6 +28,7 @@ from cuvil_perception.cli.compile_cmd import pipeline_kernels
 from cuvil_perception.compile.library import build_library
 from cuvil_perception.graph import builtin_models_dir, load_pipeline
 from cuvil_perception.ops.pillars.model import PointPillars
+from cuvil_perception.ops.pillars.native import ScatterKernel
 from cuvil_perception.ops.pillars.native_sparse import ConvScatterKernel
 from cuvil_perception.ops.yolo.model import YoloV8
 from cuvil_perception.ops.yolo.reference import letterbox
@@ -35,6 +38,9 @@ HARNESS = Path(__file__).parent / "native" / "calls_harness.c"
 IMAGES = ROOT / "datasets" / "sample_drive" / "image_02" / "data"
 DECODE_TOL = (1e-5, 1e-5)  # library_support.assert_decode_close, test_pillars_postprocess
 HEADS_TOL = (1e-5, 1e-5)  # test_pillars_sparse: head_cells box / dir against the reference
+# The dense scatter's bitmap order ("merged", the default where whole lines do not fit the grid;
+# a 55 MB map a frame): the second and third frames clear the cells of the frame before.
+DENSE_FRAMES = 3
 
 
 def _ground_removal():
@@ -47,12 +53,19 @@ def _pillars_calls(replay: Replay, frames: list[Path]) -> None:
     pp = PointPillars.from_onnx(builtin_models_dir() / "pointpillars_cuvil_demo.int8.onnx",
                                 CONFIG, HEAD).open()
     cs, heads, decode, nms = pp.scatter, pp.heads, pp.decode, pp.nms
+    dense = ScatterKernel(CONFIG, "merged").open()
     assert isinstance(cs, ConvScatterKernel) and heads is not None, pp.notes
     for i, frame in enumerate(frames):
         label = f"KITTI frame {i}"
         pillars = pp.pillarize(scan(frame))
         features, n = pp.pfn(pillars).copy(), pillars.count
         coords = pillars.coords.copy()
+        if i < DENSE_FRAMES:
+            state = [a.copy() for a in (dense.bev, dense.prev_cells, dense.prev_count,
+                                        dense.bitmap, dense.cell_pillar, dense.cells, dense.pids)]
+            replay.add(Call(dense.spec, [features, coords, np.int64(n), *map(Out, state)],
+                            label))
+            dense(features, coords, n)
         state = [a.copy() for a in (cs.out, cs.mark, cs.touched, cs.prev, cs.prev_count)]
         bev = cs(features, coords, n)
         # test_pillars_sparse.assert_close: atol 1e-4 x max(1, the largest value), rtol 0
@@ -160,4 +173,5 @@ def test_aarch64_kernels_match_host_kernels(replayed):
     assert_same(replay, returns)
     names = [c.spec.name for c in replay.calls]
     assert names.count("pillars.conv_scatter") == names.count("example.ground_removal") == 10
+    assert names.count("pillars.scatter") == DENSE_FRAMES
     assert names.count("yolo.scan") == len(list(IMAGES.glob("*.png"))) > 0

@@ -26,7 +26,8 @@ rtol/atol 1e-5, counts, labels and anchor indices exact). Measured on the ten KI
 aarch64 (generic, under qemu-user) against this x86-64 host (znver4): bitwise equal for all
 four; an x86-64-v2 build (no FMA) in this process: PFN bitwise, decode within its tolerance.
 The same holds for the rest of configs/fusion.yaml's kernels (conv_scatter, head_cells, pillars
-NMS; yolo scan, decode with its vector exp, NMS) and examples/ground_removal: bitwise equal on
+NMS; yolo scan, decode with its vector exp, NMS), the bitmap-order scatter and
+examples/ground_removal: bitwise equal on
 aarch64 on the KITTI frames and the sample drive's images (tests/test_library_aarch64_calls.py).
 """
 

@@ -106,6 +106,10 @@ static int64_t call(const char *name, struct arg *a) {
     if (!strcmp(name, "pillars_conv_scatter"))
         return calls_pillars_conv_scatter(P(0), P(1), I(2), P(3), P(4), P(5), P(6), P(7), P(8),
                                           P(9));
+    if (!strcmp(name, "pillars_scatter")) {
+        calls_pillars_scatter(P(0), P(1), I(2), P(3), P(4), P(5), P(6), P(7), P(8), P(9));
+        return 0;
+    }
     if (!strcmp(name, "pillars_head_cells"))
         return calls_pillars_head_cells(P(0), P(1), P(2), P(3), P(4), P(5), P(6));
     if (!strcmp(name, "pillars_decode")) {
