@@ -25,10 +25,10 @@ the kernels' own tolerances (PFN rtol 1e-5 + 1e-6 x the largest feature; decode 
 rtol/atol 1e-5, counts, labels and anchor indices exact). Measured on the ten KITTI frames,
 aarch64 (generic, under qemu-user) against this x86-64 host (znver4): bitwise equal for all
 four; an x86-64-v2 build (no FMA) in this process: PFN bitwise, decode within its tolerance.
-The same holds for the rest of configs/fusion.yaml's kernels (conv_scatter, head_cells, pillars
-NMS; yolo scan, decode with its vector exp, NMS), the bitmap-order scatter and
-examples/ground_removal: bitwise equal on
-aarch64 on the KITTI frames and the sample drive's images (tests/test_library_aarch64_calls.py).
+The rest of configs/fusion.yaml's kernels (conv_scatter, head_cells, pillars NMS; yolo scan,
+decode with its vector exp, NMS), the bitmap-order scatter and examples/ground_removal, measured
+the same way on the KITTI frames and the sample drive's images: bitwise equal on aarch64 too
+(tests/test_library_aarch64_calls.py, which holds them to the same rules).
 """
 
 from __future__ import annotations
