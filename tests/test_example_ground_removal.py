@@ -112,6 +112,8 @@ def test_tutorial_config_runs_on_the_sample_drive(repo_root, tmp_path, monkeypat
     ("capacity", 10**12, "must be within 1..10000000"),
     ("x_range", [5.0, 5.0], "low < high"),
     ("x_range", [NAN, 5.0], "must be a finite number"),
+    ("x_range", [-1e308, 1e308], "low < high"),  # the span overflows: was an OverflowError
+    ("cell", 5e-324, "cells is more than"),  # 69.12 / cell overflows: was an OverflowError
     ("y_range", [], "length 2"),
 ])
 def test_bad_params_name_the_field(name, value, message):

@@ -42,7 +42,8 @@ class GroundRemoval(Op):
     def check(self) -> None:
         for name in ("x_range", "y_range"):
             low, high = self.p[name]
-            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            if not (math.isfinite(low) and math.isfinite(high) and low < high
+                    and math.isfinite(high - low)):  # [-1e308, 1e308]: the span overflows
                 raise ParamProblem(name, f"must be [low, high] with low < high, got "
                                          f"{self.p[name]}")
         if not (math.isfinite(self.p["cell"]) and self.p["cell"] > 0):
@@ -54,10 +55,11 @@ class GroundRemoval(Op):
         if not 1 <= self.p["capacity"] <= 10_000_000:
             raise ParamProblem("capacity", f"must be within 1..10000000, got "
                                            f"{self.p['capacity']!r}")
-        nx, ny = self._grid()
-        if nx * ny > MAX_CELLS:
-            raise ParamProblem("cell", f"{nx} x {ny} cells is more than {MAX_CELLS}; use a "
-                                       f"bigger cell")
+        (x0, x1), (y0, y1), cell = self.p["x_range"], self.p["y_range"], self.p["cell"]
+        across, along = (x1 - x0) / cell, (y1 - y0) / cell  # inf for a tiny cell: no ceil()
+        if not math.isfinite(across * along) or math.prod(self._grid()) > MAX_CELLS:
+            raise ParamProblem("cell", f"{across:.6g} x {along:.6g} cells is more than "
+                                       f"{MAX_CELLS}; use a bigger cell")
 
     def _grid(self) -> tuple[int, int]:
         (x0, x1), (y0, y1), cell = self.p["x_range"], self.p["y_range"], self.p["cell"]
