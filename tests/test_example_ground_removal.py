@@ -103,16 +103,16 @@ def test_tutorial_config_runs_on_the_sample_drive(repo_root, tmp_path, monkeypat
 @pytest.mark.parametrize("name, value, message", [
     ("cell", NAN, "must be a finite number"),
     ("cell", INF, "must be a finite number"),
-    ("cell", 0.0, "must be a positive number of metres"),
+    ("cell", 0.0, "must be in (0, 1000] m, got 0"),
     ("cell", 1e-4, "cells is more than"),
     ("cell", "x", "must be a number"),
     ("height", NAN, "must be a finite number"),
-    ("height", -1.0, "must be a number of metres >= 0"),
-    ("capacity", 0, "must be within 1..10000000"),
-    ("capacity", 10**12, "must be within 1..10000000"),
+    ("height", -1.0, "must be in [0, 1000] m, got -1"),
+    ("capacity", 0, "must be in [1, 10000000], got 0"),
+    ("capacity", 10**12, "must be in [1, 10000000]"),
     ("x_range", [5.0, 5.0], "low < high"),
     ("x_range", [NAN, 5.0], "must be a finite number"),
-    ("x_range", [-1e308, 1e308], "low < high"),  # the span overflows: was an OverflowError
+    ("x_range", [-1e308, 1e308], "item 0 must be in [-1000, 1000] m"),  # was an OverflowError
     ("cell", 5e-324, "cells is more than"),  # 69.12 / cell overflows: was an OverflowError
     ("y_range", [], "length 2"),
 ])
