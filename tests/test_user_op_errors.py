@@ -41,7 +41,7 @@ def _error_lines(result) -> list[str]:
     return [line for line in result.output.splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("verb", [["compile"], ["run", "--frames", "1"]])
+@pytest.mark.parametrize("verb", [["compile"], ["run", "--frames", "1"], ["inspect"]])
 def test_kernel_source_error_is_one_line_and_exit_2(repo_root, tmp_path, verb):
     package = f"user_op_source_{verb[0]}"
     config = _broken_op(repo_root, tmp_path, package, KEPT, KEPT + '    kept = "x"\n',
