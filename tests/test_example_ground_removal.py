@@ -244,3 +244,15 @@ def test_the_tutorial_typed_as_written_runs(repo_root, tmp_path, monkeypatch):
                                      str(tmp_path / "budgets.yaml"), "--frames", "2"])
     assert bench.exit_code in (0, 1), bench.output  # 1: a breach on a loaded machine
     assert "p50 <= 0.7 x ground_numpy" in bench.output
+
+
+def test_an_op_whose_package_is_not_installed_says_how_ops_get_registered():
+    """After `pip uninstall` of a plugin, its op name is unknown: say where names come from."""
+    p = Pipeline("gone")
+    p.add("drive", "replay", path="datasets/sample_drive")
+    p.add("ground", "example.uninstalled_plugin_op", inputs={"points": "drive/points"})
+    with pytest.raises(PipelineError, match=r"unknown op 'example.uninstalled_plugin_op'; "
+                                            r"`cuvil-perception ops` lists the registered ops "
+                                            r"\(an op of another package is registered while "
+                                            r"that package is installed\)"):
+        p.validate()

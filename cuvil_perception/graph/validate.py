@@ -49,8 +49,10 @@ def _check_fields(stage: Stage, base_dir=None) -> None:
     except OpImportError as exc:
         raise PipelineError(f"op '{stage.op}': {exc}", stage.loc("op"), stage.id, "op") from None
     if cls is None:
-        raise PipelineError(f"unknown op '{stage.op}'{suggest(str(stage.op), registered())}",
-                            stage.loc("op"), stage.id, "op")
+        hint = suggest(str(stage.op), registered()) or (
+            "; `cuvil-perception ops` lists the registered ops (an op of another package "
+            "is registered while that package is installed)")
+        raise PipelineError(f"unknown op '{stage.op}'{hint}", stage.loc("op"), stage.id, "op")
     stage.op_cls = cls
     if stage.tag is not None and stage.tag not in TAGS:
         raise PipelineError(f"unknown tag '{stage.tag}', expected one of: {', '.join(TAGS)}"
