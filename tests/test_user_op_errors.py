@@ -41,7 +41,7 @@ def _error_lines(result) -> list[str]:
     return [line for line in result.output.splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("verb", [["compile"], ["run", "--frames", "1"]])
+@pytest.mark.parametrize("verb", [["compile"], ["run", "--frames", "1"], ["inspect"]])
 def test_kernel_source_error_is_one_line_and_exit_2(repo_root, tmp_path, verb):
     package = f"user_op_source_{verb[0]}"
     config = _broken_op(repo_root, tmp_path, package, KEPT, KEPT + '    kept = "x"\n',
@@ -67,3 +67,20 @@ def test_kernels_method_raising_names_stage_and_op(repo_root, tmp_path, verb):
         f"error: stage 'ground' (op {package}.op:GroundRemoval): kernels() raised "
         f"ZeroDivisionError: integer division or modulo by zero"]
     assert isinstance(result.exception, SystemExit)
+
+
+def test_check_method_raising_is_one_line_at_the_stage_and_exit_2(repo_root, tmp_path):
+    """A bug in an op's check() set off by a param value (the example's grid of a huge range
+    was an OverflowError): `inspect` rejects it as `run` would, at the stage, no traceback."""
+    check = "    def check(self) -> None:\n"
+    config = _broken_op(repo_root, tmp_path, "user_op_check", check,
+                        check + "        1 // (self.p['capacity'] - self.p['capacity'])\n",
+                        "op.py")
+    line = config.read_text().splitlines().index("      cell: 1.0") + 1  # the params
+    for verb in (["inspect"], ["run", "--frames", "1"]):
+        result = CliRunner().invoke(cli, [verb[0], str(config), *verb[1:]])
+        assert result.exit_code == 2, result.output
+        assert _error_lines(result) == [
+            f"error: {config}:{line}:7: stage 'ground': field 'params': op "
+            f"user_op_check.op:GroundRemoval: check() raised ZeroDivisionError: integer "
+            f"division or modulo by zero (a bad value should raise ParamProblem(name, reason))"]

@@ -2,8 +2,9 @@
 
 Before printing, it makes every check ``run`` makes before opening a stage (the YAML and its
 params, the ``rt:`` knobs, a source stage, model files, the drive's index: `graph.preflight`;
-the output-path policy with ``run``'s default options), so a pipeline ``run`` would refuse gets
-the same one-line error and exit 2 here.
+the output-path policy with ``run``'s default options; every kernel's source, rendered unless
+the disk cache holds it: `compile.registry.check_source`), so a pipeline ``run`` would refuse
+gets the same one-line error and exit 2 here.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ..compile.registry import check_source
 from ..graph import Pipeline, apply_cli_sources, load_pipeline, preflight
 from ..rt import RunOptions
 from ..rt.knobs import parse_knobs
 from ..rt.run_files import plan
+from .compile_cmd import pipeline_kernels
 
 
 @click.command("inspect")
@@ -40,6 +43,8 @@ def inspect_cmd(pipeline: str, replay: str | None, camera: str | None, profile: 
     parse_knobs(p)
     preflight(p)
     plan(p, RunOptions())  # the output-path policy run applies (checks only, writes nothing)
+    for spec in pipeline_kernels(p):  # a kernel that does not compile fails here as in run
+        check_source(spec)
     console = Console() if sys.stdout.isatty() else Console(width=140)
     console.print(stage_table(p))
     for stage, line in stage_notes(p):

@@ -115,6 +115,21 @@ def acquire(spec: KernelSpec, _alias_tried: bool = False) -> Outcome:
         return Outcome(kernel, status, compile_ms, load_ms)
 
 
+def check_source(spec: KernelSpec) -> None:
+    """Raise what compiling ``spec`` would raise about its source (`KernelSourceError` at the
+    kernel's file:line:col, `CompileError`), without compiling (for `inspect`): nothing to do
+    when it is loaded or when the disk cache holds it under the alias of these very sources
+    (it was compiled from them before); otherwise its IR is rendered (no LLVM passes)."""
+    with _lock:
+        if spec.identity() in _memo:
+            return
+        if not config.disk_cache_disabled():
+            fast = fast_key(spec, host_target(), DEFAULT_OPTIONS)
+            if fast and disk.get_alias(fast):
+                return
+        render(spec)
+
+
 def acquire_all(specs: list[KernelSpec]) -> list[Outcome]:
     """`acquire` for each spec, in order (a warm start: prewarm). The objects found through
     their aliases are loaded together first (`loader.load_many`: one engine for all, ~4x less

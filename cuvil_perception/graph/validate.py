@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import PipelineError
+from ..errors import CuvilError, PipelineError
 from .op import TAGS, ParamProblem, Sink, lookup, registered, suggest
 from .plugins import OpImportError
 from .pipeline import MISS_POLICIES, Pipeline, Stage
@@ -49,8 +49,10 @@ def _check_fields(stage: Stage, base_dir=None) -> None:
     except OpImportError as exc:
         raise PipelineError(f"op '{stage.op}': {exc}", stage.loc("op"), stage.id, "op") from None
     if cls is None:
-        raise PipelineError(f"unknown op '{stage.op}'{suggest(str(stage.op), registered())}",
-                            stage.loc("op"), stage.id, "op")
+        hint = suggest(str(stage.op), registered()) or (
+            "; `cuvil-perception ops` lists the registered ops (an op of another package "
+            "is registered while that package is installed)")
+        raise PipelineError(f"unknown op '{stage.op}'{hint}", stage.loc("op"), stage.id, "op")
     stage.op_cls = cls
     if stage.tag is not None and stage.tag not in TAGS:
         raise PipelineError(f"unknown tag '{stage.tag}', expected one of: {', '.join(TAGS)}"
@@ -183,6 +185,13 @@ def _resolve_ports(stage: Stage, ids: dict[str, Stage]) -> None:
     except ParamProblem as exc:
         raise PipelineError(exc.reason, stage.loc(f"params.{exc.param}"), stage.id,
                             f"params.{exc.param}") from None
+    except CuvilError:
+        raise
+    except Exception as exc:  # a bug in a user op's check(), set off by a param value
+        raise PipelineError(f"op {cls.__module__}:{cls.__qualname__}: check() raised "
+                            f"{type(exc).__name__}: {exc} (a bad value should raise "
+                            f"ParamProblem(name, reason))", stage.loc("params"), stage.id,
+                            "params") from exc
     declared = {spec.name: spec for spec in op.input_ports()}
     if not cls.variadic_inputs:
         for port in stage.inputs:

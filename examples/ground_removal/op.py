@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from cuvil_perception.compile import get_kernel
-from cuvil_perception.graph import FrameInfo, Op, Param, ParamProblem, PortSpec, RunContext
-from cuvil_perception.graph import register
+from cuvil_perception.graph import FrameInfo, Op, Param, ParamProblem, PortSpec, Range
+from cuvil_perception.graph import RunContext, register
 
 from . import reference
 from .kernel import remove_ground
@@ -30,34 +30,31 @@ class GroundRemoval(Op):
     doc = "Drop LiDAR points less than `height` m above the lowest point of their grid cell."
     reuses_output_buffers = True
     params = (
-        Param("x_range", list, [0.0, 69.12], "[low, high) forward, m", item_type=float,
-              length=2),
-        Param("y_range", list, [-39.68, 39.68], "[low, high) left, m", item_type=float,
-              length=2),
-        Param("cell", float, 1.0, "grid cell side, m"),
-        Param("height", float, 0.25, "points this far above their cell's lowest are kept, m"),
-        Param("capacity", int, 200_000, "most points kept per scan (the rest are counted)"),
+        Param("x_range", list, [0.0, 69.12], "[low, high) forward", item_type=float, length=2,
+              range=Range(-1000.0, 1000.0), unit="m"),
+        Param("y_range", list, [-39.68, 39.68], "[low, high) left", item_type=float, length=2,
+              range=Range(-1000.0, 1000.0), unit="m"),
+        Param("cell", float, 1.0, "grid cell side", range=Range(0.0, 1000.0, low_open=True),
+              unit="m"),
+        Param("height", float, 0.25, "points this far above their cell's lowest are kept",
+              range=Range(0.0, 1000.0), unit="m"),
+        Param("capacity", int, 200_000, "most points kept per scan (the rest are counted)",
+              range=Range(1, 10_000_000)),
     )
 
     def check(self) -> None:
+        """What the declared ranges cannot say (NaN, inf, types and bounds are checked from
+        ``params`` before this runs)."""
         for name in ("x_range", "y_range"):
             low, high = self.p[name]
-            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            if not low < high:
                 raise ParamProblem(name, f"must be [low, high] with low < high, got "
                                          f"{self.p[name]}")
-        if not (math.isfinite(self.p["cell"]) and self.p["cell"] > 0):
-            raise ParamProblem("cell", f"must be a positive number of metres, got "
-                                       f"{self.p['cell']!r}")
-        if not (math.isfinite(self.p["height"]) and self.p["height"] >= 0):
-            raise ParamProblem("height", f"must be a number of metres >= 0, got "
-                                         f"{self.p['height']!r}")
-        if not 1 <= self.p["capacity"] <= 10_000_000:
-            raise ParamProblem("capacity", f"must be within 1..10000000, got "
-                                           f"{self.p['capacity']!r}")
-        nx, ny = self._grid()
-        if nx * ny > MAX_CELLS:
-            raise ParamProblem("cell", f"{nx} x {ny} cells is more than {MAX_CELLS}; use a "
-                                       f"bigger cell")
+        (x0, x1), (y0, y1), cell = self.p["x_range"], self.p["y_range"], self.p["cell"]
+        across, along = (x1 - x0) / cell, (y1 - y0) / cell  # inf for a tiny cell: no ceil()
+        if not math.isfinite(across * along) or math.prod(self._grid()) > MAX_CELLS:
+            raise ParamProblem("cell", f"{across:.6g} x {along:.6g} cells is more than "
+                                       f"{MAX_CELLS}; use a bigger cell")
 
     def _grid(self) -> tuple[int, int]:
         (x0, x1), (y0, y1), cell = self.p["x_range"], self.p["y_range"], self.p["cell"]
