@@ -29,7 +29,7 @@ from .expr import ExprMixin
 from .lane_lower import LanesMixin
 from .loop_lower import LoopMixin
 from .math_lower import MathMixin
-from .names import STMT_HINTS
+from .names import STMT_HINTS, binding_lines
 from .simd_lower import SimdMixin
 from .slice_lower import SliceMixin, is_slice
 from .source import Source, fail
@@ -201,8 +201,12 @@ class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMix
             self.fail(node, f"'{name}' would be both a buffer and a scalar, or two buffers",
                       "a new name for the second value")
         if isinstance(value, Const) and not isinstance(value.value, (bool, int, float)):
-            self.fail(node, f"a tuple assigned more than once to '{name}'",
-                      "a local array: `x = local(f32, n)`")
+            lines = binding_lines(self.frame.src.tree, name)
+            where = (f"more than once to '{name}' (lines {', '.join(map(str, lines))})"
+                     if len(lines) > 1 else f"to '{name}' in an `if`, `while` or run-time loop "
+                     "inside an unrolled loop (the copy that ran last would decide)")
+            self.fail(node, f"a tuple assigned {where}: a tuple name is a compile-time constant",
+                      "one name per tuple, or a local array: `x = local(f32, n)`")
         want = current.ty if isinstance(current, Var) else None
         if isinstance(want, VecType) or is_vector(value):
             return self.assign_vector(name, current, value, node)

@@ -9,19 +9,49 @@ from collections import Counter
 
 def assigned_once(tree: ast.FunctionDef) -> set:
     """Names bound by exactly one plain assignment and nowhere else (``buf[i] = ...`` does not
-    bind ``buf``)."""
+    bind ``buf``; ``a, b = PAIRS`` binds ``a`` and ``b`` as plainly as ``a = PAIRS[0]``), and not
+    in a conditional part (an ``if``, a ``while``, a run-time loop) of an unrolled loop: a name
+    bound there holds the value of the last copy that ran, which only the run time knows."""
     counts: Counter = Counter()
     plain: Counter = Counter()
-    for node in ast.walk(tree):
+    for node, conditional in _statements(tree.body, unrolled=False, conditional=False):
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 for name in _bound(t):
                     counts[name] += 1
-                    plain[name] += isinstance(t, ast.Name)
+                    plain[name] += not conditional
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
             for name in _bound(node.target):
                 counts[name] += 1
     return {n for n, c in counts.items() if c == 1 and plain[n] == 1}
+
+
+def _statements(body: list, unrolled: bool, conditional: bool):
+    """(statement, whether it runs conditionally inside an unrolled loop) for every statement of
+    ``body``, nested ones included."""
+    for node in body:
+        yield node, conditional
+        if isinstance(node, ast.For):
+            runtime = isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name) \
+                and node.iter.func.id in ("range", "bits")
+            inner = conditional or (unrolled and runtime)
+            yield from _statements(node.body + node.orelse, unrolled or not runtime, inner)
+        elif isinstance(node, (ast.If, ast.While)):
+            yield from _statements(node.body + node.orelse, unrolled, conditional or unrolled)
+        elif isinstance(node, (ast.With, ast.Try)):  # refused later, with a hint
+            yield from _statements(node.body, unrolled, conditional)
+
+
+def binding_lines(tree: ast.FunctionDef, name: str) -> list:
+    """The lines that bind ``name`` (assignments, ``op=``, annotated assignments, loop targets),
+    in order."""
+    lines = set()
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) else [])
+        if any(name in _bound(t) for t in targets):
+            lines.add(node.lineno)
+    return sorted(lines)
 
 
 def _bound(target: ast.expr) -> list:
