@@ -34,6 +34,13 @@ def doubled_row(x, i):
     return x[i, :] * 2.0
 
 
+@inline
+def take_next(counter):
+    """counter[0], then counts the call (a helper with a side effect)."""
+    counter[0] += 1
+    return counter[0] - 1
+
+
 @kernel
 def float_slices(x: Buf[f32, "n", 8], y: Buf[f32, "n", 8], out: Buf[f32, "n", 8],
                  red: Buf[f32, "n", 4], n: i64, k: i64):
@@ -376,7 +383,13 @@ def _bad_kernels():
     def bad_iota(x: Buf[f32, "n", 8], *, n: int):
         x[0, :] = simd.iota(8, 8)  # marker: bad-iota
 
+    @kernel
+    def helper_start(x: Buf[f32, "n", 8], calls: Buf[i64, 1], *, n: int):
+        x[0, 0] = x[1, take_next(calls):take_next(calls) + 2][0]  # marker: helper-start
+
     return {
+        "helper_start": (helper_start, "helper-start", "calls helper `take_next` for its start "
+                         "and again for its stop"),
         "two_axes": (two_axes, "two-axes", "a slice on more than one axis"),
         "run_time_bounds": (run_time_bounds, "run-time-bounds", "has no compile-time length"),
         "stepped": (stepped, "stepped", "slice step `s`: a step must be a compile-time int"),

@@ -135,9 +135,24 @@ class SliceMixin:
         if not (isinstance(up, ast.BinOp) and isinstance(up.op, ast.Add)
                 and ast.dump(up.left) == ast.dump(sliced.lower)):
             return None
+        for call in ast.walk(sliced.lower):  # Python calls it twice: start, then stop
+            if isinstance(call, ast.Call) and self.calls_helper(call):
+                self.fail(sliced, f"slice `{ast.unparse(sliced)}` calls helper "
+                          f"`{ast.unparse(call.func)}` for its start and again for its stop",
+                          f"its value bound to a name first: `s = {ast.unparse(call)}`, then "
+                          "`[s:s + n]`")
         n = self.expr(up.right)
         ok = isinstance(n, Const) and type(n.value) is int and 1 <= n.value <= MAX_LANES
         return n.value if ok else None
+
+    def calls_helper(self, call: ast.Call) -> bool:
+        """Whether ``call`` is a call of an @inline helper or another kernel (which may store)."""
+        if not isinstance(call.func, (ast.Name, ast.Attribute)) or (
+                isinstance(call.func, ast.Name) and call.func.id in self.frame.env):
+            return False
+        fn = self.resolve(call.func).value
+        fn = getattr(fn, "py_func", fn)  # another @kernel: the decorated name is its Kernel
+        return getattr(fn, "__cuvil_inline__", False) or hasattr(fn, "__cuvil_kernel__")
 
     def slice_start(self, buf, sliced: ast.Slice, lower, node, static, lanes: int, axis: int,
                     step: int) -> ir.Value:
