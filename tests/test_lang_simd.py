@@ -321,11 +321,35 @@ def test_bounds_checked_build_covers_vector_loads_and_lanes():
     with pytest.raises(KernelIndexError) as info:
         checked_vectors(x, 9, 0, n=16)
     assert f"{THIS}:{line_of('marker: checked-load')}" in str(info.value)
-    assert "index 9 out of range" in str(info.value) and "'x'" in str(info.value)
+    assert "index 9 out of range for axis 0 of 'x (the flat start of 8 elements)' (extent 9)" \
+        in str(info.value)
     with pytest.raises(KernelIndexError) as info:
         checked_vectors(x, 0, 8, n=16)
     assert f"{THIS}:{line_of('marker: checked-lane')}" in str(info.value)
     assert "index 8 out of range for axis 0 of 'v' (extent 8)" in str(info.value)
+
+
+@kernel(debug=True)
+def checked_open_store(x: Buf[f32, None], at: i64):
+    simd.store(x, at, simd.splat(f32(1.0), 4))  # marker: open-store
+
+
+def test_bounds_checked_vector_access_names_the_run_and_checks_an_open_extent():
+    """A debug build said "index 5 out of range for axis 0 of 'x' (extent 5)" for a load of 4
+    at 5 of 8 elements (the extent it prints is the last valid start, the buffer's was not
+    named), and checked nothing on a buffer of unknown extent: a store at -4 wrote before it."""
+    x = np.zeros(8, np.float32)
+    with pytest.raises(KernelIndexError) as info:
+        checked_vectors(x, 1, 0, n=8)
+    assert "index 1 out of range for axis 0 of 'x (the flat start of 8 elements)' (extent 1)" \
+        in str(info.value)
+    checked_open_store(x, 4)
+    assert x.tolist() == [0.0] * 4 + [1.0] * 4
+    with pytest.raises(KernelIndexError) as info:
+        checked_open_store(x, -4)
+    assert f"{THIS}:{line_of('marker: open-store')}" in str(info.value)
+    assert "index -4 out of range for axis 0 of 'x (the flat start of 4 elements)' (extent " \
+        "unknown)" in str(info.value)
 
 
 def test_head_cells_kernel_runs_uncompiled_too():

@@ -108,7 +108,8 @@ class SimdMixin:
     def check_flat(self, buf: BufRef, index: ir.Value, lanes: int, node) -> None:
         """A constant ``index``: [index, index + lanes) inside the buffer, checked when
         compiling (a negative one always, a run past the end when the size is static); any
-        index in a debug build when the buffer's size is known."""
+        index in a debug build (only ``index >= 0`` when the buffer's size is not known).
+        The error names the run, since the extent it reports is the last valid start."""
         if isinstance(index, ir.Constant):
             sizes = [e.constant if isinstance(e, ir.Constant) else None for e in buf.extents]
             total = None if None in sizes else math.prod(sizes)
@@ -116,13 +117,16 @@ class SimdMixin:
                 self.fail(node, f"elements [{index.constant}, {index.constant + lanes}) out of "
                           f"range for '{buf.name}' ({'?' if total is None else total} "
                           f"elements)")
-        if not self.debug or any(e is None for e in buf.extents):
+        if not self.debug:
             return
-        total = buf.extents[0]
-        for e in buf.extents[1:]:
-            total = self.b.mul(total, e)
-        limit = self.b.sub(total, u.const_i64(lanes - 1))
-        flat = BufRef(buf.ptr, buf.ty, (limit,), (u.const_i64(1),), buf.name)
+        limit = None
+        if all(e is not None for e in buf.extents):
+            total = buf.extents[0]
+            for e in buf.extents[1:]:
+                total = self.b.mul(total, e)
+            limit = self.b.sub(total, u.const_i64(lanes - 1))
+        name = f"{buf.name} (the flat start of {lanes} elements)"
+        flat = BufRef(buf.ptr, buf.ty, (limit,), (u.const_i64(1),), name)
         self.check_index(flat, 0, index, node)
 
 
