@@ -107,11 +107,14 @@ def test_example_kernels_match_reference_on_kitti_points(kitti_frames):
 @pytest.mark.skipif(not (host_has("avx2") or host_has("avx512f")), reason="host has no AVX2")
 def test_simple_kernel_assembly_is_vectorised():
     asm = compile_ir(render(ex.AXPY), host_target(), want_text=True).asm
-    register = "zmm" if host_has("avx512f") else "ymm"
-    assert register in asm, f"no {register} register in the axpy assembly"
+    # At least 256-bit vectors: on AVX-512 hosts LLVM may still prefer ymm (Intel's tuning
+    # for Ice Lake / Rocket Lake sets prefer-256-bit to avoid the 512-bit frequency drop).
+    wide = ("ymm", "zmm")
+    assert any(r in asm for r in wide), "no ymm/zmm register in the axpy assembly"
     assert "vfmadd" in asm  # ``contract`` produced FMAs
     exp_asm = compile_ir(render(ex.EXP_MAP), host_target(), want_text=True).asm
-    assert register in exp_asm and "expf" not in exp_asm  # the polynomial vectorised, no libm
+    assert any(r in exp_asm for r in wide)  # the polynomial vectorised,
+    assert "expf" not in exp_asm  # with no call to libm
 
 
 def _build_helpers(module, fn_name, *, lanes):
