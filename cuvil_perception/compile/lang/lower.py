@@ -166,14 +166,16 @@ class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMix
         base = self.expr(target.value)
         if not isinstance(base, BufRef):
             return self.store_item(target, None, base)  # (refused there)
-        if is_slice(target):
+        if is_slice(target):  # (the lanes are read before the value is evaluated, as Python)
             at = self.slice_run(base, target)
             current = self.slice_load(base, target, at)
+            operand = self.slice_operand(base, target, self.expr(node.value), current.ty)
         else:
             at = self.element(base, target)
             ty = base.ty.dtype
             current = convert(self.b, Val(self.b.load(at, typ=ty.ir), ty), ty.compute)
-        value = self.arith(op, current, self.expr(node.value), node)
+            operand = self.expr(node.value)
+        value = self.arith(op, current, operand, node)
         self.store_item(target, value, base, at)
 
     def assign(self, target: ast.expr, value, node) -> None:

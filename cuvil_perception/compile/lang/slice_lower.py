@@ -228,5 +228,14 @@ class SliceMixin:
             return self.build_vector(vty, items, target)
         return self.broadcast(self.scalar_for(vty, value, target), vty)
 
+    def slice_operand(self, buf: BufRef, target, value, vty: VecType):
+        """The right side of ``buf[i, a:b] op= value``: a tuple ``(x, y)`` is the vector of its
+        items as lanes of the buffer's type (as numpy's ``row[0:2] += (x, y)``, and as a slice
+        store takes it); anything else as is, for the operator to check."""
+        items = value.value if isinstance(value, Const) else value
+        if not isinstance(items, (tuple, list)):
+            return value
+        return Val(self.slice_value(buf, target, value, vty), vty)
+
 
 __all__ = ["SliceMixin", "is_slice"]

@@ -1,0 +1,85 @@
+"""Slices evaluated in Python's order, compiled == uncompiled: an ``op=`` on a slice reads its
+lanes before its value is evaluated, and the indices of a subscript are evaluated left to right
+(a helper that writes what a later index reads)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cuvil_perception.compile.lang import Buf, f32, i32, i64, inline, kernel, local
+
+
+def both(k, *args, **static) -> tuple[list, list]:
+    """The array arguments after running ``k`` compiled and uncompiled, each on its own copy."""
+    runs = []
+    for fn in (k, k.py_func):
+        copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        fn(*copies, **static)
+        runs.append([a for a in copies if isinstance(a, np.ndarray)])
+    return runs[0], runs[1]
+
+
+def assert_same(compiled: list, uncompiled: list) -> None:
+    for got, want in zip(compiled, uncompiled):
+        np.testing.assert_array_equal(got, want)
+
+
+# -- op= on a slice: the lanes read first ---------------------------------------------------------
+@inline
+def overwrite_row(x, i):
+    """Writes the lanes the caller's ``op=`` is about to update; returns 1."""
+    x[i, 0:4] = 95.0
+    return f32(1.0)
+
+
+@inline
+def overwrite_column(x, j):
+    x[0:2, j] = 95.0
+    return f32(1.0)
+
+
+@kernel(name="test.slice_aug_reads_first")
+def aug_reads_first(rows: Buf[f32, 2, 8], cols: Buf[f32, 2, 8], moved: Buf[f32, 2, 8],
+                    out: Buf[f32, 2, 8], i: i64, k: i64):
+    rows[i, 0:4] += overwrite_row(rows, i)
+    cols[0:2, k] -= overwrite_column(cols, k)
+    moved[i, k:k + 4] *= overwrite_row(moved, i)
+    scratch = local(f32, 2, 8)
+    scratch[i, 0:4] += overwrite_row(scratch, i)
+    out[i, :] = scratch[i, :]
+
+
+def test_slice_op_assign_reads_its_lanes_before_the_value():
+    """Python reads ``x[i, 0:4]`` before it calls the helper that writes 95 there: the sum is
+    the old lanes + 1 (numpy's read, a view, would see the 95s: 96)."""
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    compiled, uncompiled = both(aug_reads_first, x, x, x, np.zeros((2, 8), np.float32), 1, 2)
+    assert_same(compiled, uncompiled)
+    rows, cols, moved, out = compiled
+    assert list(rows[1, :4]) == [9, 10, 11, 12]
+    assert list(cols[:, 2]) == [1, 9]
+    assert list(moved[1]) == [95, 95, 10, 11, 12, 13, 14, 15]  # lanes 2..5, two of them 95
+    assert list(out[1, :4]) == [1, 1, 1, 1]
+
+
+@kernel(name="test.slice_aug_tuple")
+def aug_tuple(x: Buf[f32, 4, 4], counts: Buf[i32, 2, 4], s: f32):
+    for i in range(4):
+        x[i, 0:2] += (0.1, s)
+        x[i, 2:4] *= (s, 0.3)
+    counts[0, 1:3] -= (7, 2)
+    counts[1, 0:4:2] += (i32(5), 6)
+
+
+def test_a_tuple_on_the_right_of_a_slice_op_assign_is_the_lanes():
+    """The tuple's items are lanes of the buffer's type (0.1 is f32(0.1)), in both modes:
+    numpy alone would add it in f64 and round twice."""
+    x = np.random.default_rng(3).uniform(-1, 1, (4, 4)).astype(np.float32)
+    counts = np.arange(8, dtype=np.int32).reshape(2, 4)
+    compiled, uncompiled = both(aug_tuple, x, counts, 0.7)
+    assert_same(compiled, uncompiled)
+    want = x.copy()
+    want[:, 0:2] += np.array((0.1, 0.7), np.float32)
+    want[:, 2:4] *= np.array((0.7, 0.3), np.float32)
+    np.testing.assert_array_equal(compiled[0], want)
+    assert compiled[1].tolist() == [[0, -6, 0, 3], [9, 5, 12, 7]]
