@@ -83,3 +83,37 @@ def test_a_tuple_on_the_right_of_a_slice_op_assign_is_the_lanes():
     want[:, 2:4] *= np.array((0.7, 0.3), np.float32)
     np.testing.assert_array_equal(compiled[0], want)
     assert compiled[1].tolist() == [[0, -6, 0, 3], [9, 5, 12, 7]]
+
+
+# -- indices left to right ------------------------------------------------------------------------
+@inline
+def move_to_column_4(w):
+    """Row 1, after pointing ``w[0]`` (the column a later index reads) at 4."""
+    w[0] = 4
+    return 1
+
+
+@kernel(name="test.slice_indices_in_order")
+def indices_in_order(x: Buf[f32, 2, 8], stored: Buf[f32, 2, 8], updated: Buf[f32, 2, 8],
+                     cols: Buf[f32, 8, 2], w: Buf[i64, 1], out: Buf[f32, 6]):
+    out[0:4] = x[move_to_column_4(w), w[0]:w[0] + 4]
+    w[0] = 0
+    stored[move_to_column_4(w), w[0]:w[0] + 4] = 100.0
+    w[0] = 0
+    updated[move_to_column_4(w), w[0]:w[0] + 4] += 100.0
+    w[0] = 0
+    out[4:6] = cols[w[0]:w[0] + 4:2, move_to_column_4(w)]  # the slice first: column 0, rows 0, 2
+
+
+def test_subscript_indices_are_evaluated_left_to_right():
+    """``x[f(w), w[0]:w[0] + 4]``: the helper runs first, so the slice starts at the column it
+    set (4), in a read, a store and an op= target; a slice before the helper reads w[0] first."""
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    cols = np.arange(16, dtype=np.float32).reshape(8, 2)
+    compiled, uncompiled = both(indices_in_order, x, x, x, cols, np.zeros(1, np.int64),
+                                np.zeros(6, np.float32))
+    assert_same(compiled, uncompiled)
+    _, stored, updated, _, _, out = compiled
+    assert list(out) == [12, 13, 14, 15, 1, 5]
+    assert list(stored[1]) == [8, 9, 10, 11, 100, 100, 100, 100]
+    assert list(updated[1]) == [8, 9, 10, 11, 112, 113, 114, 115]

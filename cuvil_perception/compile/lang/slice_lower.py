@@ -69,17 +69,17 @@ class SliceMixin:
             self.fail(node, "a slice on more than one axis (a vector has one dimension)",
                       "one slice and scalar indices, e.g. `buf[i, a:b]`")
         axis = axes[0]
-        sliced = items[axis]
-        step = self.slice_step(sliced)
-        start, lanes = self.slice_bounds(buf, sliced, node, axis, step)
-        first = self.b.mul(start, buf.strides[axis])
-        for k, (i_node, stride) in enumerate(zip(items, buf.strides)):
+        indices = {}  # left to right, as Python: a helper in one may write what the next reads
+        for k, item in enumerate(items):
             if k == axis:
+                start, lanes, step = self.slice_bounds(buf, item, node, axis)
                 continue
-            idx = self.index_value(i_node, node, buf, k)
+            indices[k] = self.index_value(item, node, buf, k)
             if self.debug:
-                self.check_index(buf, k, idx, node)
-            first = self.b.add(first, self.b.mul(idx, stride))
+                self.check_index(buf, k, indices[k], node)
+        first = self.b.mul(start, buf.strides[axis])
+        for k, idx in indices.items():
+            first = self.b.add(first, self.b.mul(idx, buf.strides[k]))
         contiguous = axis == rank - 1 and step == 1
         stride = self.b.mul(buf.strides[axis], u.const_i64(step))
         return Run(first, lanes, stride, contiguous)
@@ -93,9 +93,10 @@ class SliceMixin:
                       "compile-time int >= 1 (below 2**63)", HINT)
         return step.value
 
-    def slice_bounds(self, buf: BufRef, sliced: ast.Slice, node, axis: int,
-                     step: int) -> tuple[ir.Value, int]:
-        """(the start as an i64 value, the constant lane count), range-checked."""
+    def slice_bounds(self, buf: BufRef, sliced: ast.Slice, node,
+                     axis: int) -> tuple[ir.Value, int, int]:
+        """(the start as an i64 value, the constant lane count, the step), range-checked; the
+        start, stop and step evaluated in that order, as Python does."""
         extent = buf.extents[axis]
         static = extent.constant if isinstance(extent, ir.Constant) else None
         lower = Const(0) if sliced.lower is None else self.expr(sliced.lower)
@@ -111,9 +112,11 @@ class SliceMixin:
             if length is None:
                 self.fail(sliced, f"slice `{ast.unparse(sliced)}` has no compile-time length",
                           HINT)
+            step = self.slice_step(sliced)
             lanes = len(range(0, length, step))
             start = self.slice_start(buf, sliced, lower, node, static, lanes, axis, step)
-            return start, lanes
+            return start, lanes, step
+        step = self.slice_step(sliced)
         if not all(isinstance(v, Const) and type(v.value) is int for v in (lower, upper)):
             self.fail(sliced, f"slice bounds `{ast.unparse(sliced)}` must be compile-time ints",
                       HINT)
@@ -128,7 +131,7 @@ class SliceMixin:
         if static is None and extent is not None and self.debug:
             # constant lanes on a run-time extent: the last one is the index to check
             self.check_index(buf, axis, u.const_i64(a + (lanes - 1) * step), node)
-        return u.const_i64(a), lanes
+        return u.const_i64(a), lanes, step
 
     def run_time_length(self, sliced: ast.Slice) -> int | None:
         up = sliced.upper
