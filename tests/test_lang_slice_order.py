@@ -117,3 +117,20 @@ def test_subscript_indices_are_evaluated_left_to_right():
     assert list(out) == [12, 13, 14, 15, 1, 5]
     assert list(stored[1]) == [8, 9, 10, 11, 100, 100, 100, 100]
     assert list(updated[1]) == [8, 9, 10, 11, 112, 113, 114, 115]
+
+
+# -- slice forms Python accepts -------------------------------------------------------------------
+@kernel(name="test.slice_none_bounds")
+def none_bounds(x: Buf[f32, 2, 8], out: Buf[f32, 2, 8], k: i64):
+    out[0, None:4] = x[1, 4:None]
+    out[0, 4:8:None] = x[0, None:4:None]
+    out[1, None:None:2] += x[1, k:k + 4:None]
+
+
+def test_none_as_a_slice_bound_or_step_is_left_out():
+    """``None:4`` is ``:4``, ``4:None`` is ``4:`` and ``a:b:None`` is ``a:b``, as in Python
+    (compiled refused them as 'a NoneType constant')."""
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    compiled, uncompiled = both(none_bounds, x, np.zeros((2, 8), np.float32), 0)
+    assert_same(compiled, uncompiled)
+    assert compiled[1].tolist() == [[12, 13, 14, 15, 0, 1, 2, 3], [8, 0, 9, 0, 10, 0, 11, 0]]

@@ -48,6 +48,16 @@ def is_slice(node: ast.Subscript) -> bool:
     return any(isinstance(i, ast.Slice) for i in items)
 
 
+def given(sliced: ast.Slice) -> ast.Slice:
+    """``sliced`` without the bounds and step written ``None`` (``None:4`` is ``:4``, and
+    ``0:4:None`` is ``0:4``, as in Python)."""
+    parts = [None if isinstance(p, ast.Constant) and p.value is None else p
+             for p in (sliced.lower, sliced.upper, sliced.step)]
+    if parts == [sliced.lower, sliced.upper, sliced.step]:
+        return sliced
+    return ast.copy_location(ast.Slice(*parts), sliced)
+
+
 class SliceMixin:
     """Buffer slices for `lower.Lowerer`."""
 
@@ -72,7 +82,7 @@ class SliceMixin:
         indices = {}  # left to right, as Python: a helper in one may write what the next reads
         for k, item in enumerate(items):
             if k == axis:
-                start, lanes, step = self.slice_bounds(buf, item, node, axis)
+                start, lanes, step = self.slice_bounds(buf, given(item), node, axis)
                 continue
             indices[k] = self.index_value(item, node, buf, k)
             if self.debug:
