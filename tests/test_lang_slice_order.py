@@ -4,9 +4,17 @@ lanes before its value is evaluated, and the indices of a subscript are evaluate
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
-from cuvil_perception.compile.lang import Buf, f32, i32, i64, inline, kernel, local
+import numpy as np
+import pytest
+
+from cuvil_perception.compile.lang import Buf, f32, i32, i64, inline, kernel, local, simd
+from cuvil_perception.errors import KernelIndexError
+from test_lang import line_of as lang_line_of
+from test_lang_simd import assert_compile_error
+
+THIS = Path(__file__).resolve()
 
 
 def both(k, *args, **static) -> tuple[list, list]:
@@ -134,3 +142,44 @@ def test_none_as_a_slice_bound_or_step_is_left_out():
     compiled, uncompiled = both(none_bounds, x, np.zeros((2, 8), np.float32), 0)
     assert_same(compiled, uncompiled)
     assert compiled[1].tolist() == [[12, 13, 14, 15, 0, 1, 2, 3], [8, 0, 9, 0, 10, 0, 11, 0]]
+
+
+@kernel(name="test.slice_stop_past_extent")
+def stop_past_extent(x: Buf[f32, 4, 8], out: Buf[f32, 4, 8]):
+    out[0, 0:4] = x[1, 1:9:2]  # lanes 1, 3, 5, 7: the stop 9 is past the extent, no lane is
+    out[1, 1:9:2] = x[2, 0:4]
+    out[2, 3:9:4] += x[3, 0:2]
+    out[3, 0:2] = x[1:5:2, 7]
+
+
+@kernel(debug=True)
+def checked_stop_past(x: Buf[f32, "n", "m"], n: i64, m: i64) -> f32:
+    return simd.reduce_add(x[0, 1:9:2])  # marker: stop-past
+
+
+def _past_the_end():
+    @kernel
+    def past_the_end(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 1:10:2] = 1.0  # marker: past-the-end
+
+    return past_the_end
+
+
+def test_a_stepped_slice_may_stop_past_the_extent_when_its_lanes_do_not():
+    """``1:9:2`` of 8 is lanes 1, 3, 5, 7, as numpy (compiled refused it as `1:9` out of
+    range); ``1:10:2`` has lane 9 and stays a compile error, a run-time extent a debug check."""
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    compiled, uncompiled = both(stop_past_extent, x, np.zeros((4, 8), np.float32))
+    assert_same(compiled, uncompiled)
+    out = compiled[1]
+    assert list(out[0, :4]) == [9, 11, 13, 15]
+    assert list(out[1]) == [0, 16, 0, 17, 0, 18, 0, 19]
+    assert list(out[2]) == [0, 0, 0, 24, 0, 0, 0, 25]
+    assert list(out[3, :2]) == [15, 31]
+    assert_compile_error(_past_the_end(), "past-the-end", "slice `1:10:2` out of range for "
+                         "axis 1 of 'x' (extent 8", path=THIS)
+    assert checked_stop_past(x, 4, 8) == 1 + 3 + 5 + 7
+    with pytest.raises(KernelIndexError) as info:
+        checked_stop_past(x.reshape(-1)[:28].reshape(4, 7), 4, 7)
+    assert f"{THIS}:{lang_line_of('marker: stop-past', THIS)}" in str(info.value)
+    assert "index 7 out of range for axis 1 of 'x' (extent 7)" in str(info.value)

@@ -132,15 +132,17 @@ class SliceMixin:
                       HINT)
         a, b = lower.value, upper.value
         lanes = -((a - b) // step)  # len(range(a, b, step)), which overflows past 2**63
-        if not 0 <= a < b < 2**63 or (static is not None and b > static) or lanes > MAX_LANES:
-            self.fail(sliced, f"slice `{a}:{b}` out of range for axis {axis} of '{buf.name}' "
-                      f"(extent {static if static is not None else 'run-time'}, at most "
-                      f"{MAX_LANES} lanes)", f"`a:b` with 0 <= a < b <= {static}"
-                      if static is not None else f"`a:b` with 0 <= a < b, at most {MAX_LANES} "
-                      "lanes")
+        last = a + (lanes - 1) * step  # (a stop past the extent is fine, as numpy: `1:9:2` of 8)
+        if not 0 <= a < b < 2**63 or (static is not None and last >= static) \
+                or lanes > MAX_LANES:
+            self.fail(sliced, f"slice `{a}:{b}{f':{step}' if step != 1 else ''}` out of range "
+                      f"for axis {axis} of '{buf.name}' (extent "
+                      f"{static if static is not None else 'run-time'}, at most {MAX_LANES} "
+                      "lanes)", f"`a:b` with 0 <= a < b <= {static}" if static is not None
+                      else f"`a:b` with 0 <= a < b, at most {MAX_LANES} lanes")
         if static is None and extent is not None and self.debug:
             # constant lanes on a run-time extent: the last one is the index to check
-            self.check_index(buf, axis, u.const_i64(a + (lanes - 1) * step), node)
+            self.check_index(buf, axis, u.const_i64(last), node)
         return u.const_i64(a), lanes, step
 
     def run_time_length(self, sliced: ast.Slice) -> int | None:
