@@ -1,6 +1,7 @@
-"""Slices evaluated in Python's order, compiled == uncompiled: an ``op=`` on a slice reads its
-lanes before its value is evaluated, and the indices of a subscript are evaluated left to right
-(a helper that writes what a later index reads)."""
+"""Slices as Python takes them, compiled == uncompiled: an ``op=`` on a slice reads its lanes
+before its value is evaluated, the indices of a subscript are evaluated left to right (a helper
+that writes what a later index reads), ``None`` bounds, a stepped stop past the extent; and a
+debug build names a local array or a view as the user did."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import Buf, f32, i32, i64, inline, kernel, local, simd
+from cuvil_perception.compile.lang import (Buf, address, f32, i32, i64, inline, kernel, local,
+                                           simd, view)
 from cuvil_perception.errors import KernelIndexError
 from test_lang import line_of as lang_line_of
 from test_lang_simd import assert_compile_error
@@ -183,3 +185,35 @@ def test_a_stepped_slice_may_stop_past_the_extent_when_its_lanes_do_not():
         checked_stop_past(x.reshape(-1)[:28].reshape(4, 7), 4, 7)
     assert f"{THIS}:{lang_line_of('marker: stop-past', THIS)}" in str(info.value)
     assert "index 7 out of range for axis 1 of 'x' (extent 7)" in str(info.value)
+
+
+# -- debug builds name local arrays and views -----------------------------------------------------
+@kernel(debug=True)
+def checked_names(x: Buf[f32, 2, 8], out: Buf[f32, 8], k: i64, which: i64):
+    scratch = local(f32, 2, 8)
+    rows = view(address(x), f32, 2, 8)
+    if which == 0:
+        out[0:4] = scratch[1, k:k + 4]  # marker: local-slice
+    elif which == 1:
+        scratch[1, k] = 1.0  # marker: local-element
+    elif which == 2:
+        out[0:4] = rows[1, k:k + 4]  # marker: view-slice
+    else:
+        out[0:4] = simd.load(rows, k, 4)  # marker: view-load
+
+
+@pytest.mark.parametrize("which, at, marker, text", [
+    (0, 6, "local-slice", "index 6 out of range for axis 1 of 'scratch (the start of a slice "
+                          "of 4)' (extent 5)"),
+    (1, 8, "local-element", "index 8 out of range for axis 1 of 'scratch' (extent 8)"),
+    (2, 6, "view-slice", "index 6 out of range for axis 1 of 'rows (the start of a slice of 4)'"),
+    (3, 13, "view-load", "index 13 out of range for axis 0 of 'rows (the flat start of 4 "
+                         "elements)' (extent 13)"),
+])
+def test_a_debug_build_names_local_arrays_and_views_as_written(which, at, marker, text):
+    """The message names the variable (it said 'local@6', 'view@7': the call's line)."""
+    x = np.zeros((2, 8), np.float32)
+    with pytest.raises(KernelIndexError) as info:
+        checked_names(x, np.zeros(8, np.float32), at, which)
+    assert f"{THIS}:{lang_line_of('marker: ' + marker, THIS)}" in str(info.value)
+    assert text in str(info.value)
