@@ -217,3 +217,33 @@ def test_a_debug_build_names_local_arrays_and_views_as_written(which, at, marker
         checked_names(x, np.zeros(8, np.float32), at, which)
     assert f"{THIS}:{lang_line_of('marker: ' + marker, THIS)}" in str(info.value)
     assert text in str(info.value)
+
+
+# -- negative bounds --------------------------------------------------------------------------
+def _negative_bounds():
+    @kernel
+    def from_the_end(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:4] = x[1, -4:]  # marker: from-the-end
+
+    @kernel
+    def both_negative(x: Buf[f32, "n", 8], *, n: int):
+        x[0, 0:3] = x[1, -4:-1]  # marker: both-negative
+
+    @kernel
+    def stepped_stop(x: Buf[f32, "n", 8], *, n: int):
+        x[1, 0:-1:2] = 1.0  # marker: stepped-stop
+
+    return {"from-the-end": (from_the_end, "`4:8`"), "both-negative": (both_negative, "`4:7`"),
+            "stepped-stop": (stepped_stop, "`0:7:2`")}
+
+
+@pytest.mark.parametrize("marker", ["from-the-end", "both-negative", "stepped-stop"])
+def test_a_negative_slice_bound_is_a_compile_error_saying_what_to_write(marker):
+    """``x[1, -4:]`` counts from the end in Python; a kernel does not (it was 'slice `-4:8`
+    out of range', with no word of why): the error says so and gives the bounds from 0.
+    Uncompiled, numpy would count from the end: an IndexError, as for a lane past the end."""
+    k, instead = _negative_bounds()[marker]
+    assert_compile_error(k, marker, f"kernels do not count from the end as Python does; write "
+                         f"{instead} instead", path=THIS)
+    with pytest.raises(IndexError, match="a negative bound on axis 1 counts from the end"):
+        k.py_func(np.zeros((2, 8), np.float32), n=2)

@@ -131,19 +131,31 @@ class SliceMixin:
             self.fail(sliced, f"slice bounds `{ast.unparse(sliced)}` must be compile-time ints",
                       HINT)
         a, b = lower.value, upper.value
-        lanes = -((a - b) // step)  # len(range(a, b, step)), which overflows past 2**63
-        last = a + (lanes - 1) * step  # (a stop past the extent is fine, as numpy: `1:9:2` of 8)
-        if not 0 <= a < b < 2**63 or (static is not None and last >= static) \
-                or lanes > MAX_LANES:
-            self.fail(sliced, f"slice `{a}:{b}{f':{step}' if step != 1 else ''}` out of range "
-                      f"for axis {axis} of '{buf.name}' (extent "
-                      f"{static if static is not None else 'run-time'}, at most {MAX_LANES} "
-                      "lanes)", f"`a:b` with 0 <= a < b <= {static}" if static is not None
-                      else f"`a:b` with 0 <= a < b, at most {MAX_LANES} lanes")
+        lanes = self.constant_lanes(buf, sliced, axis, static, a, b, step)
         if static is None and extent is not None and self.debug:
             # constant lanes on a run-time extent: the last one is the index to check
-            self.check_index(buf, axis, u.const_i64(last), node)
+            self.check_index(buf, axis, u.const_i64(a + (lanes - 1) * step), node)
         return u.const_i64(a), lanes, step
+
+    def constant_lanes(self, buf: BufRef, sliced: ast.Slice, axis: int, static: int | None,
+                       a: int, b: int, step: int) -> int:
+        """The lane count of ``a:b:step`` (constants), every lane inside a static extent."""
+        lanes = -((a - b) // step)  # len(range(a, b, step)), which overflows past 2**63
+        last = a + (lanes - 1) * step  # (a stop past the extent is fine, as numpy: `1:9:2` of 8)
+        if 0 <= a < b < 2**63 and (static is None or last < static) and lanes <= MAX_LANES:
+            return lanes
+        text = f"{a}:{b}{f':{step}' if step != 1 else ''}"
+        if (a < 0 or b < 0) and static is not None:
+            a, b = (v + static if v < 0 else v for v in (a, b))  # (what Python would take)
+            if 0 <= a < b <= static:
+                self.fail(sliced, f"negative bound in slice `{ast.unparse(sliced)}` on axis "
+                          f"{axis} of '{buf.name}' (extent {static}): kernels do not count "
+                          "from the end as Python does", f"`{a}:{b}"
+                          f"{f':{step}' if step != 1 else ''}`")
+        self.fail(sliced, f"slice `{text}` out of range for axis {axis} of '{buf.name}' (extent "
+                  f"{static if static is not None else 'run-time'}, at most {MAX_LANES} "
+                  "lanes)", f"`a:b` with 0 <= a < b <= {static}" if static is not None
+                  else f"`a:b` with 0 <= a < b, at most {MAX_LANES} lanes")
 
     def run_time_length(self, sliced: ast.Slice) -> int | None:
         up = sliced.upper

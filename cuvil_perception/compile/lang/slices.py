@@ -51,12 +51,18 @@ def as_value(x):
 def checked_index(buf, key, text: str):
     """``key`` (the index of ``text``, a slice of ``buf``), once every lane of its slice lies
     inside its axis: ``start >= 0`` and ``start + (lanes - 1) * step < extent``, with the lane
-    count the compiled code takes from the bounds (``k:k + 4`` is 4 lanes, wherever ``k`` is)."""
+    count the compiled code takes from the bounds (``k:k + 4`` is 4 lanes, wherever ``k`` is),
+    and neither bound is negative (``-4:`` counts from the end in numpy only)."""
     shape = np.shape(buf)
     for axis, item in enumerate(key if isinstance(key, tuple) else (key,)):
-        if not isinstance(item, slice) or axis >= len(shape) or item.stop is None:
-            continue  # (`:` and `a:` end at the extent; a non-array is numpy's to refuse)
+        if not isinstance(item, slice) or axis >= len(shape):
+            continue  # (a non-array is numpy's to refuse)
         start, step = item.start or 0, item.step or 1
+        if item.stop is None or item.stop < 0:  # (`:` and `a:` end at the extent)
+            if start < 0 or item.stop is not None:  # (`-4:`, `0:-1`: compiled refuses them)
+                raise IndexError(f"`{text}`: a negative bound on axis {axis} counts from the "
+                                 "end in numpy, not in a compiled kernel")
+            continue
         last = start + (-((start - item.stop) // step) - 1) * step
         if start < 0 or last >= shape[axis]:
             raise IndexError(f"`{text}`: elements {start} to {last} (step {step}) out of range "
