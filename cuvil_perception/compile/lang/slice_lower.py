@@ -8,10 +8,12 @@ compile-time lane count: ``a:b`` with constants (``:`` is the whole static exten
 ``a:`` up to it, ``:b`` from 0), or ``start:start + n`` with a run-time ``start`` and a
 constant ``n`` (the same expression written twice). A run along the last axis with step 1 is
 one vector load or store; any other slice (a column ``buf[a:b, j]``, every other element
-``buf[i, 0:8:2]``) moves its lanes one element at a time. Static bounds are checked at compile
-time against a static extent; a bounds-checked build checks every scalar index and the slice's
-range at run time. Uncompiled, a slice read is a copy (see `slices`), so it is a value in both
-modes.
+``buf[i, 0:8:2]``) moves its lanes one element at a time. ``None`` as a bound or step is left
+out, as in Python. Static bounds are checked at compile time against a static extent, lane by
+lane (``1:9:2`` of 8 is lanes 1, 3, 5, 7), and never count from the end (``-4:`` is refused);
+a bounds-checked build checks every scalar index and the slice's range at run time. Indices
+are evaluated left to right, as in Python. Uncompiled, a slice read is a copy (see `slices`),
+so it is a value in both modes.
 """
 
 from __future__ import annotations
@@ -144,17 +146,16 @@ class SliceMixin:
         last = a + (lanes - 1) * step  # (a stop past the extent is fine, as numpy: `1:9:2` of 8)
         if 0 <= a < b < 2**63 and (static is None or last < static) and lanes <= MAX_LANES:
             return lanes
-        text = f"{a}:{b}{f':{step}' if step != 1 else ''}"
+        tail = f":{step}" if step != 1 else ""
         if (a < 0 or b < 0) and static is not None:
-            a, b = (v + static if v < 0 else v for v in (a, b))  # (what Python would take)
-            if 0 <= a < b <= static:
+            start, stop = (v + static if v < 0 else v for v in (a, b))  # (what Python takes)
+            if 0 <= start < stop <= static:
                 self.fail(sliced, f"negative bound in slice `{ast.unparse(sliced)}` on axis "
                           f"{axis} of '{buf.name}' (extent {static}): kernels do not count "
-                          "from the end as Python does", f"`{a}:{b}"
-                          f"{f':{step}' if step != 1 else ''}`")
-        self.fail(sliced, f"slice `{text}` out of range for axis {axis} of '{buf.name}' (extent "
-                  f"{static if static is not None else 'run-time'}, at most {MAX_LANES} "
-                  "lanes)", f"`a:b` with 0 <= a < b <= {static}" if static is not None
+                          "from the end as Python does", f"`{start}:{stop}{tail}`")
+        self.fail(sliced, f"slice `{a}:{b}{tail}` out of range for axis {axis} of '{buf.name}' "
+                  f"(extent {static if static is not None else 'run-time'}, at most "
+                  f"{MAX_LANES} lanes)", f"`a:b` with 0 <= a < b <= {static}" if static is not None
                   else f"`a:b` with 0 <= a < b, at most {MAX_LANES} lanes")
 
     def run_time_length(self, sliced: ast.Slice) -> int | None:
