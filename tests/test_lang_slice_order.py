@@ -1,7 +1,8 @@
 """Slices as Python takes them, compiled == uncompiled: an ``op=`` on a slice reads its lanes
 before its value is evaluated, the indices of a subscript are evaluated left to right (a helper
-that writes what a later index reads), ``None`` bounds, a stepped stop past the extent; and a
-debug build names a local array or a view as the user did."""
+that writes what a later index reads), ``None`` bounds, a stepped stop past the extent; a
+negative bound is a compile error saying what to write; and a debug build names a local array
+or a view as the user did."""
 
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ def both(k, *args, **static) -> tuple[list, list]:
 
 
 def assert_same(compiled: list, uncompiled: list) -> None:
+    """Bit for bit."""
     for got, want in zip(compiled, uncompiled):
         np.testing.assert_array_equal(got, want)
+        assert got.tobytes() == want.tobytes()
 
 
 # -- op= on a slice: the lanes read first ---------------------------------------------------------
