@@ -133,16 +133,19 @@ def test_subscript_indices_are_evaluated_left_to_right():
 
 
 # -- slice forms Python accepts -------------------------------------------------------------------
+END = None  # a module-level name for "to the end"
+
+
 @kernel(name="test.slice_none_bounds")
 def none_bounds(x: Buf[f32, 2, 8], out: Buf[f32, 2, 8], k: i64):
     out[0, None:4] = x[1, 4:None]
-    out[0, 4:8:None] = x[0, None:4:None]
+    out[0, 4:END:None] = x[0, None:4:END]
     out[1, None:None:2] += x[1, k:k + 4:None]
 
 
 def test_none_as_a_slice_bound_or_step_is_left_out():
     """``None:4`` is ``:4``, ``4:None`` is ``4:`` and ``a:b:None`` is ``a:b``, as in Python
-    (compiled refused them as 'a NoneType constant')."""
+    (compiled refused them as 'a NoneType constant'), also through a module-level name."""
     x = np.arange(16, dtype=np.float32).reshape(2, 8)
     compiled, uncompiled = both(none_bounds, x, np.zeros((2, 8), np.float32), 0)
     assert_same(compiled, uncompiled)

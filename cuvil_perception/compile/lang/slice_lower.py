@@ -50,16 +50,6 @@ def is_slice(node: ast.Subscript) -> bool:
     return any(isinstance(i, ast.Slice) for i in items)
 
 
-def given(sliced: ast.Slice) -> ast.Slice:
-    """``sliced`` without the bounds and step written ``None`` (``None:4`` is ``:4``, and
-    ``0:4:None`` is ``0:4``, as in Python)."""
-    parts = [None if isinstance(p, ast.Constant) and p.value is None else p
-             for p in (sliced.lower, sliced.upper, sliced.step)]
-    if parts == [sliced.lower, sliced.upper, sliced.step]:
-        return sliced
-    return ast.copy_location(ast.Slice(*parts), sliced)
-
-
 class SliceMixin:
     """Buffer slices for `lower.Lowerer`."""
 
@@ -84,7 +74,7 @@ class SliceMixin:
         indices = {}  # left to right, as Python: a helper in one may write what the next reads
         for k, item in enumerate(items):
             if k == axis:
-                start, lanes, step = self.slice_bounds(buf, given(item), node, axis)
+                start, lanes, step = self.slice_bounds(buf, item, node, axis)
                 continue
             indices[k] = self.index_value(item, node, buf, k)
             if self.debug:
@@ -96,10 +86,18 @@ class SliceMixin:
         stride = self.b.mul(buf.strides[axis], u.const_i64(step))
         return Run(first, lanes, stride, contiguous)
 
+    def slice_part(self, node: ast.expr | None):
+        """A bound or the step of a slice, evaluated; None when it is left out or is None
+        (``None:4``, ``0:END`` with ``END = None`` at module level), as in Python."""
+        if node is None or (isinstance(node, ast.Constant) and node.value is None):
+            return None  # (a None literal is no kernel value: `e_Constant` refuses it)
+        value = self.expr(node)
+        return None if isinstance(value, Const) and value.value is None else value
+
     def slice_step(self, sliced: ast.Slice) -> int:
-        if sliced.step is None:
+        step = self.slice_part(sliced.step)
+        if step is None:
             return 1
-        step = self.expr(sliced.step)
         if not (isinstance(step, Const) and type(step.value) is int and 1 <= step.value < 2**63):
             self.fail(sliced, f"slice step `{ast.unparse(sliced.step)}`: a step must be a "
                       "compile-time int >= 1 (below 2**63)", HINT)
@@ -111,14 +109,14 @@ class SliceMixin:
         start, stop and step evaluated in that order, as Python does."""
         extent = buf.extents[axis]
         static = extent.constant if isinstance(extent, ir.Constant) else None
-        lower = Const(0) if sliced.lower is None else self.expr(sliced.lower)
-        if sliced.upper is None:
-            if static is None:
+        lower = self.slice_part(sliced.lower)
+        lower = Const(0) if lower is None else lower
+        if isinstance(lower, Const):
+            upper = self.slice_part(sliced.upper)
+            if upper is None and static is None:
                 self.fail(sliced, f"`:` needs a static extent; axis {axis} of '{buf.name}' "
                           "has a run-time one", "`a:b` with constants")
-            upper = Const(static)
-        elif isinstance(lower, Const):
-            upper = self.expr(sliced.upper)
+            upper = Const(static) if upper is None else upper
         else:  # a run-time start: the length must be static, `start:start + n`
             length = self.run_time_length(sliced)
             if length is None:
