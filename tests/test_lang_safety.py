@@ -101,7 +101,7 @@ def _line(marker: str) -> int:
     (last, "@negative", "negative index -1 on axis 1 of 'x': kernels do not count from the end "
                         "as Python does; write `2` instead"),
     (past, "@past", "index 3 out of range for axis 1 of 'x' (extent 3)"),
-    (local_past, "@local", "index 4 out of range for axis 0 of 'local@"),
+    (local_past, "@local", "index 4 out of range for axis 0 of 't'"),
 ])
 def test_a_constant_index_outside_the_buffer_is_a_compile_error(fn, marker, message):
     """x[-1] read the element before the buffer (Python's py_func gave the last one)."""

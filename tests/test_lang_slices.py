@@ -399,7 +399,7 @@ def _bad_kernels():
         "tuple_item": (tuple_item, "tuple-item", "a f64 scalar with a Vec[f32, 2]"),
         "unpack_lanes": (unpack_lanes, "unpack-lanes", "cannot unpack a Vec[f32, 3] into 2"),
         "column_past_end": (column_past_end, "column-past-end",
-                            "slice `0:8` out of range for axis 0 of 'x' (extent 4"),
+                            "slice `0:8:2` out of range for axis 0 of 'x' (extent 4"),
         "past_end": (past_end, "past-end", "slice `6:10` out of range for axis 1 of 'x'"),
         "empty": (empty, "empty", "slice `4:4` out of range"),
         "huge_bounds": (huge_bounds, "huge-bounds", "slice `0:1180591620717411303424` out of "

@@ -17,7 +17,7 @@ exactly once with a compile-time value is a constant (shape arithmetic folds in 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llvmlite import ir
 
@@ -166,14 +166,16 @@ class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMix
         base = self.expr(target.value)
         if not isinstance(base, BufRef):
             return self.store_item(target, None, base)  # (refused there)
-        if is_slice(target):
+        if is_slice(target):  # (the lanes are read before the value is evaluated, as Python)
             at = self.slice_run(base, target)
             current = self.slice_load(base, target, at)
+            operand = self.slice_operand(base, target, self.expr(node.value), current.ty)
         else:
             at = self.element(base, target)
             ty = base.ty.dtype
             current = convert(self.b, Val(self.b.load(at, typ=ty.ir), ty), ty.compute)
-        value = self.arith(op, current, self.expr(node.value), node)
+            operand = self.expr(node.value)
+        value = self.arith(op, current, operand, node)
         self.store_item(target, value, base, at)
 
     def assign(self, target: ast.expr, value, node) -> None:
@@ -195,7 +197,7 @@ class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMix
                 isinstance(value, (Const, BufRef)) and name in self.frame.once
                 and (current is None or isinstance(current, (Const, BufRef)))):
             # (re-binding a constant: the one assignment runs again in an unrolled loop)
-            env[name] = value  # a compile-time constant or a buffer alias
+            env[name] = named(value, name)  # a compile-time constant or a buffer alias
             return
         if isinstance(value, BufRef) or isinstance(current, BufRef):
             self.fail(node, f"'{name}' would be both a buffer and a scalar, or two buffers",
@@ -315,6 +317,15 @@ class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMix
             return binop(self.b, op, xv, yv, self.flags)
         except TypeError as exc:
             self.fail(node, f"{exc} (operands {xv.ty} and {yv.ty})", "an explicit int cast")
+
+
+def named(value, name: str):
+    """``value``; a `local` array or a `view` bound to ``name`` for the first time takes it as
+    its name: a debug build's KernelIndexError says 'tmp', the name the user wrote, not the
+    'local@12' the call made."""
+    if isinstance(value, BufRef) and value.name.startswith(("local@", "view@")):
+        return replace(value, name=name)
+    return value
 
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",

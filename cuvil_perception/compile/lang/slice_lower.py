@@ -8,10 +8,12 @@ compile-time lane count: ``a:b`` with constants (``:`` is the whole static exten
 ``a:`` up to it, ``:b`` from 0), or ``start:start + n`` with a run-time ``start`` and a
 constant ``n`` (the same expression written twice). A run along the last axis with step 1 is
 one vector load or store; any other slice (a column ``buf[a:b, j]``, every other element
-``buf[i, 0:8:2]``) moves its lanes one element at a time. Static bounds are checked at compile
-time against a static extent; a bounds-checked build checks every scalar index and the slice's
-range at run time. Uncompiled, a slice read is a copy (see `slices`), so it is a value in both
-modes.
+``buf[i, 0:8:2]``) moves its lanes one element at a time. ``None`` as a bound or step is left
+out, as in Python. Static bounds are checked at compile time against a static extent, lane by
+lane (``1:9:2`` of 8 is lanes 1, 3, 5, 7), and never count from the end (``-4:`` is refused);
+a bounds-checked build checks every scalar index and the slice's range at run time. Indices
+are evaluated left to right, as in Python. Uncompiled, a slice read is a copy (see `slices`),
+so it is a value in both modes.
 """
 
 from __future__ import annotations
@@ -69,66 +71,90 @@ class SliceMixin:
             self.fail(node, "a slice on more than one axis (a vector has one dimension)",
                       "one slice and scalar indices, e.g. `buf[i, a:b]`")
         axis = axes[0]
-        sliced = items[axis]
-        step = self.slice_step(sliced)
-        start, lanes = self.slice_bounds(buf, sliced, node, axis, step)
-        first = self.b.mul(start, buf.strides[axis])
-        for k, (i_node, stride) in enumerate(zip(items, buf.strides)):
+        indices = {}  # left to right, as Python: a helper in one may write what the next reads
+        for k, item in enumerate(items):
             if k == axis:
+                start, lanes, step = self.slice_bounds(buf, item, node, axis)
                 continue
-            idx = self.index_value(i_node, node, buf, k)
+            indices[k] = self.index_value(item, node, buf, k)
             if self.debug:
-                self.check_index(buf, k, idx, node)
-            first = self.b.add(first, self.b.mul(idx, stride))
+                self.check_index(buf, k, indices[k], node)
+        first = self.b.mul(start, buf.strides[axis])
+        for k, idx in indices.items():
+            first = self.b.add(first, self.b.mul(idx, buf.strides[k]))
         contiguous = axis == rank - 1 and step == 1
         stride = self.b.mul(buf.strides[axis], u.const_i64(step))
         return Run(first, lanes, stride, contiguous)
 
+    def slice_part(self, node: ast.expr | None):
+        """A bound or the step of a slice, evaluated; None when it is left out or is None
+        (``None:4``, ``0:END`` with ``END = None`` at module level), as in Python."""
+        if node is None or (isinstance(node, ast.Constant) and node.value is None):
+            return None  # (a None literal is no kernel value: `e_Constant` refuses it)
+        value = self.expr(node)
+        return None if isinstance(value, Const) and value.value is None else value
+
     def slice_step(self, sliced: ast.Slice) -> int:
-        if sliced.step is None:
+        step = self.slice_part(sliced.step)
+        if step is None:
             return 1
-        step = self.expr(sliced.step)
         if not (isinstance(step, Const) and type(step.value) is int and 1 <= step.value < 2**63):
             self.fail(sliced, f"slice step `{ast.unparse(sliced.step)}`: a step must be a "
                       "compile-time int >= 1 (below 2**63)", HINT)
         return step.value
 
-    def slice_bounds(self, buf: BufRef, sliced: ast.Slice, node, axis: int,
-                     step: int) -> tuple[ir.Value, int]:
-        """(the start as an i64 value, the constant lane count), range-checked."""
+    def slice_bounds(self, buf: BufRef, sliced: ast.Slice, node,
+                     axis: int) -> tuple[ir.Value, int, int]:
+        """(the start as an i64 value, the constant lane count, the step), range-checked; the
+        start, stop and step evaluated in that order, as Python does."""
         extent = buf.extents[axis]
         static = extent.constant if isinstance(extent, ir.Constant) else None
-        lower = Const(0) if sliced.lower is None else self.expr(sliced.lower)
-        if sliced.upper is None:
-            if static is None:
+        lower = self.slice_part(sliced.lower)
+        lower = Const(0) if lower is None else lower
+        if isinstance(lower, Const):
+            upper = self.slice_part(sliced.upper)
+            if upper is None and static is None:
                 self.fail(sliced, f"`:` needs a static extent; axis {axis} of '{buf.name}' "
                           "has a run-time one", "`a:b` with constants")
-            upper = Const(static)
-        elif isinstance(lower, Const):
-            upper = self.expr(sliced.upper)
+            upper = Const(static) if upper is None else upper
         else:  # a run-time start: the length must be static, `start:start + n`
             length = self.run_time_length(sliced)
             if length is None:
                 self.fail(sliced, f"slice `{ast.unparse(sliced)}` has no compile-time length",
                           HINT)
+            step = self.slice_step(sliced)
             lanes = len(range(0, length, step))
             start = self.slice_start(buf, sliced, lower, node, static, lanes, axis, step)
-            return start, lanes
+            return start, lanes, step
+        step = self.slice_step(sliced)
         if not all(isinstance(v, Const) and type(v.value) is int for v in (lower, upper)):
             self.fail(sliced, f"slice bounds `{ast.unparse(sliced)}` must be compile-time ints",
                       HINT)
         a, b = lower.value, upper.value
-        lanes = -((a - b) // step)  # len(range(a, b, step)), which overflows past 2**63
-        if not 0 <= a < b < 2**63 or (static is not None and b > static) or lanes > MAX_LANES:
-            self.fail(sliced, f"slice `{a}:{b}` out of range for axis {axis} of '{buf.name}' "
-                      f"(extent {static if static is not None else 'run-time'}, at most "
-                      f"{MAX_LANES} lanes)", f"`a:b` with 0 <= a < b <= {static}"
-                      if static is not None else f"`a:b` with 0 <= a < b, at most {MAX_LANES} "
-                      "lanes")
+        lanes = self.constant_lanes(buf, sliced, axis, static, a, b, step)
         if static is None and extent is not None and self.debug:
             # constant lanes on a run-time extent: the last one is the index to check
             self.check_index(buf, axis, u.const_i64(a + (lanes - 1) * step), node)
-        return u.const_i64(a), lanes
+        return u.const_i64(a), lanes, step
+
+    def constant_lanes(self, buf: BufRef, sliced: ast.Slice, axis: int, static: int | None,
+                       a: int, b: int, step: int) -> int:
+        """The lane count of ``a:b:step`` (constants), every lane inside a static extent."""
+        lanes = -((a - b) // step)  # len(range(a, b, step)), which overflows past 2**63
+        last = a + (lanes - 1) * step  # (a stop past the extent is fine, as numpy: `1:9:2` of 8)
+        if 0 <= a < b < 2**63 and (static is None or last < static) and lanes <= MAX_LANES:
+            return lanes
+        tail = f":{step}" if step != 1 else ""
+        if (a < 0 or b < 0) and static is not None:
+            start, stop = (v + static if v < 0 else v for v in (a, b))  # (what Python takes)
+            if 0 <= start < stop <= static:
+                self.fail(sliced, f"negative bound in slice `{ast.unparse(sliced)}` on axis "
+                          f"{axis} of '{buf.name}' (extent {static}): kernels do not count "
+                          "from the end as Python does", f"`{start}:{stop}{tail}`")
+        self.fail(sliced, f"slice `{a}:{b}{tail}` out of range for axis {axis} of '{buf.name}' "
+                  f"(extent {static if static is not None else 'run-time'}, at most "
+                  f"{MAX_LANES} lanes)", f"`a:b` with 0 <= a < b <= {static}" if static is not None
+                  else f"`a:b` with 0 <= a < b, at most {MAX_LANES} lanes")
 
     def run_time_length(self, sliced: ast.Slice) -> int | None:
         up = sliced.upper
@@ -227,6 +253,15 @@ class SliceMixin:
                 items = [Const(v) for v in items]
             return self.build_vector(vty, items, target)
         return self.broadcast(self.scalar_for(vty, value, target), vty)
+
+    def slice_operand(self, buf: BufRef, target, value, vty: VecType):
+        """The right side of ``buf[i, a:b] op= value``: a tuple ``(x, y)`` is the vector of its
+        items as lanes of the buffer's type (as numpy's ``row[0:2] += (x, y)``, and as a slice
+        store takes it); anything else as is, for the operator to check."""
+        items = value.value if isinstance(value, Const) else value
+        if not isinstance(items, (tuple, list)):
+            return value
+        return Val(self.slice_value(buf, target, value, vty), vty)
 
 
 __all__ = ["SliceMixin", "is_slice"]

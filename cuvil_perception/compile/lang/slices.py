@@ -8,8 +8,12 @@ read wrapped in `as_value` (a `simd.Vector` copy; vectors' in-place operators ma
 vectors). Only functions that use a slice are rebuilt; the rebuilt one has the same file,
 line numbers, globals, defaults and annotations (tracebacks and debuggers show the user's
 source), and ``__wrapped__`` is the original (``inspect`` reads its source and signature).
-Slice *stores* (``out[p, :] = v``, ``out[p, :] += v``) are left to numpy: they write the buffer
-in both modes.
+Slice *stores* (``out[p, :] = v``) are left to numpy: they write the buffer in both modes.
+An ``op=`` on a slice, ``out[p, :] += v``, reads its lanes before ``v`` is evaluated (Python's
+order); numpy's read would be a view, so a ``v`` that writes those lanes (a helper's store) would
+show through it. Its target is wrapped in `Lanes`, whose read is a `Current` copy: the lanes as
+they were, as compiled. A tuple on the right (``+= (x, y)``) becomes the lanes of the buffer's
+type, as compiled (numpy would add it as f64 and round the sum twice).
 
 numpy also clamps a slice to the array (``x[k:k + 4]`` near the end gives fewer elements, a
 negative ``k`` counts from the end), where the compiled code takes every lane (a debug build
@@ -29,11 +33,13 @@ import numpy as np
 
 from ...errors import KernelSourceError
 from .simd import Vector
+from .slice_lower import is_slice
 from .source import Source
 
 _VALUE = "__cuvil_slice_value__"
 _INDEX = "__cuvil_slice_index__"
 _SLICE = "__cuvil_slice__"  # the builtin `slice` (the kernel's module may shadow the name)
+_LANES = "__cuvil_slice_lanes__"
 _SLICE_OPS = {"BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE"}
 
 
@@ -45,12 +51,18 @@ def as_value(x):
 def checked_index(buf, key, text: str):
     """``key`` (the index of ``text``, a slice of ``buf``), once every lane of its slice lies
     inside its axis: ``start >= 0`` and ``start + (lanes - 1) * step < extent``, with the lane
-    count the compiled code takes from the bounds (``k:k + 4`` is 4 lanes, wherever ``k`` is)."""
+    count the compiled code takes from the bounds (``k:k + 4`` is 4 lanes, wherever ``k`` is),
+    and neither bound is negative (``-4:`` counts from the end in numpy only)."""
     shape = np.shape(buf)
     for axis, item in enumerate(key if isinstance(key, tuple) else (key,)):
-        if not isinstance(item, slice) or axis >= len(shape) or item.stop is None:
-            continue  # (`:` and `a:` end at the extent; a non-array is numpy's to refuse)
+        if not isinstance(item, slice) or axis >= len(shape):
+            continue  # (a non-array is numpy's to refuse)
         start, step = item.start or 0, item.step or 1
+        if item.stop is None or item.stop < 0:  # (`:` and `a:` end at the extent)
+            if start < 0 or item.stop is not None:  # (`-4:`, `0:-1`: compiled refuses them)
+                raise IndexError(f"`{text}`: a negative bound on axis {axis} counts from the "
+                                 "end in numpy, not in a compiled kernel")
+            continue
         last = start + (-((start - item.stop) // step) - 1) * step
         if start < 0 or last >= shape[axis]:
             raise IndexError(f"`{text}`: elements {start} to {last} (step {step}) out of range "
@@ -58,15 +70,59 @@ def checked_index(buf, key, text: str):
     return key
 
 
+def _taking_tuples(name: str):
+    """`Vector`'s in-place operator ``name``, with a tuple operand made lanes of ``self``'s
+    dtype first."""
+    def operator(self, other):
+        if isinstance(other, (tuple, list)):
+            other = np.array(other, self.dtype)
+        return getattr(Vector, name)(self, other)
+    operator.__name__ = name
+    return operator
+
+
+class Current(Vector):
+    """The lanes an ``op=`` on a slice read: a `Vector` whose in-place operators take a tuple
+    as lanes of its own dtype."""
+
+    __iadd__, __isub__ = _taking_tuples("__iadd__"), _taking_tuples("__isub__")
+    __imul__, __itruediv__ = _taking_tuples("__imul__"), _taking_tuples("__itruediv__")
+    __iand__, __ior__ = _taking_tuples("__iand__"), _taking_tuples("__ior__")
+    __ixor__ = _taking_tuples("__ixor__")
+
+
+class Lanes:
+    """The target of ``buf[key] op= v`` uncompiled: reads ``buf[key]`` as a `Current` copy,
+    writes to ``buf``."""
+
+    def __init__(self, buf):
+        self.buf = buf
+
+    def __getitem__(self, key):
+        return np.array(self.buf[key], copy=True).view(Current)
+
+    def __setitem__(self, key, value):
+        self.buf[key] = value
+
+
 class _WrapReads(ast.NodeTransformer):
     def __init__(self):
         self.found = False
 
+    def visit_AugAssign(self, node: ast.AugAssign):
+        sliced = isinstance(node.target, ast.Subscript) and is_slice(node.target)
+        self.generic_visit(node)
+        if sliced:  # (the target's value, a name, is evaluated once more by its checked index)
+            target = node.target
+            target.value = ast.copy_location(
+                ast.Call(ast.Name(_LANES, ast.Load()), [_as_load(target.value)], []), target)
+        return node
+
     def visit_Subscript(self, node: ast.Subscript):
         self.generic_visit(node)
-        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if not any(isinstance(i, ast.Slice) for i in items):
+        if not is_slice(node):
             return node
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         self.found = True
         text = ast.unparse(node)
         key = [ast.Call(ast.Name(_SLICE, ast.Load()), [i.lower or ast.Constant(None),
@@ -124,7 +180,7 @@ def value_slices(fn):
     # A factory binds the wrapper as a closure cell: the module's globals stay untouched.
     factory = ast.FunctionDef(
         name="__cuvil_factory__", args=ast.arguments(
-            posonlyargs=[], args=[ast.arg(_VALUE), ast.arg(_INDEX), ast.arg(_SLICE)],
+            posonlyargs=[], args=[ast.arg(a) for a in (_VALUE, _INDEX, _SLICE, _LANES)],
             kwonlyargs=[], kw_defaults=[],
             defaults=[]), body=[tree, ast.Return(ast.Name(tree.name, ast.Load()))],
         decorator_list=[])
@@ -138,7 +194,7 @@ def value_slices(fn):
                    flags=__future__.annotations.compiler_flag)
     scope: dict = {}
     exec(code, fn.__globals__, scope)  # noqa: S102 - the user's own kernel source
-    rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice)
+    rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice, Lanes)
     functools.update_wrapper(rebuilt, fn)
     rebuilt.__kwdefaults__, rebuilt.__defaults__ = fn.__kwdefaults__, fn.__defaults__
     return rebuilt
