@@ -59,12 +59,11 @@ def axis(shifted, stride, size):
 
 
 @inline
-def matvec(features, p, weights, tap, acc, cin, ways):
+def matvec(features, p, weights, tap, cin, cout, ways):
     """W[tap] @ features[p], a vector of C_out: channel ci into chain ci % ways (the rest into
-    chain 0; chain w is the row ``acc[w, :]``), the chains summed pairwise at the end; the order
-    is fixed, so the result is deterministic."""
-    for w in unroll(ways):
-        acc[w, :] = 0.0
+    chain 0; chain w is the row ``acc[w, :]``, zeros at the start), the chains summed pairwise
+    at the end; the order is fixed, so the result is deterministic."""
+    acc = local(f32, ways, cout)
     main = cin - cin % ways
     for ci in range(0, main, ways):
         for w in unroll(ways):
@@ -84,7 +83,6 @@ def conv_scatter(features: Buf[f32, None, "cin"], coords: Buf[i32, None, 3], cou
                  out: Buf[f32, None, "cout"], mark: Buf[u8], touched: Buf[i32], prev: Buf[i32],
                  prev_count: Buf[i64, 1], *, cin: int, cout: int, kh: int, kw: int, sy: int,
                  sx: int, top: int, left: int, ho: int, wo: int, ways: int) -> i64:
-    chains = local(f32, ways, cout)
     reached = 0
     for p in range(count):
         y, x = i64(coords[p, 1]), i64(coords[p, 2])
@@ -93,24 +91,23 @@ def conv_scatter(features: Buf[f32, None, "cin"], coords: Buf[i32, None, 3], cou
             ox, valid_x = axis(x + left - tap % kw, sx, wo)
             if valid_y & valid_x:
                 cell = oy * wo + ox
-                total = matvec(features, p, weights, tap, chains, cin, ways)
+                total = matvec(features, p, weights, tap, cin, cout, ways)
                 first = mark[cell] == 0  # first touch this frame: recorded, stored
                 if first:
-                    mark[cell] = 1
-                    touched[reached] = cell
+                    mark[cell], touched[reached] = 1, cell
                     reached += 1
                 # branch-free: a first touch ignores the stale value
                 out[cell, :] = simd.select(first, total, out[cell, :] + total)
-    for k in range(prev_count[0]):  # last frame's cells not reached: back to relu(b)
+    # last frame's cells not reached: back to relu(b); max(0, x) is x where x > 0, else +0.0
+    # (NaN and -0.0 too): the operand order matters
+    for k in range(prev_count[0]):
         cell = i64(prev[k])
         if mark[cell] == 0:
-            out[cell, :] = simd.select(bias[:] > 0.0, bias[:], 0.0)
-    for k in range(reached):  # bias + ReLU on the reached cells; marks cleared
+            out[cell, :] = simd.max(0.0, bias[:])
+    for k in range(reached):  # bias + ReLU on the reached cells; marks cleared; touched -> prev
         cell = i64(touched[k])
-        total = out[cell, :] + bias[:]
-        out[cell, :] = simd.select(total > 0.0, total, 0.0)
-        mark[cell] = 0
-        prev[k] = cell
+        out[cell, :] = simd.max(0.0, out[cell, :] + bias[:])
+        mark[cell], prev[k] = 0, cell
     prev_count[0] = reached
     return reached
 

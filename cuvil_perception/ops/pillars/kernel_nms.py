@@ -52,12 +52,6 @@ def fill_row(boxes, cosines, sines, table, extents, j):
 
 
 @inline
-def next_vertex(k, count):
-    """Index of the vertex after ``k`` in a closed polygon of ``count`` vertices."""
-    return select(k + 1 == count, 0, k + 1)
-
-
-@inline
 def clip(sx, sy, dx, dy, count, xs, ys, k):
     """bev_iou.clip_polygon: (sx, sy) (count vertices) clipped by the edge from corner k to
     corner k + 1 of a box (its corners the vectors ``xs``, ``ys``) into (dx, dy)."""
@@ -65,7 +59,7 @@ def clip(sx, sy, dx, dy, count, xs, ys, k):
     ex, ey = bx - ax, by - ay
     out = 0
     for k in range(count):
-        nxt = next_vertex(k, count)
+        nxt = select(k + 1 == count, 0, k + 1)  # (k + 1) % count without a division
         px, py, qx, qy = sx[k], sy[k], sx[nxt], sy[nxt]
         side_p = ex * (py - ay) - ey * (px - ax)
         side_q = ex * (qy - ay) - ey * (qx - ax)
@@ -84,7 +78,7 @@ def polygon_area(xs, ys, count):
     """bev_iou.polygon_area: 0 below 3 vertices, else 0.5 * sequential shoelace sum."""
     twice = 0.0
     for k in range(count):
-        nxt = next_vertex(k, count)
+        nxt = select(k + 1 == count, 0, k + 1)
         twice += xs[k] * ys[nxt] - xs[nxt] * ys[k]
     return select(count < 3, 0.0, 0.5 * twice)
 
@@ -102,8 +96,7 @@ def iou(table, i, j, xa, ya, xb, yb):
         count = clip(xa, ya, xb, yb, count, xs, ys, 2 * k)
         count = clip(xb, yb, xa, ya, count, xs, ys, 2 * k + 1)
     overlap = max(polygon_area(xa, ya, count), 0.0)  # (NaN stays NaN, as in bev_iou)
-    union = area_a + area_b - overlap
-    return overlap / select(union > EPS, union, EPS)
+    return overlap / max(EPS, area_a + area_b - overlap)  # bev_iou: union if union > EPS else EPS
 
 
 @kernel(name="pillars.nms")
@@ -125,9 +118,8 @@ def nms(boxes: Buf[f32, "m", 7], cosines: Buf[f64, "m"], sines: Buf[f64, "m"], m
                 return kept
             lo_x, hi_x, lo_y, hi_y = extents[:, i] + MARGIN
             for j in range(i + 1, m):  # branch-free: the live boxes whose extents meet i's
-                meet = (extents[0, j] <= hi_x) & (extents[1, j] >= lo_x) & \
-                    (extents[2, j] <= hi_y) & (extents[3, j] >= lo_y)
-                near[j] = meet & (suppressed[j] == 0)
+                near[j] = (extents[0, j] <= hi_x) & (extents[1, j] >= lo_x) & \
+                    (extents[2, j] <= hi_y) & (extents[3, j] >= lo_y) & (suppressed[j] == 0)
             for j in range(i + 1, m):
                 if near[j] != 0 and iou(table, i, j, xa, ya, xb, yb) > threshold:
                     suppressed[j] = 1

@@ -109,8 +109,7 @@ def compose(gathered, q, cells, start, end, lane):
     line = simd.splat(f32(0.0), LANES * LANES)
     for t in range(start, end):
         hit = simd.shuffle(lane == (cells[t] & (LANES - 1)), TILE)
-        row = gathered[q, t, :]
-        line = simd.select(hit, simd.shuffle(row, SPREAD), line)
+        line = simd.select(hit, simd.shuffle(gathered[q, t, :], SPREAD), line)
     return line
 
 

@@ -23,11 +23,10 @@ from ...compile.lang import Buf, f32, i64, kernel, u64, view
 
 
 @kernel(name="yolo.scan")
-def scan(cls_table: Buf[u64], best: Buf[f32], cand: Buf[i64], threshold: f32, *, grids: tuple,
+def scan(cls_table: Buf[u64], best: Buf[f32], cand: Buf[i64], threshold: f32, *, sizes: tuple,
          nc: int) -> i64:
     count = offset = 0
-    for level, (h, w) in enumerate(grids):
-        hw = h * w
+    for level, hw in enumerate(sizes):  # hw: the level's anchor count, h * w
         logits = view(cls_table[level], f32, nc, hw)
         for p in range(hw):
             best[offset + p] = logits[0, p]
@@ -43,4 +42,4 @@ def scan(cls_table: Buf[u64], best: Buf[f32], cand: Buf[i64], threshold: f32, *,
 
 def scan_spec(grids, nc: int) -> KernelSpec:
     """The ``yolo.scan`` kernel for these level grids ((h, w) per level) and class count."""
-    return scan.spec(grids=[list(map(int, g)) for g in grids], nc=int(nc))
+    return scan.spec(sizes=[int(h) * int(w) for h, w in grids], nc=int(nc))
