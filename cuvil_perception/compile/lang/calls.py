@@ -147,6 +147,7 @@ class CallsMixin:
                              else max(best.value, item.value))
                 continue
             a, c = self.value(best, node), self.value(item, arg)
+            self.joins(a, c, node.args[0], arg)
             if a.ty != c.ty:
                 from .arith import common
 

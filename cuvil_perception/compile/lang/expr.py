@@ -211,7 +211,7 @@ class ExprMixin:
         return invert(self.b, val)
 
     def e_Compare(self, node: ast.Compare):
-        left = self.expr(node.left)
+        left, left_node = self.expr(node.left), node.left
         result = None
         for op_node, right_node in zip(node.ops, node.comparators):
             op = _CMP.get(type(op_node))
@@ -225,10 +225,9 @@ class ExprMixin:
             if isinstance(left, Const) and isinstance(right, Const):
                 part = Const(_PYCMP[op](left.value, right.value))
             else:
-                part = compare(self.b, op, self.value(left, node.left),
-                               self.value(right, right_node))
+                part = compare(self.b, op, *self.operand_values(left, left_node, right, right_node))
             result = part if result is None else self.both(result, part)
-            left = right
+            left, left_node = right, right_node
         return result
 
     def both(self, a, c):
@@ -297,6 +296,7 @@ class ExprMixin:
                 self.fail(node, f"the branches are {a_val.ty} and {c_val.ty}",
                           "a cast on one branch")
             ty = strong.ty
+            self.joins(a_val, c_val, node.body, node.orelse)
         incoming = []
         for block, val in ((then_end, a_val), (other_end, c_val)):
             self.b.position_at_end(block)

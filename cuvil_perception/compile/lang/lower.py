@@ -34,7 +34,7 @@ from .simd_lower import SimdMixin
 from .slice_lower import SliceMixin, is_slice
 from .source import Source, fail
 from .types import BOOL, Scalar, VecType
-from .values import BufRef, Const, Val
+from .values import BufRef, Const, Val, wrapped_operand
 from .vector_lower import VectorMixin, is_vector
 
 
@@ -301,6 +301,22 @@ class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMix
             self.fail(node, f"{what} is {val.ty}, expected {ty}", f"`{ty}(...)`")
         return convert(self.b, val, ty)
 
+    def joins(self, a: Val, c: Val, a_node: ast.expr, c_node: ast.expr) -> None:
+        """A constant operand that does not fit the i32 it joins is a compile error at the
+        constant, not wrapped to 32 bits (`values.wrapped_operand`)."""
+        if (bad := wrapped_operand(a, c)) is not None:
+            at, message, ty = bad
+            node, other = (a_node, c_node) if at == 0 else (c_node, a_node)
+            lo, hi = -(1 << (ty.bits - 1)), (1 << (ty.bits - 1)) - 1
+            self.fail(node, f"{message}, the type of `{ast.unparse(other)}` it joins",
+                      f"`i64({ast.unparse(other)})` to compute in i64, or a value in [{lo}, {hi}]")
+
+    def operand_values(self, x, x_node: ast.expr, y, y_node: ast.expr) -> tuple[Val, Val]:
+        """The values of the operands ``x`` and ``y`` of a comparison (`joins`)."""
+        a, c = self.value(x, x_node), self.value(y, y_node)
+        self.joins(a, c, x_node, y_node)
+        return a, c
+
     def arith(self, op: str, x, y, node):
         """``x op y`` on constants (folded) or values."""
         if isinstance(x, Const) and isinstance(y, Const):
@@ -313,10 +329,18 @@ class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMix
             out = power(self.b, xv, exponent, self.flags)
             return out if out is not None else fpow(self.b, xv, self.value(y, node), self.flags)
         yv = self.value(y, node)
+        self.joins(xv, yv, *_operand_nodes(node))
         try:
             return binop(self.b, op, xv, yv, self.flags)
         except TypeError as exc:
             self.fail(node, f"{exc} (operands {xv.ty} and {yv.ty})", "an explicit int cast")
+
+
+def _operand_nodes(node) -> tuple:
+    """The left and right operand of ``a op b`` or ``a op= b``."""
+    if isinstance(node, ast.BinOp):
+        return node.left, node.right
+    return node.target, node.value
 
 
 def named(value, name: str):

@@ -79,6 +79,21 @@ def out_of_range(value: Any, ty: Scalar, storage: bool = False) -> tuple[str, st
     return f"the constant {int(value)} does not fit {ty}", f"a value in [{lo}, {hi - 1}]{wider}"
 
 
+def wrapped_operand(a: Val, c: Val) -> tuple[int, str, Scalar] | None:
+    """Literals adapt: a constant int next to an i32 operand becomes an i32 (`arith.common`).
+    One that does not fit would wrap to 32 bits (``v + 2147483648`` is ``v - 2147483648``,
+    ``v < 3000000000`` false, ``v % 2**32`` ``v % 0``): then (the constant operand, 0 for
+    ``a``, 1 for ``c``; `out_of_range`'s message; the type it does not fit)."""
+    if a.weak == c.weak or not (isinstance(a.ty, Scalar) and isinstance(c.ty, Scalar)):
+        return None
+    at, weak, strong = (0, a, c) if a.weak else (1, c, a)
+    if not (isinstance(weak.ir, ir.Constant) and weak.ty.is_int and strong.ty.is_int
+            and strong.ty.bits < weak.ty.bits):
+        return None
+    bad = out_of_range(weak.ir.constant, strong.ty)
+    return None if bad is None else (at, bad[0], strong.ty)
+
+
 def materialize(value: Any, ty: Scalar | None = None) -> Val:
     """A weak `Val` for a scalar constant (of type ``ty`` if given, else its own type)."""
     ty = ty or const_type(value)

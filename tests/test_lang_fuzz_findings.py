@@ -1,0 +1,116 @@
+"""Defects the differential fuzzer found (/work/wt/fuzz/FINDINGS.md), one regression test each:
+compiled code that disagreed with ``py_func`` or crashed without the kernel's line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuvil_perception.compile.lang import Buf, i32, i64, kernel
+from cuvil_perception.errors import KernelSourceError
+
+THIS = Path(__file__).resolve()
+WIDE = 3000000000  # a module-level constant that does not fit i32
+TAB = (3000000000, 1)
+
+
+def _line(marker: str) -> int:
+    return next(n for n, text in enumerate(THIS.read_text().splitlines(), 1)
+                if text.rstrip().endswith(marker))
+
+
+# -- finding 5: an int constant next to an i32 operand was wrapped to 32 bits ----------------
+@kernel(name="findings.wide_add")
+def wide_add(out: Buf[i64, 1], v: i32):
+    out[0] = v + 2147483648  # @add
+
+
+@kernel(name="findings.wide_mod")
+def wide_mod(out: Buf[i64, 1], v: i32):
+    out[0] = v % 4294967296  # @mod
+
+
+@kernel(name="findings.wide_less")
+def wide_less(out: Buf[i64, 1], v: i32):
+    out[0] = v < 3000000000  # @less
+
+
+@kernel(name="findings.wide_chain")
+def wide_chain(out: Buf[i64, 1], v: i32):
+    out[0] = 0 < v == 4294967301  # @chain
+
+
+@kernel(name="findings.wide_min")
+def wide_min(out: Buf[i64, 1], v: i32):
+    out[0] = min(v, 1, 3000000000)  # @min
+
+
+@kernel(name="findings.wide_ifexp")
+def wide_ifexp(out: Buf[i64, 1], v: i32):
+    out[0] = v if v > 0 else 3000000000  # @ifexp
+
+
+@kernel(name="findings.wide_shift")
+def wide_shift(out: Buf[i64, 1], v: i32):
+    out[0] = v << 4294967297  # @shift
+
+
+@kernel(name="findings.wide_augmented")
+def wide_augmented(out: Buf[i64, 1], v: i32):
+    w = v
+    w *= WIDE  # @augmented
+    out[0] = w
+
+
+@kernel(name="findings.wide_static")
+def wide_static(out: Buf[i64, 1], v: i32, *, big: int):
+    out[0] = v + big  # @static
+
+
+@kernel(name="findings.wide_item")
+def wide_item(out: Buf[i64, 1], v: i32):
+    out[0] = TAB[0] - v  # @item
+
+
+@kernel(name="findings.wide_bound")
+def wide_bound(out: Buf[i64, 1], v: i32, *, big: int):
+    x = big
+    out[0] = v * x  # @bound
+
+
+@pytest.mark.parametrize("fn, marker, constant", [
+    (wide_add, "@add", 2147483648), (wide_mod, "@mod", 4294967296),
+    (wide_less, "@less", 3000000000), (wide_chain, "@chain", 4294967301),
+    (wide_min, "@min", 3000000000), (wide_ifexp, "@ifexp", 3000000000),
+    (wide_shift, "@shift", 4294967297), (wide_augmented, "@augmented", WIDE),
+    (wide_static, "@static", WIDE), (wide_item, "@item", WIDE), (wide_bound, "@bound", WIDE),
+])
+def test_an_int_constant_that_does_not_fit_the_i32_it_joins_is_a_compile_error(fn, marker,
+                                                                                constant):
+    """``v + 2147483648`` with v an i32 gave -2147483643 (py_func: 2147483653), ``v % 2**32``
+    was ``v % 0``, ``v < 3000000000`` False, ``v << 4294967297`` shifted by 1."""
+    static = {"big": WIDE} if fn in (wide_static, wide_bound) else {}
+    with pytest.raises(KernelSourceError) as err:
+        fn(np.zeros(1, np.int64), 5, **static)
+    text = str(err.value)
+    assert f"{THIS}:{_line(marker)}:" in text
+    assert f"the constant {constant} does not fit i32" in text
+    assert re.search(r"write `i64\((v|w)\)` to compute in i64", text)
+
+
+@kernel(name="findings.edges_of_i32")
+def edges_of_i32(out: Buf[i64, 4], v: i32):
+    out[0] = v + 2147483647
+    out[1] = min(v, -2147483648)
+    out[2] = v < WIDE - 2 * 1000000000
+    out[3] = i64(v) + 2147483648
+
+
+def test_constants_that_fit_i32_and_a_widened_operand_still_compile():
+    got, want = np.zeros(4, np.int64), np.zeros(4, np.int64)
+    edges_of_i32(got, -5)
+    edges_of_i32.py_func(want, np.int32(-5))
+    assert got.tolist() == want.tolist() == [2147483642, -2147483648, 1, 2147483643]
