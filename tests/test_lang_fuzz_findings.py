@@ -114,3 +114,28 @@ def test_constants_that_fit_i32_and_a_widened_operand_still_compile():
     edges_of_i32(got, -5)
     edges_of_i32.py_func(want, np.int32(-5))
     assert got.tolist() == want.tolist() == [2147483642, -2147483648, 1, 2147483643]
+
+
+# -- finding 6: a buffer dtype naming a static that is missing or not a type name -----------
+@kernel(name="findings.dtype_missing")
+def dtype_missing(x: Buf["gty", 4]):  # @missing
+    x[0] = 1.0
+
+
+@kernel(name="findings.dtype_not_a_type")
+def dtype_not_a_type(x: Buf["gty", 4], *, gty: str):  # @not_a_type
+    x[0] = 1.0
+
+
+@pytest.mark.parametrize("fn, marker, static, message", [
+    (dtype_missing, "@missing", {}, "buffer 'x': its dtype names 'gty', which is not a static "
+                                    "parameter; write `*, gty: str` after the run-time"),
+    (dtype_not_a_type, "@not_a_type", {"gty": 3}, "buffer 'x': static parameter 'gty' must "
+                                                  "name a buffer type"),
+])
+def test_a_buffer_dtype_naming_no_type_is_a_compile_error_at_the_annotation(fn, marker, static,
+                                                                             message):
+    """Kernel.spec raised a bare TypeError ("... got None") without the kernel's line."""
+    with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
+        fn(np.zeros(4, np.float32), **static)
+    assert f"{THIS}:{_line(marker)}:" in str(err.value)

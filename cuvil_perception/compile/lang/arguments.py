@@ -12,6 +12,7 @@ import numbers
 import numpy as np
 
 from ..spec import Arg
+from .source import Source, fail
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 
 
@@ -96,16 +97,33 @@ def check_alignment(kname: str, named: list[tuple[str, np.ndarray]], need: dict)
                              f"{align}-byte aligned (a slice of a larger one)")
 
 
-def runtime_arg_docs(runtime: list, static: dict) -> tuple[Arg, ...]:
+def runtime_arg_docs(runtime: list, static: dict, fn=None) -> tuple[Arg, ...]:
     """Names, element types and extents of the run-time parameters, for library headers
     (``compile --library``) when the kernel's spec does not declare them; an extent the
-    annotation leaves open is written ``?``."""
+    annotation leaves open is written ``?``. ``fn``: the kernel's function, where a dtype
+    naming a static parameter that is missing or holds no type name is a compile error."""
     docs = []
     for name, ty in runtime:
         if isinstance(ty, BufType):
-            ty = resolve_dtype(ty, static)
+            ty = buffer_type(fn, name, ty, static) if fn is not None else resolve_dtype(ty, static)
             docs.append(Arg(name, "ptr", ty.dtype.name,
                             tuple("?" if d is None else d for d in ty.dims), role="inout"))
         else:
             docs.append(Arg(name, PARAM_KINDS[ty]))
     return tuple(docs)
+
+
+def buffer_type(fn, name: str, ty: BufType, static: dict) -> BufType:
+    """``ty`` with a dtype named by a static parameter (``Buf["gty", 4]``) resolved; a name
+    that is not a static parameter of ``fn``, or one whose value is not a buffer type's name,
+    is a `KernelSourceError` at the parameter's annotation."""
+    try:
+        return resolve_dtype(ty, static)
+    except TypeError as exc:
+        src = Source.of(fn)
+        node = next((a.annotation for a in src.tree.args.args if a.arg == name), src.tree)
+        if ty.dtype not in static:
+            fail(src, node, f"buffer '{name}': its dtype names '{ty.dtype}', which is not a "
+                 f"static parameter", f"`*, {ty.dtype}: str` after the run-time parameters "
+                 f"(and `{ty.dtype}=\"f32\"` in the call), or a type, `Buf[f32, ...]`")
+        fail(src, node, f"buffer '{name}': {exc}", f"`{ty.dtype}=\"f32\"` (a type name)")

@@ -120,7 +120,7 @@ class Kernel:
         if debug:
             values["_debug"] = True
             args += ("ptr",)
-        docs = tuple(arg_docs) or runtime_arg_docs(runtime, values)
+        docs = tuple(arg_docs) or runtime_arg_docs(runtime, values, self.py_func)
         if debug:
             docs += (Arg("error_record", "ptr", "i64", (4,), role="out",
                          doc="bounds-check error record"),)
