@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import Buf, i32, i64, kernel
+from cuvil_perception.compile.lang import Buf, i8, i32, i64, kernel, u8
 from cuvil_perception.errors import KernelSourceError
 
 THIS = Path(__file__).resolve()
@@ -139,3 +139,29 @@ def test_a_buffer_dtype_naming_no_type_is_a_compile_error_at_the_annotation(fn, 
     with pytest.raises(KernelSourceError, match=re.escape(message)) as err:
         fn(np.zeros(4, np.float32), **static)
     assert f"{THIS}:{_line(marker)}:" in str(err.value)
+
+
+# -- finding 1: a store that wraps raised OverflowError uncompiled --------------------------
+@kernel(name="findings.store_u8")
+def store_u8(x: Buf[u8, 3], v: i32):
+    x[0] = v
+    x[1], x[2] = v + 1, -v
+
+
+@kernel(name="findings.store_i8")
+def store_i8(x: Buf[i8, 4], y: Buf[i32, 4]):
+    for k in range(4):
+        x[k] = y[k]
+    x[0], x[1] = y[1], y[0]
+
+
+def test_an_int_store_wraps_uncompiled_as_compiled():
+    """``x[0] = v`` into a u8 with v = 300: compiled 44, py_func raised OverflowError (a
+    Python int out of range; for i8 a numpy int too: 200 -> -56)."""
+    for fn, buf, arg in ((store_u8, np.zeros(3, np.uint8), 300),
+                         (store_i8, np.zeros(4, np.int8), np.array([200, -129, 7, 384], np.int32))):
+        got, want = buf.copy(), buf.copy()
+        fn(got, arg)
+        fn.py_func(want, arg)
+        assert got.tolist() == want.tolist()
+    assert got.tolist() == [127, -56, 7, -128]  # (y[1], y[0], then 7 and 384)

@@ -15,6 +15,12 @@ show through it. Its target is wrapped in `Lanes`, whose read is a `Current` cop
 they were, as compiled. A tuple on the right (``+= (x, y)``) becomes the lanes of the buffer's
 type, as compiled (numpy would add it as f64 and round the sum twice).
 
+An element store ``out[i] = v`` wraps ``v`` to the element's type as compiled (numpy's
+``astype``); numpy's ``__setitem__`` raises OverflowError for a Python int out of range (and for
+a numpy int out of range of an ``i8`` or ``i16`` buffer). So the target buffer of every store is
+wrapped in `Stores`, whose writes go through `stored`; a function that stores elements is rebuilt
+for it.
+
 numpy also clamps a slice to the array (``x[k:k + 4]`` near the end gives fewer elements, a
 negative ``k`` counts from the end), where the compiled code takes every lane (a debug build
 raises `KernelIndexError`). So the index of every slice, read or stored, goes through
@@ -40,7 +46,9 @@ _VALUE = "__cuvil_slice_value__"
 _INDEX = "__cuvil_slice_index__"
 _SLICE = "__cuvil_slice__"  # the builtin `slice` (the kernel's module may shadow the name)
 _LANES = "__cuvil_slice_lanes__"
+_STORES = "__cuvil_stores__"
 _SLICE_OPS = {"BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE"}
+_REBUILT_OPS = _SLICE_OPS | {"STORE_SUBSCR"}
 
 
 def as_value(x):
@@ -105,6 +113,31 @@ class Lanes:
         self.buf[key] = value
 
 
+def stored(buf, value):
+    """``value`` as an element of ``buf`` holds it compiled: an int truncated to the element's
+    bits (two's complement, as numpy's ``astype``: 300 into a u8 is 44, 200 into an i8 -56)."""
+    dtype = getattr(buf, "dtype", None)
+    if dtype is None or dtype.kind not in "iu" or isinstance(value, (bool, np.bool_)) \
+            or not isinstance(value, (int, np.integer)):
+        return value
+    bits = 8 * dtype.itemsize
+    return np.array(int(value) & ((1 << bits) - 1), f"u{dtype.itemsize}").view(dtype)[()]
+
+
+class Stores:
+    """The target of ``buf[key] = v`` uncompiled: writes `stored` ``v`` to ``buf``, reads
+    ``buf[key]`` (for ``buf[key] op= v``)."""
+
+    def __init__(self, buf):
+        self.buf = buf
+
+    def __getitem__(self, key):
+        return self.buf[key]
+
+    def __setitem__(self, key, value):
+        self.buf[key] = stored(self.buf, value)
+
+
 class _WrapReads(ast.NodeTransformer):
     def __init__(self):
         self.found = False
@@ -121,7 +154,7 @@ class _WrapReads(ast.NodeTransformer):
     def visit_Subscript(self, node: ast.Subscript):
         self.generic_visit(node)
         if not is_slice(node):
-            return node
+            return self._store(node)
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         self.found = True
         text = ast.unparse(node)
@@ -136,9 +169,17 @@ class _WrapReads(ast.NodeTransformer):
             if "lineno" in new._attributes and not hasattr(new, "lineno"):
                 ast.copy_location(new, node)
         if not isinstance(node.ctx, ast.Load):
-            return node  # a store: numpy writes the buffer
+            return self._store(node)  # numpy writes the buffer
         call = ast.Call(ast.Name(_VALUE, ast.Load()), [node], [])
         return ast.copy_location(call, node)
+
+    def _store(self, node: ast.Subscript) -> ast.Subscript:
+        """A store's target buffer wrapped in `Stores` (a load as is)."""
+        if isinstance(node.ctx, ast.Store):
+            self.found = True
+            node.value = ast.copy_location(
+                ast.Call(ast.Name(_STORES, ast.Load()), [_as_load(node.value)], []), node)
+        return node
 
 
 def _as_load(node: ast.expr) -> ast.expr:
@@ -150,10 +191,11 @@ def _as_load(node: ast.expr) -> ast.expr:
 
 
 def _has_slices(code) -> bool:
-    """Whether the bytecode builds a slice or loads a constant one (cheap: parsing the source
-    of every kernel at import would cost ~2 ms each). Python 3.14 folds constant bounds into
-    the code's constants (``x[0, 0:4]`` loads ``(0, slice(0, 4, None))``): no slice opcode."""
-    return any(ins.opname in _SLICE_OPS for ins in dis.get_instructions(code)) \
+    """Whether the bytecode stores an element, builds a slice or loads a constant one (cheap:
+    parsing the source of every kernel at import would cost ~2 ms each). Python 3.14 folds
+    constant bounds into the code's constants (``x[0, 0:4]`` loads ``(0, slice(0, 4,
+    None))``): no slice opcode."""
+    return any(ins.opname in _REBUILT_OPS for ins in dis.get_instructions(code)) \
         or any(_holds_slice(c) for c in code.co_consts)
 
 
@@ -164,7 +206,8 @@ def _holds_slice(const) -> bool:
 
 
 def value_slices(fn):
-    """``fn``, or a rebuilt copy whose slice reads are values (see the module docstring)."""
+    """``fn``, or a rebuilt copy whose slice reads are values and whose element stores wrap
+    (see the module docstring)."""
     if fn.__code__.co_freevars or not _has_slices(fn.__code__):
         return fn  # (a closure cannot compile: kernels resolve module globals only)
     try:
@@ -180,7 +223,7 @@ def value_slices(fn):
     # A factory binds the wrapper as a closure cell: the module's globals stay untouched.
     factory = ast.FunctionDef(
         name="__cuvil_factory__", args=ast.arguments(
-            posonlyargs=[], args=[ast.arg(a) for a in (_VALUE, _INDEX, _SLICE, _LANES)],
+            posonlyargs=[], args=[ast.arg(a) for a in (_VALUE, _INDEX, _SLICE, _LANES, _STORES)],
             kwonlyargs=[], kw_defaults=[],
             defaults=[]), body=[tree, ast.Return(ast.Name(tree.name, ast.Load()))],
         decorator_list=[])
@@ -194,10 +237,10 @@ def value_slices(fn):
                    flags=__future__.annotations.compiler_flag)
     scope: dict = {}
     exec(code, fn.__globals__, scope)  # noqa: S102 - the user's own kernel source
-    rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice, Lanes)
+    rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice, Lanes, Stores)
     functools.update_wrapper(rebuilt, fn)
     rebuilt.__kwdefaults__, rebuilt.__defaults__ = fn.__kwdefaults__, fn.__defaults__
     return rebuilt
 
 
-__all__ = ["as_value", "checked_index", "value_slices"]
+__all__ = ["as_value", "checked_index", "stored", "value_slices"]
