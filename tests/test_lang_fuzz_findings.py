@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import Buf, i8, i32, i64, kernel, u8
+from cuvil_perception.compile.lang import Buf, bits, f32, i8, i32, i64, kernel, u8
 from cuvil_perception.errors import KernelSourceError
 
 THIS = Path(__file__).resolve()
@@ -165,3 +165,22 @@ def test_an_int_store_wraps_uncompiled_as_compiled():
         fn.py_func(want, arg)
         assert got.tolist() == want.tolist()
     assert got.tolist() == [127, -56, 7, -128]  # (y[1], y[0], then 7 and 384)
+
+
+# -- finding 3: an f32 scalar parameter was a Python float (f64) uncompiled -------------------
+@kernel(name="findings.scalar_params")
+def scalar_params(x: Buf[f32, 1], count: Buf[i64, 1], a: f32, w: i32):
+    x[0] = a * a
+    for _ in bits(w):
+        count[0] += 1
+
+
+def test_scalar_arguments_take_their_declared_types_uncompiled():
+    """f32 a = 0.1: compiled float32(0.1) * float32(0.1) = 0.010000001, py_func computed
+    0.1 * 0.1 in f64 and stored 0.01; bits(w) of an i32 -1 counted 64 bits uncompiled."""
+    got, want = (np.zeros(1, np.float32), np.zeros(1, np.int64)), \
+        (np.zeros(1, np.float32), np.zeros(1, np.int64))
+    scalar_params(*got, 0.1, -1)
+    scalar_params.py_func(*want, 0.1, -1)
+    assert got[0][0] == want[0][0] == np.float32(0.1) * np.float32(0.1)
+    assert got[1][0] == want[1][0] == 32

@@ -70,7 +70,7 @@ class Kernel:
 
     def __init__(self, fn, *, name, fastmath, noalias, debug, version):
         remember(fn)  # the text Python compiled, whatever happens to the file (see `source`)
-        self.py_func = value_slices(fn)  # fn itself unless it reads slices (see `slices`)
+        self.py_func = value_slices(fn, params=True)  # (rebuilt: see `slices`)
         fn.__cuvil_kernel__ = self.py_func.__cuvil_kernel__ = self
         self.__doc__, self.__name__ = fn.__doc__, fn.__name__
         self.name = name or f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"

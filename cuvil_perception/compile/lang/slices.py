@@ -21,6 +21,10 @@ a numpy int out of range of an ``i8`` or ``i16`` buffer). So the target buffer o
 wrapped in `Stores`, whose writes go through `stored`; a function that stores elements is rebuilt
 for it.
 
+A kernel's scalar arguments are cast to their declared types on entry (`as_param`: an ``f32``
+parameter is a ``numpy.float32``, as compiled, not the caller's float64 ``0.1``), so the
+function of a kernel with a scalar parameter is rebuilt too.
+
 numpy also clamps a slice to the array (``x[k:k + 4]`` near the end gives fewer elements, a
 negative ``k`` counts from the end), where the compiled code takes every lane (a debug build
 raises `KernelIndexError`). So the index of every slice, read or stored, goes through
@@ -34,6 +38,7 @@ import ast
 import copy
 import dis
 import functools
+import numbers
 
 import numpy as np
 
@@ -41,12 +46,15 @@ from ...errors import KernelSourceError
 from .simd import Vector
 from .slice_lower import is_slice
 from .source import Source
+from .types import PARAM_KINDS, Scalar
 
 _VALUE = "__cuvil_slice_value__"
 _INDEX = "__cuvil_slice_index__"
 _SLICE = "__cuvil_slice__"  # the builtin `slice` (the kernel's module may shadow the name)
 _LANES = "__cuvil_slice_lanes__"
 _STORES = "__cuvil_stores__"
+_PARAM = "__cuvil_param__"
+_HOOKS = (_VALUE, _INDEX, _SLICE, _LANES, _STORES, _PARAM)  # the rebuilt function's closure
 _SLICE_OPS = {"BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE"}
 _REBUILT_OPS = _SLICE_OPS | {"STORE_SUBSCR"}
 
@@ -122,6 +130,16 @@ def stored(buf, value):
         return value
     bits = 8 * dtype.itemsize
     return np.array(int(value) & ((1 << bits) - 1), f"u{dtype.itemsize}").view(dtype)[()]
+
+
+def as_param(ty, value):
+    """A kernel's scalar argument as compiled code takes it: ``ty(value)``, a numpy scalar of
+    the declared type (an ``f32`` rounds once, on entry), for an int or a float of a float
+    type; anything else as is (the compiled kernel refuses it)."""
+    if isinstance(ty, Scalar) and ty in PARAM_KINDS and isinstance(value, numbers.Real) \
+            and (ty.is_float or isinstance(value, numbers.Integral)):
+        return ty(value)
+    return value
 
 
 class Stores:
@@ -205,10 +223,28 @@ def _holds_slice(const) -> bool:
     return isinstance(const, slice)
 
 
-def value_slices(fn):
-    """``fn``, or a rebuilt copy whose slice reads are values and whose element stores wrap
+def _scalar_params(fn) -> bool:
+    """Whether ``fn`` annotates a parameter with a scalar type (``f32``, not ``Buf[...]``)."""
+    return any(isinstance(ty, Scalar) or isinstance(ty, str) and "[" not in ty
+               for name, ty in fn.__annotations__.items() if name != "return")
+
+
+def _cast_params(tree: ast.FunctionDef) -> bool:
+    """Prepend ``a = as_param(<a's annotation>, a)`` for every parameter annotated with a
+    name (a scalar type; ``Buf[...]`` is a subscript); whether there was one."""
+    casts = [ast.Assign([ast.Name(a.arg, ast.Store())], ast.Call(
+        ast.Name(_PARAM, ast.Load()), [_as_load(a.annotation), ast.Name(a.arg, ast.Load())], []))
+        for a in tree.args.args if isinstance(a.annotation, (ast.Name, ast.Attribute))]
+    tree.body[:0] = [ast.copy_location(c, tree) for c in casts]
+    return bool(casts)
+
+
+def value_slices(fn, params: bool = False):
+    """``fn``, or a rebuilt copy whose slice reads are values and whose element stores wrap,
+    and with ``params`` (a kernel's function) whose scalar arguments are cast to their types
     (see the module docstring)."""
-    if fn.__code__.co_freevars or not _has_slices(fn.__code__):
+    cast = params and _scalar_params(fn)
+    if fn.__code__.co_freevars or not (cast or _has_slices(fn.__code__)):
         return fn  # (a closure cannot compile: kernels resolve module globals only)
     try:
         src = Source.of(fn)
@@ -218,13 +254,12 @@ def value_slices(fn):
     tree.decorator_list = []
     wrap = _WrapReads()
     tree = wrap.visit(tree)
-    if not wrap.found:
+    if not (cast and _cast_params(tree)) and not wrap.found:
         return fn
     # A factory binds the wrapper as a closure cell: the module's globals stay untouched.
     factory = ast.FunctionDef(
         name="__cuvil_factory__", args=ast.arguments(
-            posonlyargs=[], args=[ast.arg(a) for a in (_VALUE, _INDEX, _SLICE, _LANES, _STORES)],
-            kwonlyargs=[], kw_defaults=[],
+            posonlyargs=[], args=[ast.arg(a) for a in _HOOKS], kwonlyargs=[], kw_defaults=[],
             defaults=[]), body=[tree, ast.Return(ast.Name(tree.name, ast.Load()))],
         decorator_list=[])
     for node in ast.walk(factory):  # new nodes sit on the def line; end columns are not
@@ -237,10 +272,11 @@ def value_slices(fn):
                    flags=__future__.annotations.compiler_flag)
     scope: dict = {}
     exec(code, fn.__globals__, scope)  # noqa: S102 - the user's own kernel source
-    rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice, Lanes, Stores)
+    rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice, Lanes, Stores,
+                                         as_param)
     functools.update_wrapper(rebuilt, fn)
     rebuilt.__kwdefaults__, rebuilt.__defaults__ = fn.__kwdefaults__, fn.__defaults__
     return rebuilt
 
 
-__all__ = ["as_value", "checked_index", "stored", "value_slices"]
+__all__ = ["as_param", "as_value", "checked_index", "stored", "value_slices"]
