@@ -184,3 +184,27 @@ def test_scalar_arguments_take_their_declared_types_uncompiled():
     scalar_params.py_func(*want, 0.1, -1)
     assert got[0][0] == want[0][0] == np.float32(0.1) * np.float32(0.1)
     assert got[1][0] == want[1][0] == 32
+
+
+# -- finding 2: arithmetic on comparisons (documented difference) ------------------------------
+@kernel(name="findings.bool_arithmetic")
+def bool_arithmetic(x: Buf[i64, 2], out: Buf[i64, 6]):
+    out[0] = (x[0] > 0) + (x[1] > 0)
+    out[1] = ~(x[0] > 0)
+    out[2] = -(x[0] > 0)
+    out[3] = i64(x[0] > 0) + i64(x[1] > 0)
+    out[4] = ~i64(x[0] > 0)
+    out[5] = -i64(x[0] > 0)
+
+
+def test_arithmetic_on_comparisons_is_a_documented_difference_with_a_workaround():
+    """Compiled, a bool counts as an int (2, -2, -1); uncompiled, numpy's bool_ makes ``+`` a
+    logical or and ``-`` a TypeError: the docs' table says so and that ``i64(a > 0)`` agrees."""
+    x, got = np.array([3, 4]), np.zeros(6, np.int64)
+    bool_arithmetic(x, got)
+    assert got.tolist() == [2, -2, -1] * 2
+    doc = (THIS.parents[1] / "docs" / "kernel-language.md").read_text()
+    assert "| arithmetic on a comparison: `(a > 0) + (b > 0)`" in doc
+    assert "write `i64(a > 0) + i64(b > 0)` and both give 2" in doc
+    with pytest.raises(TypeError):
+        bool_arithmetic.py_func(x, np.zeros(6, np.int64))
