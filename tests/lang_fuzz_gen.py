@@ -115,11 +115,14 @@ class ExprGen:
         names = self.names_of(ty)
         if names and r < 0.5:
             return self.pick(names)
-        if r < 0.75:
+        if r < 0.8:
             found = self.load(ty, depth)
             if found is not None:
                 return found
         if ty == "b":
+            if depth >= 0 and self.chance(0.7):
+                a = self.leaf(self.pick(["i32", "i64", "f32", "f64"]), -1)
+                return V(f"{paren(a)} {self.pick(['<', '>=', '=='])} 0", "b", 0, 1)
             return V(self.pick(["True", "False"]), "b", 0, 1)
         return self.literal(ty)
 
@@ -144,7 +147,10 @@ class ExprGen:
     def _int_try(self, ty: str, depth: int) -> V | None:
         if depth <= 0 or self.chance(0.2):
             return self.leaf(ty, depth)
-        kind = self.pick(["bin", "bin", "bin", "un", "minmax", "cast", "cond", "fn", "vec"])
+        kind = self.pick(["bin", "bin", "bin", "un", "minmax", "cast", "cond", "fn", "vec",
+                          "call"])
+        if kind == "call":
+            return self.call(ty, depth)
         if kind == "bin":
             op = self.pick(["+", "-", "*", "//", "%", "<<", ">>", "&", "|", "^", "**"])
             return self.int_bin(op, ty, depth)
@@ -236,11 +242,28 @@ class ExprGen:
                 return V(f"{CAST[ty]}(kmath.{fn}({b.name}[{idx}]))", ty, 0, 64)
         return V(f"kmath.{fn}({CAST[ty]}({a.code}))", ty, 0, bits, py=True)  # a Python int
 
+    def call(self, ty: str, depth: int) -> V | None:
+        """A helper's single returned value (writing helpers only with ``effects_in_expr``)."""
+        found = [h for h in self.helpers if h.ret is not None and len(h.ret) == 1
+                 and h.ret[0].ty == ty and (not h.writes or self.flags.effects_in_expr)]
+        if not found or depth <= 0:
+            return None
+        h = self.pick(found)
+        r = h.ret[0]
+        return V(f"{h.name}({self.helper_args(h, depth - 1)})", ty, r.lo, r.hi)
+
     # -- floats -------------------------------------------------------------------------
     def float_expr(self, ty: str, depth: int, approx: bool = False) -> V:
         if depth <= 0 or self.chance(0.2):
             return self.leaf(ty, depth)
-        kind = self.pick(["bin", "bin", "bin", "un", "minmax", "cast", "cond", "fn", "vec"])
+        kind = self.pick(["bin", "bin", "bin", "un", "minmax", "cast", "cond", "fn", "vec",
+                          "call", "len"])
+        if kind == "call":
+            return self.call(ty, depth) or self.leaf(ty, depth)
+        if kind == "len" and ty == "f64":
+            a = self.int_expr(self.pick(INTS), depth - 1, (-2**20, 2**20))
+            b = self.int_expr(a.ty, depth - 1)
+            return V(f"{paren(a)} / ({paren(b)} % 13 + 1)", ty)
         if kind == "bin":
             return self.float_bin(ty, depth)
         if kind == "un":

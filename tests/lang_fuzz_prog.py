@@ -10,6 +10,7 @@ import numpy as np
 
 from lang_fuzz_expr import V
 from lang_fuzz_gen import STORAGE, Buffer
+from lang_fuzz_helpers import Helper, make_helpers
 from lang_fuzz_stmt import StmtGen
 from lang_fuzz_vec import VecGen
 
@@ -35,14 +36,6 @@ class Flags:
 
 
 @dataclass
-class Helper:
-    name: str
-    params: list          # buffer key (str) or a scalar budget (V)
-    ret: list | None      # the returned values' types and intervals, or None
-    writes: bool = False
-
-
-@dataclass
 class Program:
     seed: int
     source: str
@@ -59,6 +52,8 @@ def buffers(rng) -> list:
         dtype = str(rng.choice(DTYPES))
         rank = int(rng.integers(1, 4))
         shape = tuple(int(rng.choice([1, 2, 3, 4, 5, 8, 16])) for _ in range(rank))
+        if rng.random() < 0.15:  # a long first axis: loops over it are vectorised
+            shape = (int(rng.choice([37, 64, 130])),) + shape[1:]
         extents = [str(n) for n in shape]
         if rng.random() < 0.3:
             extents[0] = f"n_{k}"
@@ -109,12 +104,7 @@ def generate(seed: int, flags: Flags | None = None) -> Program:
     helpers_src = make_helpers(rng, flags, bufs, g) if flags.helpers else ""
     body = kernel_body(rng, g, bufs)
     if probe:
-        b = probe[int(rng.integers(len(probe)))]
-        idx = [str(int(rng.integers(n))) for n in b.shape]
-        axis = int(rng.integers(len(idx)))
-        idx[axis] = f"{b.shape[axis] - 1} + s_99"
-        body[:0] = ["    if s_99 > 0:", f"        {b.name}[{', '.join(idx)}] = 1"]
-        prog.poke = (b.name, axis)
+        body[:0] = debug_probe(rng, probe, prog)
     sig = ", ".join(params + ["*"] + [f"{k}: {type(v).__name__}" for k, v in statics.items()])
     head = f"def fz({sig})" + (f" -> {ret}:" if ret else ":")
     prog.source = (HEADER + helpers_src + "\n\n" + head + "\n" + "\n".join(body) + "\n\n\n"
@@ -123,12 +113,38 @@ def generate(seed: int, flags: Flags | None = None) -> Program:
     return prog
 
 
+def debug_probe(rng, bufs, prog) -> list:
+    """Lines that touch one element (or a vector, a slice) one past the end of a buffer when
+    ``s_99`` is 1 (and nothing when 0); ``prog.poke`` = (buffer name, axis or None)."""
+    b = bufs[int(rng.integers(len(bufs)))]
+    idx = [str(int(rng.integers(n))) for n in b.shape]
+    axis = len(idx) - 1
+    kind = str(rng.choice(["elem", "load", "slice"])) if b.dtype in ("i32", "i64", "f32", "f64") \
+        else "elem"
+    if kind == "load" and not b.local:
+        n = int(rng.integers(1, min(b.size, 16) + 1))
+        prog.poke = (b.name, None)
+        return ["    if s_99 > 0:", f"        r_0 = simd.load({b.name}, {b.size - n} + s_99, {n})",
+                f"        {b.name}[{', '.join(idx)}] = r_0[0]"]
+    if kind == "slice" and b.extents[axis].isdigit():
+        n = int(rng.integers(1, b.shape[axis] + 1))
+        idx[axis] = f"v_0:v_0 + {n}"
+        prog.poke = (b.name, axis)
+        return ["    if s_99 > 0:", f"        v_0 = {b.shape[axis] - n} + s_99",
+                f"        {b.name}[{', '.join(idx)}] = 1"]
+    axis = int(rng.integers(len(idx)))
+    idx[axis] = f"{b.shape[axis] - 1} + s_99"
+    prog.poke = (b.name, axis)
+    return ["    if s_99 > 0:", f"        {b.name}[{', '.join(idx)}] = 1"]
+
+
 def scalar_value(rng, ty: str):
     if ty == "i32":
         return int(rng.integers(-1000, 1000))
     if ty == "i64":
         return int(rng.integers(-10**6, 10**6))
-    return float(rng.choice([0.0, -0.0, 1.5, -2.25, 1e3, 0.1, float(rng.normal() * 10)]))
+    return float(rng.choice([0.0, -0.0, 1.5, -2.25, 1e3, 0.1, np.inf, -np.inf, np.nan,
+                             float(rng.normal() * 10), float(rng.normal() * 10)]))
 
 
 def static_params(rng, bufs, g) -> dict:
@@ -154,43 +170,11 @@ def kernel_body(rng, g: StmtGen, bufs) -> list:
         name = f"t_{k}"
         g.emit(1, f"{name} = local({dtype}, {', '.join(map(str, shape))})")
         bufs.append(Buffer(name, dtype, shape, tuple(map(str, shape)), local=True))
-    for _ in range(int(rng.integers(3, 9))):
-        g.statement(1, 2)
+    for _ in range(int(rng.integers(3, 11))):
+        g.statement(1, int(rng.choice([1, 2, 2, 3])))
     if g.ret:
         g.emit(1, f"return {g.ret}({g.expr(g.ret, 2).code})")
     return g.lines
-
-
-def make_helpers(rng, flags, bufs, g: StmtGen) -> str:
-    """One to three ``@inline`` helpers over a buffer and scalars (stored in ``g.helpers``)."""
-    text = []
-    for k in range(int(rng.integers(0, 4))):
-        b = bufs[int(rng.integers(len(bufs)))]
-        if b.approx:
-            continue
-        fixed = tuple(map(str, b.shape))  # the kernel's extent names are not the helper's
-        dyn = tuple(k for k, e in enumerate(b.extents) if e.startswith("m_"))
-        sub = StmtGen(rng, flags, [Buffer("p_buf", b.dtype, b.shape, fixed, dyn=dyn)], [], None)
-        sub.vec, sub.in_helper = VecGen(sub), True
-        sub.counter = 1000 * (k + 1)
-        scal = [V(f"a_{j}", str(rng.choice(SCALARS))) for j in range(int(rng.integers(1, 3)))]
-        scal = [V(v.code, v.ty, -1000, 1000) if v.ty[0] == "i" else v for v in scal]
-        for v in scal:
-            sub.scope.vars[v.code] = v
-        sub.lines = []
-        for _ in range(int(rng.integers(1, 4))):
-            sub.statement(1, 1)
-        if not sub.lines:
-            sub.emit(1, "pass")
-        rets = [sub.expr(str(rng.choice(SCALARS)), 2).typed() for _ in range(int(rng.integers(0, 3)))]
-        if rets:
-            sub.emit(1, f"return {', '.join(r.code for r in rets)}")
-        name = f"h_{k}"
-        args = ", ".join(["p_buf"] + [v.code for v in scal])
-        text.append(f"\n\n@inline\ndef {name}({args}):\n" + "\n".join(sub.lines) + "\n")
-        g.helpers.append(Helper(name, [b.key()] + scal, [V("", r.ty, r.lo, r.hi) for r in rets]
-                                or None, writes=True))
-    return "".join(text)
 
 
 def inputs(prog: Program) -> tuple[list, list]:
@@ -214,7 +198,9 @@ def buffer_data(rng, b: Buffer) -> np.ndarray:
     dtype = np.dtype(NUMPY[b.dtype])
     if lo is None:
         data = rng.normal(0, 10, b.shape)
-        data[rng.random(b.shape) < 0.05] = 0.0
+        special = rng.random(b.shape) < 0.08
+        data[special] = rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, 0.5, -1.5],
+                                   int(special.sum()))
         return data.astype(dtype)
     lo, hi = max(lo, -1000), min(hi, 1000)
     return rng.integers(lo, hi + 1, b.shape).astype(dtype)

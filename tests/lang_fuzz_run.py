@@ -63,11 +63,12 @@ def _spawn(seeds: list, flag_items: list) -> subprocess.Popen:
                             text=True, bufsize=1)
 
 
-def run(seeds: list, flag_items: list = (), timeout: float = 60.0) -> list:
-    """Failures (dicts: seed, kind, detail) of ``seeds``, in one worker at a time."""
+def run(seeds: list, flag_items: list = (), timeout: float = 60.0, log=None) -> list:
+    """Failures (dicts: seed, kind, detail) of ``seeds``, in one worker at a time; ``log``
+    (a file) gets a line per seed done and per failure as they come."""
     failures, pending = [], list(seeds)
-    while pending:
-        proc, current = _spawn(pending, list(flag_items)), None
+    while pending:  # a fresh worker every 200 seeds: compiled kernels stay in memory
+        proc, current, before = _spawn(pending[:200], list(flag_items)), None, len(pending)
         while True:
             ready, _, _ = select.select([proc.stdout], [], [], timeout)
             line = proc.stdout.readline() if ready else None
@@ -75,17 +76,24 @@ def run(seeds: list, flag_items: list = (), timeout: float = 60.0) -> list:
                 if line is None:
                     proc.kill()
                 proc.wait()
+                if current is None and len(pending) == before:
+                    raise RuntimeError(f"the fuzz worker exited with {proc.returncode} "
+                                       f"before its first seed")
                 if current is not None:
                     kind = "hang" if line is None else f"native-crash (rc {proc.returncode})"
                     failures.append({"seed": current, "kind": kind, "detail": ""})
+                    if log is not None:
+                        print(f"done {current}\n  {kind}", file=log, flush=True)
                     pending = pending[pending.index(current) + 1:]
-                else:
-                    pending = []
                 break
             if line.startswith("S "):
                 current = int(line[2:])
             elif line.startswith("R "):
-                failures += json.loads(line[2:])
+                found = json.loads(line[2:])
+                failures += found
+                if log is not None:
+                    print(f"done {current}" + "".join(f"\n  {f['kind']}: {f['detail'][-300:]}"
+                                                      for f in found), file=log, flush=True)
                 pending = pending[pending.index(current) + 1:]
                 current = None
         proc.stdout.close()
@@ -99,13 +107,15 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--flag", action="append", default=[], help="name=value (Flags)")
     ap.add_argument("--show", action="store_true", help="print each failing program")
+    ap.add_argument("--progress", action="store_true", help="a line per seed on stderr")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
         worker([int(s) for s in args.worker.split(",")], parse_flags(args.flag))
         return 0
     start, stop = map(int, args.seeds.split(":"))
-    failures = campaign(list(range(start, stop)), args.flag, args.timeout, args.jobs)
+    failures = campaign(list(range(start, stop)), args.flag, args.timeout, args.jobs,
+                        sys.stderr if args.progress else None)
     for f in failures:
         print(f"seed {f['seed']}: {f['kind']}: {f['detail'][-600:]}")
         if args.show:
@@ -116,13 +126,13 @@ def main(argv=None) -> int:
     return 1 if failures else 0
 
 
-def campaign(seeds: list, flag_items: list, timeout: float, jobs: int) -> list:
+def campaign(seeds: list, flag_items: list, timeout: float, jobs: int, log=None) -> list:
     """`run` over ``jobs`` interleaved shares of ``seeds`` in parallel threads."""
     if jobs <= 1:
-        return run(seeds, flag_items, timeout)
+        return run(seeds, flag_items, timeout, log)
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(jobs) as pool:
-        parts = pool.map(lambda k: run(seeds[k::jobs], flag_items, timeout), range(jobs))
+        parts = pool.map(lambda k: run(seeds[k::jobs], flag_items, timeout, log), range(jobs))
     return sorted((f for part in parts for f in part), key=lambda f: f["seed"])
 
 

@@ -26,6 +26,8 @@ class StmtGen(ExprGen):
         self.ret = ret
         self.counter = 0
         self.in_helper = False
+        self.pure = False         # a helper that writes nothing
+        self.helper_ret = None    # a helper's returned types
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -46,17 +48,20 @@ class StmtGen(ExprGen):
         self.scope = outer
 
     def statement(self, indent: int, depth: int) -> None:
-        kinds = ["decl", "decl", "assign", "assign", "store", "store", "approx"]
+        kinds = ["decl", "decl", "assign", "assign", "store", "store", "approx", "swap", "chain"]
         if depth > 0:
-            kinds += ["if", "for", "for", "static_for", "while", "bits"]
+            kinds += ["if", "for", "for", "static_for", "while", "bits", "ifassign"]
         if self.scope.loops and depth >= 0:
             kinds += ["jump"]
-        if self.ret and not self.in_helper:
+        if self.ret or self.helper_ret:
             kinds += ["ret"]
         if self.helpers:
             kinds += ["call", "call"]
         if self.flags.simd:
-            kinds += ["vdecl", "vstore", "vstore", "unpack"]
+            kinds += ["vdecl", "vstore", "vstore", "unpack", "fill"]
+        if self.pure:
+            kinds = [k for k in kinds if k not in ("store", "approx", "vstore", "call", "fill",
+                                                   "chain")]
         getattr(self, "s_" + self.pick(kinds))(indent, depth)
 
     # -- scalars ------------------------------------------------------------------------
@@ -172,30 +177,84 @@ class StmtGen(ExprGen):
             self.emit(indent, "else:")
             self.block(indent + 1, int(self.rng.integers(1, 3)), depth - 1)
 
-    def range_header(self) -> tuple[str, int, int]:
-        """(the ``range(...)`` text, lowest index, highest index); at least one trip."""
+    def range_header(self) -> tuple[str, int, int, bool]:
+        """(the ``range(...)`` text, lowest index, highest index, sure to run at least once)."""
         g = self.rng
-        runtime = [v for v in self.scope.vars.values() if v.code.startswith("m_")]
-        statics = [v for v in self.scope.vars.values() if v.code.startswith("n_")]
+        long_ok = self.scope.loops == 0 and not self.in_helper  # keep py_func's trips bounded
+        runtime = [v for v in self.scope.vars.values() if v.code.startswith("m_")
+                   and (v.hi <= 16 or long_ok)]
+        statics = [v for v in self.scope.vars.values() if v.code.startswith("n_")
+                   and (v.hi <= 16 or long_ok)]
         r = g.random()
+        step = int(self.pick([1, 1, 2, 3, -1, -2, -3]))
         if r < 0.2 and runtime + statics:
             v = self.pick(runtime + statics)
-            return f"range({v.code})", 0, int(v.hi) - 1
+            return f"range({v.code})", 0, int(v.hi) - 1, True
+        if r < 0.4:  # run-time bounds, evaluated once
+            a, b = (narrow(self.rng, self.int_expr(self.pick(INTS), 1), -8, 8) for _ in "ab")
+            text = f"range({a.code}, {b.code}, {step})" if step != 1 else \
+                f"range({a.code}, {b.code})"
+            return text, min(a.lo, b.lo), max(a.hi, b.hi), False
         a = int(g.integers(-6, 6))
         n = int(g.integers(1, 9))
-        if r < 0.35:
-            return f"range({n})", 0, n - 1
-        step = int(self.pick([1, 1, 2, 3, -1, -2, -3]))
+        if r < 0.5:
+            return f"range({n})", 0, n - 1, True
         b = a + step * n
         last = a + step * (n - 1)
         text = f"range({a}, {b})" if step == 1 and self.chance(0.5) else f"range({a}, {b}, {step})"
-        return text, min(a, last), max(a, last)
+        return text, min(a, last), max(a, last), True
 
     def s_for(self, indent, depth):
-        text, lo, hi = self.range_header()
+        text, lo, hi, sure = self.range_header()
         name = self.fresh("i")
         self.emit(indent, f"for {name} in {text}:")
-        self.loop_body(indent, depth, {name: V(name, "i64", lo, hi, py=True)})
+        index = V(name, "i64", lo, hi, py=True)
+        self.loop_body(indent, depth, {name: index})
+        if sure and self.chance(0.3):  # Python keeps the last index after the loop
+            self.scope.vars[name] = index
+
+    def s_swap(self, indent, depth):
+        names = sorted(n for n in self.scope.mutable if n in self.scope.vars)
+        if len(names) < 2:
+            return self.s_decl(indent, depth)
+        x = self.scope.vars[self.pick(names)]
+        same = [n for n in names if self.scope.vars[n].ty == x.ty and n != x.code]
+        if not same:
+            return self.s_decl(indent, depth)
+        y = self.scope.vars[self.pick(same)]
+        if x.ty in INTS and self.chance(0.5):
+            both = V(f"{x.code} + {y.code}", x.ty, x.lo + y.lo, x.hi + y.hi)
+            rhs = narrow(self.rng, both, max(x.lo, y.lo), min(x.hi, y.hi)).code
+            return self.emit(indent, f"{x.code}, {y.code} = {y.code}, {rhs}")
+        self.emit(indent, f"{x.code}, {y.code} = {y.code}, {x.code}")
+
+    def s_chain(self, indent, depth):
+        """``v = buf[v % n] = e``: Python binds ``v`` first, then indexes with its new value."""
+        names = sorted(n for n in self.scope.mutable if n in self.scope.vars
+                       and self.scope.vars[n].ty in INTS)
+        bufs = [b for b in self.bufs if not b.approx and b.dtype != "u64"]
+        if not names or not bufs:
+            return self.s_decl(indent, depth)
+        v = self.scope.vars[self.pick(names)]
+        b = self.pick(bufs)
+        e = narrow(self.rng, self.int_expr(v.ty, depth + 1), 0, 100).typed()
+        idx = [self.index(x, n, 0) for x, n in zip(b.extents, b.shape)]
+        axis = int(self.rng.integers(len(idx)))
+        idx[axis] = f"{v.code} % {b.extents[axis]}"
+        self.emit(indent, f"{v.code} = {b.name}[{', '.join(idx)}] = {e.code}")
+
+    def s_ifassign(self, indent, depth):
+        """A new name assigned on every path of an if/elif/else, read after it."""
+        ty = self.pick(["i32", "i64", "f32", "f64", "b"])
+        name = self.fresh("v")
+        arms = ["if"] + ["elif"] * int(self.rng.integers(0, 2)) + ["else"]
+        for arm in arms:
+            head = "else:" if arm == "else" else f"{arm} {self.bool_expr(depth + 1).code}:"
+            self.emit(indent, head)
+            self.block(indent + 1, int(self.rng.integers(0, 2)), depth - 1)
+            value = self.int_expr(ty, depth, BUDGET[ty]) if ty in INTS else self.expr(ty, depth)
+            self.emit(indent + 1, f"{name} = {value.typed().code}")
+        self.scope.vars[name] = V(name, ty, *BUDGET[ty]) if ty in INTS else V(name, ty)
 
     def loop_body(self, indent, depth, names: dict, runtime: bool = True) -> None:
         outer = self.scope
@@ -251,6 +310,10 @@ class StmtGen(ExprGen):
         self.emit(indent + 1, self.pick(["break", "continue"]))
 
     def s_ret(self, indent, depth):
+        if self.helper_ret:
+            from lang_fuzz_helpers import returned
+            self.emit(indent, f"if {self.bool_expr(1).code}:")
+            return self.emit(indent + 1, returned(self, self.helper_ret))
         value = self.expr(self.ret, depth + 1)
         code = f"{CAST[self.ret]}({value.code})"
         if depth > 0 or self.chance(0.3):
@@ -272,6 +335,8 @@ class StmtGen(ExprGen):
         for kind in h.params:
             if isinstance(kind, str):     # a buffer of this dtype and shape
                 out.append(self.pick([b.name for b in self.bufs if b.key() == kind]))
+            elif kind.ty == "i64" and self.chance(0.3):  # a constant or Python int argument
+                out.append(self.int_expr(kind.ty, depth, (kind.lo, kind.hi)).code)
             else:
                 out.append(self.int_expr(kind.ty, depth, (kind.lo, kind.hi)).typed().code
                            if kind.ty in INTS else self.expr(kind.ty, depth).typed().code)
@@ -279,6 +344,9 @@ class StmtGen(ExprGen):
 
     def s_vdecl(self, indent, depth):
         self.vec.s_vdecl(indent, depth)
+
+    def s_fill(self, indent, depth):
+        self.vec.s_fill(indent, depth)
 
     def s_vstore(self, indent, depth):
         self.vec.s_vstore(indent, depth)

@@ -238,7 +238,9 @@ class VecGen:
         v = self.vec_expr(ty, lanes, depth - 1)
         r = g.rng.random()
         if r < 0.4:
-            k = int(g.rng.integers(-lanes, lanes))
+            k = str(int(g.rng.integers(-lanes, lanes)))
+            if g.chance(0.3):
+                k = f"{paren(g.int_expr(g.pick(INTS), depth - 1))} % {lanes}"
             return V(f"{paren(V(v.code, ty))}[{k}]", ty, *capped(ty, v.lo, v.hi))
         fn = g.pick(["reduce_add", "reduce_max", "reduce_min"])
         lo, hi = (v.lo * lanes, v.hi * lanes) if fn == "reduce_add" else (v.lo, v.hi)
@@ -316,3 +318,19 @@ class VecGen:
         for n in names:
             g.scope.vars[n] = V(n, elem, *(capped(elem, v.lo, v.hi) if elem in INTS
                                            else LIMITS[elem]))
+
+    def s_fill(self, indent, depth):
+        """``simd.fill`` / ``simd.copy`` of a run inside the buffers."""
+        g = self.g
+        bufs = [b for b in self.vec_bufs() if not b.local]
+        if not bufs:
+            return None
+        dst = g.pick(bufs)
+        n = int(g.rng.integers(1, min(dst.size, 16) + 1))
+        at = self.flat_start(dst, n, depth)
+        srcs = [b for b in bufs if b.dtype == dst.dtype and b.size >= n and b is not dst]
+        if srcs and g.chance(0.5):
+            src = g.pick(srcs)
+            return g.emit(indent, f"simd.copy({dst.name}, {at}, {src.name}, "
+                                  f"{self.flat_start(src, n, depth)}, {n})")
+        g.emit(indent, f"simd.fill({dst.name}, {at}, {n}, {g.store_value(dst, 0, True)})")
