@@ -85,7 +85,8 @@ def respecialised(module, prog) -> list:
     """Other static values, then another module-level ``TAB``: each compiles (or loads) its
     own kernel, never the one built for the old values."""
     prog.static = dict(prog.static, c_0=prog.static["c_0"] + 3,
-                       c_tup=tuple(x - 1 for x in prog.static["c_tup"]))
+                       c_tup=tuple(x - 1 for x in prog.static["c_tup"]),
+                       c_flag=not prog.static["c_flag"])
     found = rerun(module, prog, "static")
     if not found:
         module.TAB = (5, 0, -2, 7)

@@ -49,6 +49,7 @@ def make_helpers(rng, flags, bufs, g) -> str:
         scal = [V(v.code, v.ty, -1000, 1000) if v.ty[0] == "i" else v for v in scal]
         for v in scal:
             sub.scope.vars[v.code] = v
+            sub.scope.mutable.add(v.code)  # rebinding a parameter leaves the caller's name
         types = [str(rng.choice(SCALARS)) for _ in range(int(rng.integers(0 if not sub.pure
                                                                          else 1, 3)))]
         sub.helper_ret = types or None

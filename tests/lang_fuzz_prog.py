@@ -33,6 +33,7 @@ class Flags:
     debug_share: float = 0.25   # fraction of programs also built bounds-checked
     slice_opassign: bool = True
     effects_in_expr: bool = False   # side-effecting helper calls inside expressions
+    alias_share: float = 0.5        # of programs with two like buffers: noalias=False, aliased
 
 
 @dataclass
@@ -43,7 +44,8 @@ class Program:
     runtime: list = field(default_factory=list)   # (name, kind, value or Buffer)
     static: dict = field(default_factory=dict)
     ret: str | None = None
-    poke: tuple | None = None                     # (line, buffer name) of the debug probe
+    poke: tuple | None = None                     # (buffer name, axis) of the debug probe
+    alias: tuple | None = None                    # two runtime positions given one array
 
 
 def buffers(rng) -> list:
@@ -54,6 +56,8 @@ def buffers(rng) -> list:
         shape = tuple(int(rng.choice([1, 2, 3, 4, 5, 8, 16])) for _ in range(rank))
         if rng.random() < 0.15:  # a long first axis: loops over it are vectorised
             shape = (int(rng.choice([37, 64, 130])),) + shape[1:]
+        if out and rng.random() < 0.2:  # a twin of the previous one (may alias it)
+            dtype, shape = out[-1].dtype, out[-1].shape
         extents = [str(n) for n in shape]
         if rng.random() < 0.3:
             extents[0] = f"n_{k}"
@@ -105,11 +109,18 @@ def generate(seed: int, flags: Flags | None = None) -> Program:
     body = kernel_body(rng, g, bufs)
     if probe:
         body[:0] = debug_probe(rng, probe, prog)
+    options = ""
+    twins = [(i, j) for i, (_, ki, bi) in enumerate(prog.runtime) for j, (_, kj, bj)
+             in enumerate(prog.runtime) if i < j and ki == kj == "buf" and bi.key() == bj.key()
+             and not bi.approx]
+    if twins and rng.random() < flags.alias_share:  # one array for both: Python's aliasing
+        prog.alias = twins[int(rng.integers(len(twins)))]
+        options = ", noalias=False"
     sig = ", ".join(params + ["*"] + [f"{k}: {type(v).__name__}" for k, v in statics.items()])
     head = f"def fz({sig})" + (f" -> {ret}:" if ret else ":")
     prog.source = (HEADER + helpers_src + "\n\n" + head + "\n" + "\n".join(body) + "\n\n\n"
-                   f'K = kernel(fz, name="{prog.kname}")\n'
-                   f'KD = kernel(fz, name="{prog.kname}d", debug=True)\n')
+                   f'K = kernel(fz, name="{prog.kname}"{options})\n'
+                   f'KD = kernel(fz, name="{prog.kname}d", debug=True{options})\n')
     return prog
 
 
@@ -158,6 +169,8 @@ def static_params(rng, bufs, g) -> dict:
     g.scope.vars["c_0"] = V("c_0", "i64", c, c, weak=True)
     out["c_1"] = float(rng.choice([0.5, -1.25, 3.0, 1e-3]))
     g.scope.vars["c_1"] = V("c_1", "f64", weak=True)
+    out["c_flag"] = bool(rng.random() < 0.5)
+    g.scope.vars["c_flag"] = V("c_flag", "b", 0, 1, weak=True)
     out["c_tup"] = tuple(int(x) for x in rng.integers(-9, 10, int(rng.integers(1, 4))))
     return out
 
@@ -184,8 +197,9 @@ def inputs(prog: Program) -> tuple[list, list]:
     for name, kind, value in prog.runtime:
         if kind == "buf":
             arr = buffer_data(rng, value)
-            native.append(arr.copy())
-            oracle.append(arr.copy())
+            twin = prog.alias is not None and len(native) == prog.alias[1]
+            native.append(native[prog.alias[0]] if twin else arr.copy())
+            oracle.append(oracle[prog.alias[0]] if twin else arr.copy())
         else:
             native.append(value)
             oracle.append(np.dtype({"i32": "i4", "i64": "i8", "f32": "f4", "f64": "f8"}[kind])
