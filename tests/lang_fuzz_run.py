@@ -43,13 +43,14 @@ def parse_flags(items: list) -> Flags:
     return flags
 
 
-def worker(seeds: list, flags: Flags) -> None:
+def worker(seeds: list, flags: Flags, mutants: bool = False) -> None:
     """Check each seed; print ``S <seed>`` before and ``R <json list of failures>`` after."""
     from lang_fuzz_check import check
+    from lang_fuzz_mutate import check_mutant
     with tempfile.TemporaryDirectory(prefix="lang-fuzz-") as work:
         for seed in seeds:
             print(f"S {seed}", flush=True)
-            found = check(seed, flags, work)
+            found = (check_mutant if mutants else check)(seed, flags, work)
             print("R " + json.dumps([f.as_dict() for f in found]), flush=True)
 
 
@@ -59,6 +60,8 @@ def _spawn(seeds: list, flag_items: list) -> subprocess.Popen:
                                            os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker",
            ",".join(map(str, seeds))] + [a for f in flag_items for a in ("--flag", f)]
+    if "--mutants" in sys.argv:
+        cmd.append("--mutants")
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                             text=True, bufsize=1)
 
@@ -108,10 +111,12 @@ def main(argv=None) -> int:
     ap.add_argument("--flag", action="append", default=[], help="name=value (Flags)")
     ap.add_argument("--show", action="store_true", help="print each failing program")
     ap.add_argument("--progress", action="store_true", help="a line per seed on stderr")
+    ap.add_argument("--mutants", action="store_true",
+                    help="compile mutants of each program: error paths (lang_fuzz_mutate)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
-        worker([int(s) for s in args.worker.split(",")], parse_flags(args.flag))
+        worker([int(s) for s in args.worker.split(",")], parse_flags(args.flag), args.mutants)
         return 0
     start, stop = map(int, args.seeds.split(":"))
     failures = campaign(list(range(start, stop)), args.flag, args.timeout, args.jobs,

@@ -7,13 +7,22 @@ run against ``kernel.py_func`` on the same inputs, a quarter of them also bounds
 to about 20 s on one core; a seed reproduces its program and inputs:
 ``python tests/lang_fuzz_run.py --seeds 17:18 --show`` prints it.
 
-Generator flags off here because they make known defects (tests/lang_fuzz_prog.py `Flags`;
-see FINDINGS.md): ``effects_in_expr`` (a helper that writes a buffer called inside an
-expression: subscript indices and slice ``op=`` evaluated out of order against it).
-Constructs the generator never writes for the same reason: ``None`` slice bounds, ``simd``
-splat/select/min/max of a raw narrow-int load, constant float -> int casts or ``**`` / ``<<``
-of large constants, and out-of-range stores into ``i8``/``i16`` buffers (``py_func`` raises
-``OverflowError`` where the kernel wraps).
+Generator flags and limits that keep known defects out (tests/lang_fuzz_prog.py `Flags`;
+FINDINGS.md has each repro):
+
+- ``effects_in_expr`` off: a helper that writes a buffer is called only as a statement (known
+  defect: subscript indices and slice ``op=`` evaluated out of order against its write);
+- int literals within +-12345 (finding 5: a literal beyond i32 beside an i32 operand is
+  wrapped to 32 bits, not refused);
+- stores into ``i8``/``i16`` buffers kept in range (finding 1: ``py_func`` raises
+  ``OverflowError`` where the kernel wraps); no arithmetic on comparison results (finding 2);
+  ``f32`` parameters passed to ``py_func`` as ``numpy.float32`` (finding 3);
+- never written: casts of tuples (finding 4), ``None`` slice bounds, ``simd`` splat / select /
+  min / max of raw narrow-int loads, constant float -> int casts and ``**`` / ``<<`` of large
+  constants (known defects).
+
+The error paths have their own campaign: ``lang_fuzz_run.py --mutants`` compiles edited
+programs and wants a `KernelSourceError` at a line or a kernel, never an internal error.
 """
 
 from __future__ import annotations
