@@ -90,7 +90,8 @@ class ExprGen:
         if not bufs:
             return None
         b = self.pick(bufs)
-        code = f"{b.name}[{', '.join(self.index(ext, n, depth) for ext, n in zip(b.extents, b.shape))}]"
+        idx = (self.index(ext, n, depth) for ext, n in zip(b.extents, b.shape))
+        code = f"{b.name}[{', '.join(idx)}]"
         comp, lo, hi, cast = STORAGE[b.dtype]
         if ty in FLOATS:
             return V(code, ty)

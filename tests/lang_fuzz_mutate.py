@@ -3,9 +3,9 @@ few random textual edits inside the kernel (a cast swapped, an operator or a lit
 a name replaced by another, a lane count or an index bumped) that often make it invalid. The
 compiler must then raise `KernelSourceError` naming the kernel's file and line, or compile;
 anything else (an internal exception, an error without a location) is a ``compile-crash`` or
-``unlocated-error``. Mutants that compile are not run: their values may be out of range. Not inserted: casts,
-``**`` and ``<<`` of constants too large for their type (a known defect: an OverflowError
-while folding them)."""
+``unlocated-error``. Mutants that compile are not run: their values may be out of range.
+Not inserted: casts, ``**`` and ``<<`` of constants too large for their type (a known defect:
+an OverflowError while folding them)."""
 
 from __future__ import annotations
 

@@ -109,19 +109,25 @@ def generate(seed: int, flags: Flags | None = None) -> Program:
     body = kernel_body(rng, g, bufs)
     if probe:
         body[:0] = debug_probe(rng, probe, prog)
-    options = ""
-    twins = [(i, j) for i, (_, ki, bi) in enumerate(prog.runtime) for j, (_, kj, bj)
-             in enumerate(prog.runtime) if i < j and ki == kj == "buf" and bi.key() == bj.key()
-             and not bi.approx]
-    if twins and rng.random() < flags.alias_share:  # one array for both: Python's aliasing
-        prog.alias = twins[int(rng.integers(len(twins)))]
-        options = ", noalias=False"
+    options = aliased(rng, flags, prog)
     sig = ", ".join(params + ["*"] + [f"{k}: {type(v).__name__}" for k, v in statics.items()])
     head = f"def fz({sig})" + (f" -> {ret}:" if ret else ":")
     prog.source = (HEADER + helpers_src + "\n\n" + head + "\n" + "\n".join(body) + "\n\n\n"
                    f'K = kernel(fz, name="{prog.kname}"{options})\n'
                    f'KD = kernel(fz, name="{prog.kname}d", debug=True{options})\n')
     return prog
+
+
+def aliased(rng, flags, prog) -> str:
+    """Kernel options: ``noalias=False`` when two like buffers get one array (Python's
+    aliasing in both modes, `prog.alias`), else none."""
+    twins = [(i, j) for i, (_, ki, bi) in enumerate(prog.runtime) for j, (_, kj, bj)
+             in enumerate(prog.runtime) if i < j and ki == kj == "buf" and bi.key() == bj.key()
+             and not bi.approx]
+    if not twins or rng.random() >= flags.alias_share:
+        return ""
+    prog.alias = twins[int(rng.integers(len(twins)))]
+    return ", noalias=False"
 
 
 def debug_probe(rng, bufs, prog) -> list:
