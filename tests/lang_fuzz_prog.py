@@ -34,6 +34,7 @@ class Flags:
     slice_opassign: bool = True
     effects_in_expr: bool = False   # side-effecting helper calls inside expressions
     alias_share: float = 0.5        # of programs with two like buffers: noalias=False, aliased
+    wide_constants: bool = False    # compare i32 values with a static beyond i32 (finding 5)
 
 
 @dataclass
@@ -175,6 +176,7 @@ def static_params(rng, bufs, g) -> dict:
     g.scope.vars["c_0"] = V("c_0", "i64", c, c, weak=True)
     out["c_1"] = float(rng.choice([0.5, -1.25, 3.0, 1e-3]))
     g.scope.vars["c_1"] = V("c_1", "f64", weak=True)
+    out["c_big"] = 3_000_000_000 + int(rng.integers(-5, 5))
     out["c_flag"] = bool(rng.random() < 0.5)
     g.scope.vars["c_flag"] = V("c_flag", "b", 0, 1, weak=True)
     out["c_tup"] = tuple(int(x) for x in rng.integers(-9, 10, int(rng.integers(1, 4))))

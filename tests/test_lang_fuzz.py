@@ -12,8 +12,8 @@ FINDINGS.md has each repro):
 
 - ``effects_in_expr`` off: a helper that writes a buffer is called only as a statement (known
   defect: subscript indices and slice ``op=`` evaluated out of order against its write);
-- int literals within +-12345 (finding 5: a literal beyond i32 beside an i32 operand is
-  wrapped to 32 bits, not refused);
+- ``wide_constants`` off, int literals within +-12345 (finding 5: a compile-time int beyond
+  i32 beside an i32 operand is wrapped to 32 bits, not refused);
 - stores into ``i8``/``i16`` buffers kept in range (finding 1: ``py_func`` raises
   ``OverflowError`` where the kernel wraps); no arithmetic on comparison results (finding 2);
   ``f32`` parameters passed to ``py_func`` as ``numpy.float32`` (finding 3);
