@@ -124,7 +124,7 @@ def aliased(rng, flags, prog) -> str:
     aliasing in both modes, `prog.alias`), else none."""
     twins = [(i, j) for i, (_, ki, bi) in enumerate(prog.runtime) for j, (_, kj, bj)
              in enumerate(prog.runtime) if i < j and ki == kj == "buf" and bi.key() == bj.key()
-             and not bi.approx]
+             and not (bi.approx or bj.approx)]
     if not twins or rng.random() >= flags.alias_share:
         return ""
     prog.alias = twins[int(rng.integers(len(twins)))]
