@@ -161,14 +161,10 @@ class ExprGen:
             lo, hi = int_unop(op, a)
             code = f"abs({a.code})" if op == "abs" else f"{op}{paren(a)}"
             return V(code, ty, lo, hi, a.weak, py=a.py)
-        if kind == "minmax":
-            return self.minmax(ty, depth)
-        if kind == "cast":
-            return self.int_cast(ty, depth)
-        if kind == "cond":
-            return self.conditional(ty, depth)
-        if kind == "fn":
-            return self.int_fn(ty, depth)
+        made = {"minmax": self.minmax, "cond": self.conditional, "cast": self.int_cast,
+                "fn": self.int_fn}.get(kind)
+        if made is not None:
+            return made(ty, depth)
         return self.vec.lane_or_reduce(ty, depth) if self.vec else None
 
     def int_bin(self, op: str, ty: str, depth: int) -> V | None:
@@ -270,12 +266,10 @@ class ExprGen:
         if kind == "un":
             a = self.float_expr(ty, depth - 1)
             return V(self.pick([f"-{paren(a)}", f"abs({a.code})"]), ty, weak=a.weak)
-        if kind == "minmax":
-            return self.minmax(ty, depth)
-        if kind == "cond":
-            return self.conditional(ty, depth)
-        if kind == "cast":
-            return self.float_cast(ty, depth)
+        made = {"minmax": self.minmax, "cond": self.conditional,
+                "cast": self.float_cast}.get(kind)
+        if made is not None:
+            return made(ty, depth)
         if kind == "fn":
             a = self.float_expr(ty, depth - 1).typed()
             fn = self.pick(["sqrt", "floor", "ceil", "trunc"])
