@@ -265,7 +265,7 @@ class ExprGen:
             return self.float_bin(ty, depth)
         if kind == "un":
             a = self.float_expr(ty, depth - 1)
-            return V(self.pick([f"-{paren(a)}", f"abs({a.code})"]), ty, weak=a.weak)
+            return V(self.pick([f"-{paren(a)}", f"abs({a.code})"]), ty, weak=a.weak, py=a.py)
         made = {"minmax": self.minmax, "cond": self.conditional,
                 "cast": self.float_cast}.get(kind)
         if made is not None:
@@ -284,7 +284,7 @@ class ExprGen:
             b = self.int_expr(self.pick(INTS), depth - 1, (-2**40, 2**40)).typed()
         else:
             b = self.float_expr(ty, depth - 1)
-        if a.weak and b.weak:
+        if (a.weak or a.py) and (b.weak or b.py):  # Python floats: / 0.0 would raise
             a = a.typed()
         if op in ("/", "//", "%") and b.weak and b.code in ("0.0", "0"):
             b = V("0.5", ty, weak=True)
@@ -296,7 +296,7 @@ class ExprGen:
         if src in INTS:
             a = narrow(self.rng, a, -F32_EXACT, F32_EXACT)
         name = self.pick([CAST[ty], "float"]) if ty == "f64" else CAST[ty]
-        return V(f"{name}({a.code})", ty)
+        return V(f"{name}({a.code})", ty, py=name == "float")  # float(): a Python float
 
     def approx_expr(self, ty: str, depth: int) -> V:
         """An inexact math function of exact operands, optionally plus an exact term."""
