@@ -30,6 +30,7 @@ class Buffer:
     extents: tuple
     local: bool = False
     dyn: tuple = ()        # axes whose extent is a run-time value (a helper's view of one)
+    unknown: bool = False  # annotated ``Buf[T, None, ...]``: the first extent is not known
     approx: bool = False   # a tolerance-compared output, never read
 
     @property
@@ -172,7 +173,7 @@ class ExprGen:
         if op == "**":
             k = int(self.rng.integers(4))
             c = [a.lo**k, a.hi**k] + ([0] if a.lo < 0 < a.hi and k else [])
-            return V(f"{paren(a)} ** {k}", ty, min(c), max(c), a.weak)
+            return V(f"{paren(a)} ** {k}", ty, min(c), max(c), a.weak, py=a.py)
         if op in ("<<", ">>") and self.chance(0.7):
             k = int(self.rng.integers(0, 12))
             b = V(str(k), ty, k, k, weak=True)

@@ -40,7 +40,7 @@ def make_helpers(rng, flags, bufs, g) -> str:
         if b.approx:
             continue
         fixed = tuple(map(str, b.shape))  # the kernel's extent names are not the helper's
-        dyn = tuple(k for k, e in enumerate(b.extents) if e.startswith("m_"))
+        dyn = tuple(k for k, e in enumerate(b.extents) if e.startswith("m_") or k in b.dyn)
         sub = StmtGen(rng, flags, [Buffer("p_buf", b.dtype, b.shape, fixed, dyn=dyn)], [], None)
         sub.vec, sub.in_helper = VecGen(sub), True
         sub.pure = rng.random() < 0.5

@@ -64,6 +64,9 @@ def buffers(rng) -> list:
             extents[0] = f"n_{k}"
         elif rng.random() < 0.2:
             extents[0] = f"m_{k}"
+        elif rng.random() < 0.15:  # Buf[T, None, ...]: indexed with the literal extent
+            out.append(Buffer(f"b_{k}", dtype, shape, tuple(extents), dyn=(0,), unknown=True))
+            continue
         out.append(Buffer(f"b_{k}", dtype, shape, tuple(extents)))
     for k, dtype in enumerate(("f32", "f64")):
         if rng.random() < 0.6:
@@ -72,7 +75,8 @@ def buffers(rng) -> list:
 
 
 def annotation(b: Buffer) -> str:
-    dims = ", ".join(e if e.isdigit() else f'"{e}"' for e in b.extents)
+    dims = ", ".join("None" if b.unknown and k == 0 else e if e.isdigit() else f'"{e}"'
+                     for k, e in enumerate(b.extents))
     return f"Buf[{b.dtype}, {dims}]"
 
 
@@ -101,7 +105,8 @@ def generate(seed: int, flags: Flags | None = None) -> Program:
             prog.runtime.append((b.extents[0], "i64", b.shape[0]))
             g.scope.vars[b.extents[0]] = V(b.extents[0], "i64", b.shape[0], b.shape[0])
     statics = static_params(rng, bufs, g)
-    probe = [b for b in bufs if not b.approx] if rng.random() < flags.debug_share else []
+    probe = [b for b in bufs if not (b.approx or b.unknown)] \
+        if rng.random() < flags.debug_share else []  # an unknown extent is not checked
     if probe:
         params.append("s_99: i64")
         prog.runtime.append(("s_99", "i64", 0))
