@@ -38,7 +38,10 @@ class Buffer:
         return STORAGE[self.dtype][0]
 
     def key(self) -> str:
-        return f"{self.dtype}{self.shape}"
+        """dtype, shape and which axes have a run-time extent: the buffers a helper written
+        for this one may take (a `:` it slices needs the same static extents)."""
+        dynamic = tuple(k in self.dyn or e.startswith("m_") for k, e in enumerate(self.extents))
+        return f"{self.dtype}{self.shape}{dynamic}"
 
     @property
     def size(self) -> int:
