@@ -264,7 +264,8 @@ class ExprGen:
         if kind == "len" and ty == "f64":
             a = self.int_expr(self.pick(INTS), depth - 1, (-2**20, 2**20))
             b = self.int_expr(a.ty, depth - 1)
-            return V(f"{paren(a)} / ({paren(b)} % 13 + 1)", ty)
+            py = (a.py or a.weak) and (b.py or b.weak)  # Python ints: a Python float
+            return V(f"{paren(a)} / ({paren(b)} % 13 + 1)", ty, py=py)
         if kind == "bin":
             return self.float_bin(ty, depth)
         if kind == "un":
