@@ -165,6 +165,8 @@ class CallsMixin:
             return self.vec_abs(val, node)
         if val.ty.is_float:
             return Val(u.intrinsic(self.b, "llvm.fabs", val.ir), val.ty, val.weak)
+        if val.ty == BOOL:  # abs(True) is the int 1, as in Python
+            val = convert(self.b, val, I64)
         neg = negate(self.b, val, ())
         below = self.b.icmp_signed("<", neg.ir, ir.Constant(neg.ty.ir, 0))
         return Val(self.b.select(below, val.ir, neg.ir), neg.ty, val.weak)

@@ -46,7 +46,8 @@ class SimdMixin:
         else:
             buf, at, src, src_at, n = self.args(node, 5)
             lanes = self.lanes(n, node.args[4])
-            self.buffer_arg(src, node)
+            self.buffer_arg(buf, node)
+            self.buffer_arg(src, node, "the third argument (the source)")
             vty = u.vec(src.ty.dtype.ir, lanes)
             if src.ty.dtype != buf.ty.dtype:
                 self.fail(node, f"copy from {src.ty.dtype} to {buf.ty.dtype}", "same types")
@@ -89,9 +90,10 @@ class SimdMixin:
             what = f"stream_store alignment: address mod {align} of {buf.name}"
             self.check_index(BufRef(None, None, (u.const_i64(1),), (), what), 0, off, node)
 
-    def buffer_arg(self, buf, node) -> ir.Value:
+    def buffer_arg(self, buf, node, which: str = "the first argument") -> ir.Value:
         if not isinstance(buf, BufRef):
-            self.fail(node, "the first argument of a simd call must be a buffer")
+            self.fail(node, f"{which} of a simd call must be a buffer",
+                      "a buffer parameter, a local() array or a view()")
         return buf.ptr
 
     def lanes(self, n, node) -> int:

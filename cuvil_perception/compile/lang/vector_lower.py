@@ -182,7 +182,8 @@ class VectorMixin:
         elem, b = x.ty.elem, self.b
         if elem.is_float and op in ("+", "-", "*", "/"):
             return Val(_float_op(b, op, x.ir, y.ir, self.flags), x.ty)
-        ops = {"&": b.and_, "|": b.or_, "^": b.xor}
+        # Floats have no bitwise operators (LLVM's `and` takes ints; Python refuses them too).
+        ops = {} if elem.is_float else {"&": b.and_, "|": b.or_, "^": b.xor}
         if elem.is_int:
             ops.update({"+": b.add, "-": b.sub, "*": b.mul})
         if op not in ops:
