@@ -59,7 +59,8 @@ v)``                            largest power of two dividing it, at most 64 byt
 ==============================  =============================================================
 
 Uncompiled (``kernel.py_func``), each is the numpy operation it stands for (``prefetch``/
-``fence`` do nothing) and a vector is a `Vector`, a 1-d array with value semantics. A
+``fence`` do nothing) and a vector is a `Vector`, a 1-d array with value semantics; a scalar
+operand has the type it is compiled as (`lane`: a ``u8`` buffer element is an i32). A
 bounds-checked build checks ``[at, at + n)`` against the buffer's size when it is known, and a
 run-time lane index against ``[0, n)``.
 """
@@ -166,7 +167,26 @@ def vector(ty, values) -> Vector:
     return np.array(values, dtype=ty.dtype).view(Vector)
 
 
+def lane(x):
+    """A scalar operand as the lane value it is compiled. A buffer element is, uncompiled, a
+    numpy scalar of the buffer's type, which compiled code widens when it loads it: an ``i8
+    u8 i16 u16`` element to i32, a ``u32 u64`` one to i64 (u64: the same bits). Lanes of the
+    narrow type would wrap at 8 or 16 bits where the compiled i32 lanes do not (a ``u8`` 250
+    splat, + 200: 194 instead of 450). Python numbers stay as they are: like literals, they
+    take the other operand's type."""
+    if isinstance(x, np.integer):
+        info = np.iinfo(type(x))
+        if info.bits < 32:
+            return np.int32(x)
+        if info.min == 0:
+            return np.array(x).astype(np.int64)[()]  # a u64 >= 2**63 reads negative
+    return x
+
+
 def splat(x, n: int) -> Vector:
+    x = lane(x)
+    if type(x) is int:  # a Python int is an i64 (a u64 bit pattern up to 2**64 - 1 wraps)
+        x = np.array(x % (1 << 64)).astype(np.int64)[()]
     return np.full(n, x, np.asarray(x).dtype).view(Vector)
 
 
@@ -192,14 +212,16 @@ def slice(v, start: int, n: int) -> Vector:  # noqa: A001 - the language's name 
 
 
 def select(mask, a, b) -> Vector:
-    return _vector(np.where(mask, a, b))
+    return _vector(np.where(mask, lane(a), lane(b)))
 
 
 def min(a, b) -> Vector:  # noqa: A001 - the language's name for it
+    a, b = lane(a), lane(b)
     return _vector(np.where(b < a, b, a))
 
 
 def max(a, b) -> Vector:  # noqa: A001 - the language's name for it
+    a, b = lane(a), lane(b)
     return _vector(np.where(b > a, b, a))
 
 
