@@ -1,7 +1,8 @@
 """The uncompiled twins of `simd` (what `kernel.py_func` runs) give what the compiled kernel
 does: lanes splat from a narrow int buffer element (``i8 u8 i16 u16``, which compiled code
 loads as an i32, ``u32 u64`` as an i64) wrap at the compiled lane width, through ``select``,
-``min``, ``max``, arithmetic and the reductions."""
+``min``, ``max``, arithmetic and the reductions; and a streaming fill or copy refuses a
+destination the compiled store would fault on."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from cuvil_perception.compile.lang import Buf, f32, i32, i64, kernel, simd
+from cuvil_perception.errors import KernelIndexError
 
 NARROW = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16}
 
@@ -76,3 +78,46 @@ def test_i32_lanes_wrap():
         i32_wrap.py_func(2_000_000_000, want)
     np.testing.assert_array_equal(want, got)
     assert got[0] == np.int32(np.int64(6_000_000_000) - 2**32)
+
+
+# -- streaming stores ---------------------------------------------------------------------------
+@kernel(name="test.twins_stream_fill")
+def stream_fill(out: Buf[f32, "n"], *, n: int):
+    for i in range(0, n, 16):
+        simd.stream_fill(out, i, 16, f32(1.5))
+    simd.fence()
+
+
+@kernel(name="test.twins_stream_copy")
+def stream_copy(x: Buf[f32, "n"], out: Buf[f32, "n"], *, n: int):
+    for i in range(0, n, 8):
+        simd.stream_copy(out, i, x, i, 8)
+    simd.fence()
+
+
+def aligned(n: int, shift: int = 0) -> np.ndarray:
+    """n zero f32 starting ``shift`` elements after a 64-byte boundary."""
+    raw = np.zeros(n + 32, np.float32)
+    start = (-raw.ctypes.data % 64) // 4 + shift
+    return raw[start:start + n]
+
+
+def test_stream_fill_and_copy_refuse_a_misaligned_destination_uncompiled():
+    x = np.arange(32, dtype=np.float32)
+    got, want = aligned(32), aligned(32)
+    stream_fill(got, n=32)
+    stream_fill.py_func(want, n=32)
+    np.testing.assert_array_equal(got, want)
+    stream_copy(x, got, n=32)
+    stream_copy.py_func(x, want, n=32)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=r"simd.stream_fill: element 0 \(address mod 64 = 4\) "
+                       "is not 64-byte aligned"):
+        stream_fill.py_func(aligned(32, 1), n=32)
+    with pytest.raises(ValueError, match=r"simd.stream_copy: element 0 \(address mod 32 = 8\) "
+                       "is not 32-byte aligned"):
+        stream_copy.py_func(x, aligned(32, 2), n=32)
+    with pytest.raises(ValueError, match="streaming stores into it need 64-byte alignment"):
+        stream_fill(aligned(32, 1), n=32)  # the compiled kernel's own check of its argument
+    with pytest.raises(KernelIndexError, match="stream_store alignment: address mod 32 of out"):
+        stream_copy(x, aligned(32, 2), n=32, debug=True)

@@ -67,6 +67,8 @@ run-time lane index against ``[0, n)``.
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 
@@ -82,10 +84,12 @@ def copy(dst: np.ndarray, at: int, src: np.ndarray, from_: int, n: int) -> None:
 
 
 def stream_fill(buf: np.ndarray, at: int, n: int, value) -> None:
+    _stream_aligned(buf, at, n, "stream_fill")
     fill(buf, at, n, value)
 
 
 def stream_copy(dst: np.ndarray, at: int, src: np.ndarray, from_: int, n: int) -> None:
+    _stream_aligned(dst, at, n, "stream_copy")
     copy(dst, at, src, from_, n)
 
 
@@ -152,12 +156,23 @@ def store(buf: np.ndarray, at: int, v) -> None:
 
 
 def stream_store(buf: np.ndarray, at: int, v) -> None:
-    flat, at = _flat(buf, at, len(v), "stream_store")
-    size = np.asarray(v).nbytes
-    align = min(64, size & -size)
-    if (flat[at:].ctypes.data % align) != 0:
-        raise ValueError(f"simd.stream_store: element {at} is not {align}-byte aligned")
+    flat, at = _stream_aligned(buf, at, len(v), "stream_store")
     flat[at:at + len(v)] = np.asarray(v)
+
+
+def _stream_aligned(buf: np.ndarray, at, n: int, what: str) -> tuple[np.ndarray, int]:
+    """`_flat`, and a ValueError unless element ``at`` lies at a multiple of the streaming
+    store's alignment (n elements' bytes, the largest power of two dividing it, at most 64):
+    compiled, a misaligned non-temporal store faults (``vmovntps``), it raises nothing."""
+    flat, at = _flat(buf, at, n, what)
+    size = n * flat.itemsize
+    align = builtins.min(64, size & -size)  # (`min` here is simd.min)
+    address = flat.ctypes.data + at * flat.itemsize
+    if address % align:
+        raise ValueError(f"simd.{what}: element {at} (address mod {align} = "
+                         f"{address % align}) is not {align}-byte aligned, as a streaming store "
+                         f"of {n} {flat.dtype} elements must be")
+    return flat, at
 
 
 def vector(ty, values) -> Vector:
