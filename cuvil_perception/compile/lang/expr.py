@@ -15,6 +15,7 @@ from .. import irutil as u
 from .arith import compare, convert, int_index, invert, negate, truth
 from .constants import is_vector_constant
 from .fold_lower import FoldMixin
+from .names import binding_lines, unbound
 from .slice_lower import is_slice
 from .types import BOOL, BufType, Scalar, VecType
 from .values import (BufRef, Const, UnknownExtent, Val, const_type, materialize,
@@ -128,6 +129,9 @@ class ExprMixin(FoldMixin):
             node = node.value
         if not isinstance(node, ast.Name):
             self.fail(node, "not a name")
+        bound = binding_lines(self.frame.src.tree, node.id)
+        if bound:  # a local (in Python, the module's name of that spelling is hidden)
+            self.fail(node, *unbound(node.id, bound))
         scope = self.frame.src.fn.__globals__
         builtins = scope.get("__builtins__", {})
         builtins = builtins if isinstance(builtins, dict) else vars(builtins)
