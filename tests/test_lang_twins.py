@@ -1,15 +1,16 @@
 """The uncompiled twins of `simd` (what `kernel.py_func` runs) give what the compiled kernel
 does: lanes splat from a narrow int buffer element (``i8 u8 i16 u16``, which compiled code
 loads as an i32, ``u32 u64`` as an i64) wrap at the compiled lane width, through ``select``,
-``min``, ``max``, arithmetic and the reductions; and a streaming fill or copy refuses a
-destination the compiled store would fault on."""
+``min``, ``max``, arithmetic and the reductions; a streaming fill or copy refuses a
+destination the compiled store would fault on; and the `kmath` functions that call the C
+library compiled give its bits uncompiled (f64 ``fma`` rounds once)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import Buf, f32, i32, i64, kernel, simd
+from cuvil_perception.compile.lang import Buf, f32, f64, i32, i64, kernel, kmath, simd
 from cuvil_perception.errors import KernelIndexError
 
 NARROW = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16}
@@ -121,3 +122,47 @@ def test_stream_fill_and_copy_refuse_a_misaligned_destination_uncompiled():
         stream_fill(aligned(32, 1), n=32)  # the compiled kernel's own check of its argument
     with pytest.raises(KernelIndexError, match="stream_store alignment: address mod 32 of out"):
         stream_copy(x, aligned(32, 2), n=32, debug=True)
+
+
+# -- kmath on f64 -------------------------------------------------------------------------------
+@kernel(name="test.twins_kmath_f64")
+def kmath_f64(x: Buf[f64, "n"], y: Buf[f64, "n"], out: Buf[f64, 7, "n"], *, n: int):
+    for i in range(n):
+        out[0, i], out[1, i] = kmath.exp(x[i]), kmath.log(y[i])
+        out[2, i], out[3, i] = kmath.sin(x[i]), kmath.cos(x[i])
+        out[4, i] = kmath.atan2(x[i], y[i])
+        out[5, i] = kmath.fma(x[i], y[i], -x[i])
+        out[6, i] = kmath.sigmoid(x[i])
+    for i in range(0, n, 4):  # and lane-wise on vectors
+        v = kmath.fma(x[i:i + 4], y[i:i + 4], kmath.exp(x[i:i + 4]))
+        out[5, i:i + 4] = kmath.atan2(v, y[i:i + 4]) + out[5, i:i + 4]
+
+
+def test_f64_kmath_gives_the_compiled_bits_uncompiled():
+    """numpy's exp, log, atan2 differed from the libm the compiled code calls in the last bit
+    (205, 2 and 271 of these 4096), and fma rounded the product first (1238)."""
+    rng = np.random.default_rng(0)
+    n = 4096
+    x, y = rng.uniform(-50, 50, n), rng.uniform(0, 20, n)
+    got, want = np.zeros((7, n)), np.zeros((7, n))
+    kmath_f64(x, y, got, n=n)
+    kmath_f64.py_func(x, y, want, n=n)
+    differ = {name: int((got[k] != want[k]).sum()) for k, name in enumerate(
+        ["exp", "log", "sin", "cos", "atan2", "fma", "sigmoid"])}
+    assert differ == dict.fromkeys(differ, 0)
+
+
+@kernel(name="test.twins_kmath_f32")
+def kmath_f32(x: Buf[f32, "n"], out: Buf[f32, 4, "n"], *, n: int):
+    for i in range(n):
+        out[0, i], out[1, i] = kmath.log(x[i]), kmath.sin(x[i])
+        out[2, i], out[3, i] = kmath.cos(x[i]), kmath.atan2(x[i], x[n - 1 - i])
+
+
+def test_f32_kmath_gives_the_compiled_bits_uncompiled():
+    """numpy's float32 log, sin, cos and atan2 differed from logf... (262, 630, 666, 1853)."""
+    x = np.random.default_rng(0).uniform(0.01, 50, 4096).astype(np.float32)
+    got, want = np.zeros((4, 4096), np.float32), np.zeros((4, 4096), np.float32)
+    kmath_f32(x, got, n=4096)
+    kmath_f32.py_func(x, want, n=4096)
+    np.testing.assert_array_equal(got, want)
