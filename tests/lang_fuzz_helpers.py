@@ -1,8 +1,9 @@
 """``@inline`` helpers for the kernel-language fuzzer: a buffer parameter and scalars, a few
 statements, early ``return``s inside branches and loops, one or two returned values. A *pure*
 helper writes nothing and may be called inside any expression; one that writes its buffer is
-called as a statement, or inside expressions only with the ``effects_in_expr`` flag (a known
-defect: the kernel evaluates indices around the call out of Python's order)."""
+called as a statement, or also inside expressions with the ``effects_in_expr`` flag (on by
+default: subscript indices and slice ``op=`` around such a call are evaluated in Python's
+order)."""
 
 from __future__ import annotations
 

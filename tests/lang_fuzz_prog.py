@@ -32,7 +32,7 @@ class Flags:
     helpers: bool = True
     debug_share: float = 0.25   # fraction of programs also built bounds-checked
     slice_opassign: bool = True
-    effects_in_expr: bool = False   # side-effecting helper calls inside expressions
+    effects_in_expr: bool = True    # side-effecting helper calls inside expressions
     alias_share: float = 0.5        # of programs with two like buffers: noalias=False, aliased
     wide_constants: bool = False    # compare i32 values with a static beyond i32 (finding 5)
 

@@ -2,11 +2,11 @@
 
 - ``//`` and ``%`` floor (the result of ``%`` has the divisor's sign), for ints and floats.
 - Integers wrap on overflow (two's complement, no undefined behaviour): i64 arithmetic is
-  numpy's, not Python's unbounded ints. ``x // 0`` and ``x % 0`` give 0 in a release build
-  (Python raises; a bounds-checked build raises ZeroDivisionError... see `Lowerer.check`), and
-  ``INT_MIN // -1`` wraps to INT_MIN instead of trapping.
+  numpy's, not Python's unbounded ints. ``x // 0`` is ``x`` and ``x % 0`` is 0 (Python
+  raises; the divisor 1 is used so as not to trap), and ``INT_MIN // -1`` wraps to INT_MIN
+  instead of trapping. Constants fold with these semantics (`folding`).
 - ``/`` is true division (ints go to f64). ``**`` takes a constant non-negative int exponent
-  (unrolled multiplications) or floats (``llvm.pow``).
+  (square-and-multiply, ints wrapping; a float base up to 64) or floats (``llvm.pow``).
 - Shifts: ``a << n`` is 0 for n >= bits, ``a >> n`` is arithmetic and fills with the sign for
   n >= bits (Python's result on the wrapped value); negative n is taken as >= bits.
 - ``!=`` on floats is true when either side is NaN (Python), every other float comparison false.
@@ -165,8 +165,11 @@ def _floor_divmod(b: ir.IRBuilder, op: str, a: ir.Value, c: ir.Value, ty: Scalar
 
 
 def power(b: ir.IRBuilder, x: Val, exponent, flags: tuple) -> Val:
-    """``x ** exponent``: an int constant >= 0 unrolls, anything else is float ``llvm.pow``."""
-    if isinstance(exponent, int) and not isinstance(exponent, bool) and 0 <= exponent <= 64:
+    """``x ** exponent``: an int constant >= 0 unrolls (at most 64 for a float ``x``: past
+    that ``llvm.pow`` rounds better than 7+ multiplications), anything else is float
+    ``llvm.pow``."""
+    if isinstance(exponent, int) and not isinstance(exponent, bool) and 0 <= exponent < 2**63 \
+            and (exponent <= 64 or not x.ty.is_float):
         if x.ty == BOOL:
             x = convert(b, x, I64)
         result, base, n = None, x.ir, exponent

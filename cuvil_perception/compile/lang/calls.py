@@ -13,7 +13,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import irutil as u
-from . import kmath, simd
+from . import folding, kmath, simd
 from .arith import compare, convert, negate
 from .slices import value_slices
 from .source import Source, remember
@@ -131,7 +131,10 @@ class CallsMixin:
         if isinstance(x, Val) and isinstance(x.ty, VecType) and not builtin:
             return self.vec_cast(ty, x)
         if isinstance(x, Const):  # a typed value: `best = f32(-1e30)` makes best an f32
-            folded = _py_cast(ty, x.value)
+            if not folding.is_number(x.value):
+                self.fail(node, f"`{ast.unparse(node)}`: a cast of a "
+                          f"{type(x.value).__name__}", "a number")
+            folded = self.folded(node, folding.cast, ty, x.value).value
             return Val(self.value(Const(folded), node, want=ty).ir, ty)
         val = self.value(x, node.args[0])
         return Val(convert(self.b, val, ty).ir, ty)
@@ -143,8 +146,10 @@ class CallsMixin:
         best = items[0]
         for item, arg in zip(items[1:], node.args[1:]):
             if isinstance(best, Const) and isinstance(item, Const):
-                best = Const(min(best.value, item.value) if is_min
-                             else max(best.value, item.value))
+                if folding.is_number(best.value) and folding.is_number(item.value):
+                    best = self.folded(node, folding.minmax, is_min, best.value, item.value)
+                else:
+                    best = self.folded(node, min if is_min else max, best.value, item.value)
                 continue
             a, c = self.value(best, node), self.value(item, arg)
             self.joins(a, c, node.args[0], arg)
@@ -159,7 +164,7 @@ class CallsMixin:
     def absolute(self, node: ast.Call):
         (x,) = self.args(node, 1)
         if isinstance(x, Const):
-            return Const(abs(x.value))
+            return self.folded(node, folding.absolute, x.value)
         val = self.value(x, node.args[0], vector=True)
         if isinstance(val.ty, VecType):
             return self.vec_abs(val, node)
@@ -341,8 +346,3 @@ class CallsMixin:
                                    else 0))
         self.b.position_at_end(ok)
 
-
-def _py_cast(ty: Scalar, value):
-    """A cast folded at compile time (the same result the run-time cast gives)."""
-    out = ty(value)
-    return bool(out) if ty == BOOL else (float(out) if ty.is_float else int(out))

@@ -1,6 +1,6 @@
 """Expressions: names, constants, operators, ``a if c else b``, indexing ``buf[i, j]``.
 
-Constants fold at compile time with Python's own semantics; everything else lowers to IR
+Constants fold at compile time with the run-time semantics (`folding`); everything else lowers to IR
 (see `arith` for the run-time semantics). ``and``/``or``/``not`` take truth values and give a
 bool (Python would return an operand), and short-circuit as in Python.
 """
@@ -8,27 +8,23 @@ bool (Python would return an operand), and short-circuit as in Python.
 from __future__ import annotations
 
 import ast
-import operator
 
 from llvmlite import ir
 
 from .. import irutil as u
 from .arith import compare, convert, int_index, invert, negate, truth
 from .constants import is_vector_constant
+from .fold_lower import FoldMixin
+from .names import binding_lines, unbound
 from .slice_lower import is_slice
 from .types import BOOL, BufType, Scalar, VecType
 from .values import (BufRef, Const, UnknownExtent, Val, const_type, materialize,
                      out_of_range)
 
-_FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-         "//": operator.floordiv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
-         "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift, "**": operator.pow}
 _CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
-_PYCMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-          "==": operator.eq, "!=": operator.ne}
 
 
-class ExprMixin:
+class ExprMixin(FoldMixin):
     """Expression lowering for `lower.Lowerer`."""
 
     def expr(self, node: ast.expr):
@@ -67,12 +63,6 @@ class ExprMixin:
             self.fail(node, f"axis {x.axis} of buffer '{x.buf}' has no known extent (`None`)",
                       "an extent in its annotation, `Buf[f32, \"n\", ...]`")
         self.fail(node, f"`{ast.unparse(node)}` is not a value")
-
-    def fold(self, op: str, x: Const, y: Const, node) -> Const:
-        try:
-            return Const(_FOLD[op](x.value, y.value))
-        except Exception as exc:  # ZeroDivisionError, TypeError...: a static mistake
-            self.fail(node, f"constant expression `{ast.unparse(node)}` fails: {exc}")
 
     def const_int(self, node: ast.expr, what: str) -> int:
         x = self.expr(node)
@@ -139,6 +129,9 @@ class ExprMixin:
             node = node.value
         if not isinstance(node, ast.Name):
             self.fail(node, "not a name")
+        bound = binding_lines(self.frame.src.tree, node.id)
+        if bound:  # a local (in Python, the module's name of that spelling is hidden)
+            self.fail(node, *unbound(node.id, bound))
         scope = self.frame.src.fn.__globals__
         builtins = scope.get("__builtins__", {})
         builtins = builtins if isinstance(builtins, dict) else vars(builtins)
@@ -193,9 +186,8 @@ class ExprMixin:
         x = self.expr(node.operand)
         kind = type(node.op)
         if isinstance(x, Const):
-            fn = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
-                  ast.Invert: operator.invert}[kind]
-            return Const(fn(x.value))
+            op = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}[kind]
+            return self.fold_unary(op, x, node)
         if isinstance(x, Val) and isinstance(x.ty, VecType) and kind is not ast.Not:
             return self.vec_unary(kind, x, node)
         val = self.value(x, node.operand)
@@ -223,7 +215,7 @@ class ExprMixin:
                     self.fail(node, "a chained comparison of vectors", "`(a < b) & (b < c)`")
                 return self.vec_compare(op, left, right, node)
             if isinstance(left, Const) and isinstance(right, Const):
-                part = Const(_PYCMP[op](left.value, right.value))
+                part = self.fold_compare(op, left, right, node)
             else:
                 part = compare(self.b, op, *self.operand_values(left, left_node, right, right_node))
             result = part if result is None else self.both(result, part)

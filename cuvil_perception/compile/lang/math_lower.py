@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
 from llvmlite import ir
 
 from .. import irutil as u
-from . import kmath
+from . import folding, kmath
 from .arith import convert
 from .slice_lower import is_slice
 from .types import BOOL, F64, I32, I64, VecType
@@ -26,8 +27,7 @@ class MathMixin:
         if any(isinstance(x, Val) and isinstance(x.ty, VecType) for x in raw):
             return self.vector_math(name, raw, node)
         if all(isinstance(x, Const) for x in raw):
-            return Const(float(fn(*(x.value for x in raw))) if name != "isnan"
-                         else fn(*(x.value for x in raw)))
+            return self.folded(node, _fold_math, fn, *(x.value for x in raw))
         vals = [self.value(x, a) for x, a in zip(raw, node.args)]
         ty = F64
         if all(v.ty.is_float for v in vals if not v.weak) and any(v.ty.is_float and not v.weak
@@ -79,6 +79,24 @@ class MathMixin:
         if isinstance(val.ty, VecType) or val.ty.is_float or val.ty == BOOL:
             self.fail(arg, f"{what} of a {val.ty}", instead)
         return val.ir
+
+
+def _fold_math(fn, *args):
+    """A `kmath` function of constants, as the compiled f64 code computes it: ints are the
+    f64 of their i64, the libm functions are the C library's (`folding.libm`), ``fma``
+    rounds once (the numpy twin rounds the product first)."""
+    if not all(folding.is_number(a) for a in args):
+        raise TypeError(f"kmath.{fn.__name__} of a non-number")
+    args = [folding.cast(F64, a) for a in args]
+    if fn is kmath.fma:
+        return folding.fma(*args)
+    if fn is kmath.sigmoid:
+        return 1.0 / (1.0 + folding.libm("exp", -args[0]))
+    if fn in (kmath.exp, kmath.log, kmath.atan2, kmath.sin, kmath.cos):
+        return folding.libm(fn.__name__, *args)
+    with np.errstate(all="ignore"):  # exact ones: sqrt, floor, ceil, trunc; isnan
+        out = fn(*args)
+    return out if fn is kmath.isnan else float(out)
 
 
 __all__ = ["MathMixin"]

@@ -4,6 +4,7 @@ hold compile-time constants), and what to write instead of an unsupported statem
 from __future__ import annotations
 
 import ast
+import functools
 from collections import Counter
 
 
@@ -42,16 +43,40 @@ def _statements(body: list, unrolled: bool, conditional: bool):
             yield from _statements(node.body, unrolled, conditional)
 
 
+@functools.lru_cache(maxsize=256)
+def local_names(tree: ast.FunctionDef) -> frozenset:
+    """Every name the function binds anywhere (once per parsed function: a kernel looks a
+    module-level name up at each use)."""
+    return frozenset(name for node in ast.walk(tree) for target in _targets(node)
+                     for name in _bound(target))
+
+
+def _targets(node: ast.AST) -> list:
+    if isinstance(node, ast.Assign):
+        return node.targets
+    return [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+
+
 def binding_lines(tree: ast.FunctionDef, name: str) -> list:
     """The lines that bind ``name`` (assignments, ``op=``, annotated assignments, loop targets),
     in order."""
-    lines = set()
-    for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else (
-            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) else [])
-        if any(name in _bound(t) for t in targets):
-            lines.add(node.lineno)
-    return sorted(lines)
+    if name not in local_names(tree):
+        return []
+    return sorted({node.lineno for node in ast.walk(tree)
+                   if any(name in _bound(t) for t in _targets(node))})
+
+
+def unbound(name: str, lines: list) -> tuple[str, str]:
+    """(message, what to write instead) for a read of the local ``name`` (bound at ``lines``)
+    above every assignment to it: a value carried from one iteration of a loop to the next
+    but first bound further down the loop (``s += prev`` above ``prev = x[i]``), or a name
+    bound only under a constant-false ``if``. A variable takes its type from its first
+    assignment, which the lowering has not met yet; Python would read the module-level name
+    of that spelling nowhere in the function (UnboundLocalError if no iteration bound it)."""
+    where = ", ".join(map(str, lines))
+    return (f"'{name}' is read above its first assignment (line {where}): a variable takes "
+            f"its type from an assignment above its first read, even where a loop's first "
+            f"iteration skips the read", f"a first value before the loop, `{name} = ...`")
 
 
 def _bound(target: ast.expr) -> list:

@@ -59,12 +59,15 @@ v)``                            largest power of two dividing it, at most 64 byt
 ==============================  =============================================================
 
 Uncompiled (``kernel.py_func``), each is the numpy operation it stands for (``prefetch``/
-``fence`` do nothing) and a vector is a `Vector`, a 1-d array with value semantics. A
+``fence`` do nothing) and a vector is a `Vector`, a 1-d array with value semantics; a scalar
+operand has the type it is compiled as (`lane`: a ``u8`` buffer element is an i32). A
 bounds-checked build checks ``[at, at + n)`` against the buffer's size when it is known, and a
 run-time lane index against ``[0, n)``.
 """
 
 from __future__ import annotations
+
+import builtins
 
 import numpy as np
 
@@ -81,10 +84,12 @@ def copy(dst: np.ndarray, at: int, src: np.ndarray, from_: int, n: int) -> None:
 
 
 def stream_fill(buf: np.ndarray, at: int, n: int, value) -> None:
+    _stream_aligned(buf, at, n, "stream_fill")
     fill(buf, at, n, value)
 
 
 def stream_copy(dst: np.ndarray, at: int, src: np.ndarray, from_: int, n: int) -> None:
+    _stream_aligned(dst, at, n, "stream_copy")
     copy(dst, at, src, from_, n)
 
 
@@ -151,12 +156,23 @@ def store(buf: np.ndarray, at: int, v) -> None:
 
 
 def stream_store(buf: np.ndarray, at: int, v) -> None:
-    flat, at = _flat(buf, at, len(v), "stream_store")
-    size = np.asarray(v).nbytes
-    align = min(64, size & -size)
-    if (flat[at:].ctypes.data % align) != 0:
-        raise ValueError(f"simd.stream_store: element {at} is not {align}-byte aligned")
+    flat, at = _stream_aligned(buf, at, len(v), "stream_store")
     flat[at:at + len(v)] = np.asarray(v)
+
+
+def _stream_aligned(buf: np.ndarray, at, n: int, what: str) -> tuple[np.ndarray, int]:
+    """`_flat`, and a ValueError unless element ``at`` lies at a multiple of the streaming
+    store's alignment (n elements' bytes, the largest power of two dividing it, at most 64):
+    compiled, a misaligned non-temporal store faults (``vmovntps``), it raises nothing."""
+    flat, at = _flat(buf, at, n, what)
+    size = n * flat.itemsize
+    align = builtins.min(64, size & -size)  # (`min` here is simd.min)
+    address = flat.ctypes.data + at * flat.itemsize
+    if address % align:
+        raise ValueError(f"simd.{what}: element {at} (address mod {align} = "
+                         f"{address % align}) is not {align}-byte aligned, as a streaming store "
+                         f"of {n} {flat.dtype} elements must be")
+    return flat, at
 
 
 def vector(ty, values) -> Vector:
@@ -166,7 +182,26 @@ def vector(ty, values) -> Vector:
     return np.array(values, dtype=ty.dtype).view(Vector)
 
 
+def lane(x):
+    """A scalar operand as the lane value it is compiled. A buffer element is, uncompiled, a
+    numpy scalar of the buffer's type, which compiled code widens when it loads it: an ``i8
+    u8 i16 u16`` element to i32, a ``u32 u64`` one to i64 (u64: the same bits). Lanes of the
+    narrow type would wrap at 8 or 16 bits where the compiled i32 lanes do not (a ``u8`` 250
+    splat, + 200: 194 instead of 450). Python numbers stay as they are: like literals, they
+    take the other operand's type."""
+    if isinstance(x, np.integer):
+        info = np.iinfo(type(x))
+        if info.bits < 32:
+            return np.int32(x)
+        if info.min == 0:
+            return np.array(x).astype(np.int64)[()]  # a u64 >= 2**63 reads negative
+    return x
+
+
 def splat(x, n: int) -> Vector:
+    x = lane(x)
+    if type(x) is int:  # a Python int is an i64 (a u64 bit pattern up to 2**64 - 1 wraps)
+        x = np.array(x % (1 << 64)).astype(np.int64)[()]
     return np.full(n, x, np.asarray(x).dtype).view(Vector)
 
 
@@ -192,14 +227,16 @@ def slice(v, start: int, n: int) -> Vector:  # noqa: A001 - the language's name 
 
 
 def select(mask, a, b) -> Vector:
-    return _vector(np.where(mask, a, b))
+    return _vector(np.where(mask, lane(a), lane(b)))
 
 
 def min(a, b) -> Vector:  # noqa: A001 - the language's name for it
+    a, b = lane(a), lane(b)
     return _vector(np.where(b < a, b, a))
 
 
 def max(a, b) -> Vector:  # noqa: A001 - the language's name for it
+    a, b = lane(a), lane(b)
     return _vector(np.where(b > a, b, a))
 
 

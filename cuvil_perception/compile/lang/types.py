@@ -68,6 +68,11 @@ class Scalar:
         """The cast, in plain Python (numpy scalars: same rounding as the compiled kernel)."""
         if isinstance(value, np.ndarray):
             return _cast_lanes(self, value)
+        if self.is_int and isinstance(value, (int, np.integer)) and not isinstance(
+                value, (bool, np.bool_)):
+            value = int(value) & ((1 << self.bits) - 1)  # wraps, as the compiled trunc does
+            if self.kind == "i" and value >> (self.bits - 1):
+                value -= 1 << self.bits  # (numpy raises for a Python int out of range)
         if self.is_int and isinstance(value, (float, np.floating)):
             value = float(value)  # exact comparisons with the int limits below
             info = np.iinfo(self.dtype)

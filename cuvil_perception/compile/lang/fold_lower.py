@@ -1,0 +1,52 @@
+"""Constant expressions in a lowering: numbers fold with the run-time semantics (`folding`),
+other constants (tuples) with Python's operators; a constant expression without a value is a
+compile error at its line."""
+
+from __future__ import annotations
+
+import ast
+import operator
+
+from . import folding
+from .values import Const
+
+_PYTHON = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+           "//": operator.floordiv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
+           "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift, "**": operator.pow,
+           "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+           "==": operator.eq, "!=": operator.ne}
+_UNARY = {"-": operator.neg, "+": operator.pos, "not": operator.not_, "~": operator.invert}
+
+
+class FoldMixin:
+    """Folding of constant operands for `expr.ExprMixin`."""
+
+    def fold(self, op: str, x: Const, y: Const, node) -> Const:
+        """``x op y`` of two constants (op: an arithmetic operator)."""
+        if folding.is_number(x.value) and folding.is_number(y.value):
+            return self.folded(node, folding.binary, op, x.value, y.value)
+        return self.folded(node, _PYTHON[op], x.value, y.value)
+
+    def fold_compare(self, op: str, x: Const, y: Const, node) -> Const:
+        if folding.is_number(x.value) and folding.is_number(y.value):
+            return self.folded(node, folding.compare, op, x.value, y.value)
+        return self.folded(node, _PYTHON[op], x.value, y.value)
+
+    def fold_unary(self, op: str, x: Const, node) -> Const:
+        """``op x``, op one of - + ~ not."""
+        if op == "not" or not folding.is_number(x.value):
+            return self.folded(node, _UNARY[op], x.value)
+        return self.folded(node, folding.unary, op, x.value)
+
+    def folded(self, node, fn, *args) -> Const:
+        """``Const(fn(*args))``, or the compile error at ``node`` saying why it has no value."""
+        try:
+            return Const(fn(*args))
+        except folding.FoldError as exc:
+            self.fail(node, f"constant expression `{ast.unparse(node)}`: {exc.args[0]}",
+                      exc.args[1])
+        except Exception as exc:  # TypeError on a tuple...: a static mistake
+            self.fail(node, f"constant expression `{ast.unparse(node)}` fails: {exc}")
+
+
+__all__ = ["FoldMixin"]
