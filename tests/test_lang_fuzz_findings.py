@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import Buf, bits, f32, i8, i32, i64, kernel, u8
+from cuvil_perception.compile.lang import Buf, bits, f32, f64, i8, i32, i64, kernel, kmath, u8
 from cuvil_perception.errors import KernelSourceError
 
 THIS = Path(__file__).resolve()
 WIDE = 3000000000  # a module-level constant that does not fit i32
 TAB = (3000000000, 1)
+PAIR = (1, 2)
 
 
 def _line(marker: str) -> int:
@@ -208,3 +209,61 @@ def test_arithmetic_on_comparisons_is_a_documented_difference_with_a_workaround(
     assert "write `i64(a > 0) + i64(b > 0)` and both give 2" in doc
     with pytest.raises(TypeError):
         bool_arithmetic.py_func(x, np.zeros(6, np.int64))
+
+
+# -- finding 4: a constant tuple where a number is needed crashed constant folding ------------
+@kernel(name="findings.tuple_cast")
+def tuple_cast(x: Buf[f64, 2]):
+    x[0] = i32(PAIR)  # @cast
+
+
+@kernel(name="findings.tuple_static_cast")
+def tuple_static_cast(x: Buf[f64, 2], *, pair: tuple):
+    x[0] = f64(pair)  # @static_cast
+
+
+@kernel(name="findings.tuple_negate")
+def tuple_negate(x: Buf[f64, 2]):
+    x[0] = -PAIR  # @negate
+
+
+@kernel(name="findings.tuple_abs")
+def tuple_abs(x: Buf[f64, 2]):
+    x[0] = abs((1, 2))  # @abs
+
+
+@kernel(name="findings.tuple_max")
+def tuple_max(x: Buf[f64, 2]):
+    x[0] = max(1, PAIR)  # @max
+
+
+@kernel(name="findings.tuple_compare")
+def tuple_compare(x: Buf[f64, 2]):
+    x[0] = 1.5 >= PAIR  # @compare
+
+
+@kernel(name="findings.tuple_isnan")
+def tuple_isnan(x: Buf[f64, 2]):
+    if kmath.isnan(PAIR):  # @isnan
+        x[0] = 1.0
+
+
+@pytest.mark.parametrize("fn, marker, name", [
+    (tuple_cast, "@cast", "PAIR"), (tuple_static_cast, "@static_cast", "pair"),
+    (tuple_negate, "@negate", "PAIR"), (tuple_abs, "@abs", "(1, 2)"),
+    (tuple_max, "@max", "PAIR"), (tuple_compare, "@compare", "PAIR"),
+    (tuple_isnan, "@isnan", "PAIR"),
+])
+def test_a_constant_tuple_where_a_number_is_needed_is_a_compile_error_naming_it(fn, marker,
+                                                                                name):
+    """``i32(PAIR)`` was 'IR generation failed: TypeError: only 0-dimensional arrays can be
+    converted to Python scalars' without a location; ``-(1, 2)``, ``abs``, ``max``, ``>=``
+    and ``kmath.isnan`` the same (then Python's TypeError at the line, not naming the tuple)."""
+    static = {"pair": (1, 2)} if fn is tuple_static_cast else {}
+    with pytest.raises(KernelSourceError) as err:
+        fn(np.zeros(2, np.float64), **static)
+    text = str(err.value)
+    line = THIS.read_text().splitlines()[_line(marker) - 1]
+    column = line.index(name, line.index("(" if fn is tuple_isnan else "=")) + 1
+    assert f"{THIS}:{_line(marker)}:{column}:" in text
+    assert f"`{name}` is a tuple, not a number; write one element of it, `{name}[k]`" in text

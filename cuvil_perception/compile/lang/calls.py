@@ -132,6 +132,7 @@ class CallsMixin:
             return self.vec_cast(ty, x)
         if isinstance(x, Const):  # a typed value: `best = f32(-1e30)` makes best an f32
             if not folding.is_number(x.value):
+                self.not_a_number(node)
                 self.fail(node, f"`{ast.unparse(node)}`: a cast of a "
                           f"{type(x.value).__name__}", "a number")
             folded = self.folded(node, folding.cast, ty, x.value).value

@@ -46,7 +46,21 @@ class FoldMixin:
             self.fail(node, f"constant expression `{ast.unparse(node)}`: {exc.args[0]}",
                       exc.args[1])
         except Exception as exc:  # TypeError on a tuple...: a static mistake
+            self.not_a_number(node)
             self.fail(node, f"constant expression `{ast.unparse(node)}` fails: {exc}")
+
+    def not_a_number(self, node: ast.expr) -> None:
+        """The compile error at the operand of ``node`` (an operator, a comparison, a call)
+        that is a constant tuple (``-PAIR``, ``i32(PAIR)``, ``kmath.isnan(TAB)``), if one is:
+        what the operation fails on (Python's TypeError, numpy's truth value of an array)."""
+        operands = node.args if isinstance(node, ast.Call) else [
+            n for n in ast.iter_child_nodes(node) if isinstance(n, ast.expr)]
+        for operand in operands:  # (evaluated again: the compile fails here anyway)
+            x = self.expr(operand)
+            if isinstance(x, Const) and isinstance(x.value, (tuple, list)):
+                text = ast.unparse(operand)
+                self.fail(operand, f"`{text}` is a tuple, not a number",
+                          f"one element of it, `{text}[k]`")
 
 
 __all__ = ["FoldMixin"]
