@@ -82,12 +82,18 @@ def wide_bound(out: Buf[i64, 1], v: i32, *, big: int):
     out[0] = v * x  # @bound
 
 
+@kernel(name="findings.wide_branch")
+def wide_branch(out: Buf[i64, 1], v: i32):
+    out[0] = v + (3000000000 if v > 0 else 1)  # @branch
+
+
 @pytest.mark.parametrize("fn, marker, constant", [
     (wide_add, "@add", 2147483648), (wide_mod, "@mod", 4294967296),
     (wide_less, "@less", 3000000000), (wide_chain, "@chain", 4294967301),
     (wide_min, "@min", 3000000000), (wide_ifexp, "@ifexp", 3000000000),
     (wide_shift, "@shift", 4294967297), (wide_augmented, "@augmented", WIDE),
     (wide_static, "@static", WIDE), (wide_item, "@item", WIDE), (wide_bound, "@bound", WIDE),
+    (wide_branch, "@branch", 3000000000),
 ])
 def test_an_int_constant_that_does_not_fit_the_i32_it_joins_is_a_compile_error(fn, marker,
                                                                                 constant):

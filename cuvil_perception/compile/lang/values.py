@@ -87,11 +87,22 @@ def wrapped_operand(a: Val, c: Val) -> tuple[int, str, Scalar] | None:
     if a.weak == c.weak or not (isinstance(a.ty, Scalar) and isinstance(c.ty, Scalar)):
         return None
     at, weak, strong = (0, a, c) if a.weak else (1, c, a)
-    if not (isinstance(weak.ir, ir.Constant) and weak.ty.is_int and strong.ty.is_int
-            and strong.ty.bits < weak.ty.bits):
+    if not (weak.ty.is_int and strong.ty.is_int and strong.ty.bits < weak.ty.bits):
         return None
-    bad = out_of_range(weak.ir.constant, strong.ty)
-    return None if bad is None else (at, bad[0], strong.ty)
+    for value in _constants(weak.ir):
+        if (bad := out_of_range(value, strong.ty)) is not None:
+            return at, bad[0], strong.ty
+    return None
+
+
+def _constants(value: ir.Value) -> list[int]:
+    """The int constants a weak value may be: itself, or those of a conditional expression's
+    branches (``v + (3000000000 if c else 1)``: a phi of constants)."""
+    if isinstance(value, ir.Constant):
+        return [value.constant]
+    if isinstance(value, ir.PhiInstr):
+        return [k for incoming, _ in value.incomings for k in _constants(incoming)]
+    return []
 
 
 def materialize(value: Any, ty: Scalar | None = None) -> Val:
