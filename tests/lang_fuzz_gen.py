@@ -14,9 +14,9 @@ STORAGE = {"i8": ("i32", -128, 127, "i32"), "u8": ("i32", 0, 255, "i32"),
            "i32": ("i32", -2**20, 2**20, ""), "u32": ("i64", 0, 2**32 - 1, "i64"),
            "i64": ("i64", -2**40, 2**40, ""), "u64": ("i64", 0, 2**40, "i64"),
            "f32": ("f32", None, None, ""), "f64": ("f64", None, None, "")}
-#: stores wrap in both modes: any typed int may be stored (numpy raises OverflowError storing
-#: an out-of-range int into an i8 / i16 array, see FINDINGS.md: those are kept in range)
-WRAPS = ("u8", "u16", "u32")
+#: stores wrap in both modes: any typed int may be stored (py_func wraps an element store as
+#: compiled, lang/slices.py `stored`; numpy's own would raise OverflowError for i8 / i16)
+WRAPS = ("u8", "u16", "u32", "i8", "i16")
 VEC_DTYPES = ("i32", "i64", "f32", "f64")
 
 

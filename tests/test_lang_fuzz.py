@@ -12,9 +12,9 @@ FINDINGS.md has each repro):
 
 - ``wide_constants`` off, int literals within +-12345 (finding 5: a compile-time int beyond
   i32 beside an i32 operand is wrapped to 32 bits, not refused);
-- stores into ``i8``/``i16`` buffers kept in range (finding 1: ``py_func`` raises
-  ``OverflowError`` where the kernel wraps); no arithmetic on comparison results (finding 2);
-  ``f32`` parameters passed to ``py_func`` as ``numpy.float32`` (finding 3);
+- no arithmetic on comparison results (finding 2, a documented difference); ``f32``
+  parameters passed to ``py_func`` as ``numpy.float32`` (finding 3, which ``py_func`` now
+  does itself);
 - never written: casts of tuples (finding 4), ``None`` slice bounds, ``simd`` splat / select /
   min / max of raw narrow-int loads, constant float -> int casts and ``**`` / ``<<`` of large
   constants (known defects).
