@@ -11,7 +11,7 @@ Generator flags and limits that keep known defects out (tests/lang_fuzz_prog.py 
 FINDINGS.md has each repro):
 
 - ``wide_constants`` off, int literals within +-12345 (finding 5: a compile-time int beyond
-  i32 beside an i32 operand is wrapped to 32 bits, not refused);
+  i32 beside an i32 operand is a compile error, which a well-typed program does not hold);
 - no arithmetic on comparison results (finding 2, a documented difference); ``f32``
   parameters passed to ``py_func`` as ``numpy.float32`` (finding 3, which ``py_func`` now
   does itself);
