@@ -349,7 +349,7 @@ class ExprGen:
         ops = ["<", "<=", ">", ">=", "==", "!="]
         if ty == "i32" and self.flags.wide_constants and "c_0" in self.scope.vars \
                 and self.chance(0.3):
-            b = V("c_big", "i64", weak=True)  # beyond i32: refused (finding 5)
+            b = V("c_big", "i64", weak=True)  # beyond i32: refused (test_lang_fuzz_findings)
         code = f"{paren(a)} {self.pick(ops)} {paren(b)}"
         if self.chance(0.2):
             c = self.expr(b.ty, depth - 1)

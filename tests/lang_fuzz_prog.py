@@ -34,7 +34,7 @@ class Flags:
     slice_opassign: bool = True
     effects_in_expr: bool = True    # side-effecting helper calls inside expressions
     alias_share: float = 0.5        # of programs with two like buffers: noalias=False, aliased
-    wide_constants: bool = False    # i32 beside a static beyond i32: refused (finding 5)
+    wide_constants: bool = False    # i32 beside a static beyond i32: a compile error
 
 
 @dataclass

@@ -7,17 +7,17 @@ run against ``kernel.py_func`` on the same inputs, a quarter of them also bounds
 to about 20 s on one core; a seed reproduces its program and inputs:
 ``python tests/lang_fuzz_run.py --seeds 17:18 --show`` prints it.
 
-Generator flags and limits that keep known defects out (tests/lang_fuzz_prog.py `Flags`;
-FINDINGS.md has each repro):
+What the generator leaves out, and where it is tested instead (tests/lang_fuzz_prog.py
+`Flags`; each was a defect the fuzzer or an audit found, now fixed or documented):
 
-- ``wide_constants`` off, int literals within +-12345 (finding 5: a compile-time int beyond
-  i32 beside an i32 operand is a compile error, which a well-typed program does not hold);
-- no arithmetic on comparison results (finding 2, a documented difference); ``f32``
-  parameters passed to ``py_func`` as ``numpy.float32`` (finding 3, which ``py_func`` now
-  does itself);
-- never written: casts of tuples (finding 4), ``None`` slice bounds, ``simd`` splat / select /
-  min / max of raw narrow-int loads, constant float -> int casts and ``**`` / ``<<`` of large
-  constants (known defects).
+- ``wide_constants`` off, int literals within +-12345: a compile-time int beyond i32 beside
+  an i32 operand is a compile error, which a well-typed program does not hold
+  (test_lang_fuzz_findings);
+- no arithmetic on comparison results: a documented difference (numpy's bools uncompiled);
+- never written: casts of tuples and constant float -> int casts, ``**`` / ``<<`` of large
+  constants (test_lang_constants, test_lang_fuzz_findings), ``None`` slice bounds
+  (test_lang_slice_order), ``simd`` splat / select / min / max of raw narrow-int loads
+  (test_lang_twins).
 
 The error paths have their own campaign: ``lang_fuzz_run.py --mutants`` compiles edited
 programs and wants a `KernelSourceError` at a line or a kernel, never an internal error.

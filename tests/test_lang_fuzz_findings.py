@@ -1,4 +1,4 @@
-"""Defects the differential fuzzer found (/work/wt/fuzz/FINDINGS.md), one regression test each:
+"""Defects the differential fuzzer (tests/lang_fuzz_run.py) found, one regression test each:
 compiled code that disagreed with ``py_func`` or crashed without the kernel's line."""
 
 from __future__ import annotations
