@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import Buf, bits, f32, f64, i8, i32, i64, kernel, kmath, u8
+from cuvil_perception.compile.lang import (Buf, bits, f32, f64, i8, i32, i64, inline, kernel, kmath,
+                                          u8)
 from cuvil_perception.errors import KernelSourceError
 
 THIS = Path(__file__).resolve()
@@ -273,3 +274,35 @@ def test_a_constant_tuple_where_a_number_is_needed_is_a_compile_error_naming_it(
     column = line.index(name, line.index("(" if fn is tuple_isnan else "=")) + 1
     assert f"{THIS}:{_line(marker)}:{column}:" in text
     assert f"`{name}` is a tuple, not a number; write one element of it, `{name}[k]`" in text
+
+
+# -- a chained comparison evaluates every operand compiled (documented difference) ----------
+@inline
+def _mark(x):
+    x[1] = 7.0
+    return 1.0
+
+
+@kernel
+def chained_with_a_writing_helper(x: Buf[f32, 2], a: f32):
+    if a < 0.0 < _mark(x):
+        x[0] = 1.0
+
+
+@kernel
+def anded_with_a_writing_helper(x: Buf[f32, 2], a: f32):
+    if a < 0.0 and 0.0 < _mark(x):
+        x[0] = 1.0
+
+
+def test_a_chained_comparison_evaluates_every_operand_compiled_as_documented():
+    row = "| a chained comparison `a < b < c` with `a < b` false | `c` is still evaluated"
+    assert row in (Path(__file__).parents[1] / "docs" / "kernel-language.md").read_text()
+    compiled, uncompiled = np.zeros(2, np.float32), np.zeros(2, np.float32)
+    chained_with_a_writing_helper(compiled, 1.0)
+    chained_with_a_writing_helper.py_func(uncompiled, 1.0)
+    assert compiled.tolist() == [0.0, 7.0] and uncompiled.tolist() == [0.0, 0.0]
+    for run in (anded_with_a_writing_helper, anded_with_a_writing_helper.py_func):
+        x = np.zeros(2, np.float32)
+        run(x, 1.0)
+        assert x.tolist() == [0.0, 0.0]  # `and` skips the helper in both
