@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuvil_perception.compile.lang import (Buf, bits, f32, f64, i8, i32, i64, inline, kernel, kmath,
-                                          u8)
+from cuvil_perception.compile.lang import (Buf, bits, boolean, f32, f64, i8, i32, i64, inline,
+                                          kernel, kmath, u8)
 from cuvil_perception.errors import KernelSourceError
 
 THIS = Path(__file__).resolve()
@@ -306,3 +306,25 @@ def test_a_chained_comparison_evaluates_every_operand_compiled_as_documented():
         x = np.zeros(2, np.float32)
         run(x, 1.0)
         assert x.tolist() == [0.0, 0.0]  # `and` skips the helper in both
+
+
+# -- an annotated local is converted compiled only (documented difference) -----------------
+@kernel
+def annotated_locals(out: Buf[f64, 4]):
+    b: f32 = 0.1
+    a: boolean = 3
+    out[0], out[1] = b, a
+    c = f32(0.1)
+    d = boolean(3)
+    out[2], out[3] = c, d
+
+
+def test_an_annotation_converts_compiled_only_as_documented():
+    row = "| an annotated local, `b: f32 = 0.1`, `a: boolean = 3` | converted to the declared type"
+    assert row in (Path(__file__).parents[1] / "docs" / "kernel-language.md").read_text()
+    compiled, uncompiled = np.zeros(4), np.zeros(4)
+    annotated_locals(compiled)
+    annotated_locals.py_func(uncompiled)
+    f32_tenth = float(np.float32(0.1))
+    assert compiled.tolist() == [f32_tenth, 1.0, f32_tenth, 1.0]
+    assert uncompiled.tolist() == [0.1, 3.0, f32_tenth, 1.0]  # the casts agree in both
