@@ -12,7 +12,7 @@ import ast
 from llvmlite import ir
 
 from .. import irutil as u
-from .arith import compare, convert, int_index, invert, negate, truth
+from .arith import convert, int_index, invert, negate, truth
 from .constants import is_vector_constant
 from .fold_lower import FoldMixin
 from .names import binding_lines, unbound
@@ -20,9 +20,6 @@ from .slice_lower import is_slice
 from .types import BOOL, BufType, Scalar, VecType
 from .values import (BufRef, Const, UnknownExtent, Val, const_type, materialize,
                      out_of_range)
-
-_CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
-
 
 class ExprMixin(FoldMixin):
     """Expression lowering for `lower.Lowerer`."""
@@ -201,70 +198,6 @@ class ExprMixin(FoldMixin):
         if val.ty.is_float:
             self.fail(node, "`~` on a float", "an int")
         return invert(self.b, val)
-
-    def e_Compare(self, node: ast.Compare):
-        left, left_node = self.expr(node.left), node.left
-        result = None
-        for op_node, right_node in zip(node.ops, node.comparators):
-            op = _CMP.get(type(op_node))
-            if op is None:
-                self.fail(node, f"comparison {type(op_node).__name__}", "< <= > >= == !=")
-            right = self.expr(right_node)
-            if any(isinstance(v, Val) and isinstance(v.ty, VecType) for v in (left, right)):
-                if len(node.ops) > 1:
-                    self.fail(node, "a chained comparison of vectors", "`(a < b) & (b < c)`")
-                return self.vec_compare(op, left, right, node)
-            if isinstance(left, Const) and isinstance(right, Const):
-                part = self.fold_compare(op, left, right, node)
-            else:
-                part = compare(self.b, op, *self.operand_values(left, left_node, right, right_node))
-            result = part if result is None else self.both(result, part)
-            left, left_node = right, right_node
-        return result
-
-    def both(self, a, c):
-        if isinstance(a, Const) and isinstance(c, Const):
-            return Const(a.value and c.value)
-        if isinstance(a, Const):
-            return c if a.value else Const(False)
-        if isinstance(c, Const):
-            return a if c.value else Const(False)
-        return Val(self.b.and_(a.ir, c.ir), BOOL)
-
-    def e_BoolOp(self, node: ast.BoolOp):
-        is_and = isinstance(node.op, ast.And)
-        first = self.expr(node.values[0])
-        rest = node.values[1:]
-        if isinstance(first, Const):  # decided now: maybe the rest is not even lowered
-            if bool(first.value) != is_and:
-                return Const(bool(first.value))
-            if len(rest) == 1:
-                x = self.expr(rest[0])
-                return Const(bool(x.value)) if isinstance(x, Const) else truth(self.b, x)
-            return self.e_BoolOp(ast.BoolOp(node.op, rest, lineno=node.lineno,
-                                            col_offset=node.col_offset))
-        cond = truth(self.b, self.value(first, node.values[0]))
-        start = self.b.block
-        more = self.fn.append_basic_block("bool.rhs")
-        done = self.fn.append_basic_block("bool.end")
-        if is_and:
-            self.b.cbranch(cond.ir, more, done)
-        else:
-            self.b.cbranch(cond.ir, done, more)
-        self.b.position_at_end(more)
-        if len(rest) == 1:
-            other = self.expr(rest[0])
-        else:
-            other = self.e_BoolOp(ast.BoolOp(node.op, rest, lineno=node.lineno,
-                                             col_offset=node.col_offset))
-        other = truth(self.b, self.value(other, rest[0]))
-        end = self.b.block
-        self.b.branch(done)
-        self.b.position_at_end(done)
-        phi = self.b.phi(u.I1)
-        phi.add_incoming(ir.Constant(u.I1, 0 if is_and else 1), start)
-        phi.add_incoming(other.ir, end)
-        return Val(phi, BOOL)
 
     def e_IfExp(self, node: ast.IfExp):
         cond = self.expr(node.test)

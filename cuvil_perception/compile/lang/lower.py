@@ -26,6 +26,7 @@ from .arith import binop, convert, fpow, power, truth
 from .constants import is_vector_constant
 from .calls import CallsMixin
 from .expr import ExprMixin
+from .logic_lower import LogicMixin
 from .lane_lower import LanesMixin
 from .loop_lower import LoopMixin
 from .math_lower import MathMixin
@@ -60,7 +61,7 @@ class Frame:
     loops: list = field(default_factory=list)   # (continue block, break block)
 
 
-class Lowerer(ExprMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMixin,
+class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMixin,
               SliceMixin, LoopMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 

@@ -1,0 +1,115 @@
+"""Lowering of comparisons (chained too) and of `and` / `or`: what Python evaluates and
+skips, with branch-free code where skipping cannot be observed."""
+
+from __future__ import annotations
+
+import ast
+
+from llvmlite import ir
+
+from .. import irutil as u
+from .arith import compare, truth
+from .types import BOOL, VecType
+from .values import Const, Val
+
+_CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+class LogicMixin:
+    """Comparisons and boolean operators for `lower.Lowerer`."""
+
+    def e_Compare(self, node: ast.Compare):
+        return self.chain(self.expr(node.left), node.left, 0, node)
+
+    def chain(self, left, left_node, first: int, node: ast.Compare):
+        """The links ``first``.. of a comparison chain, ``left`` the value they start from.
+        All operands are evaluated, joined by one branch-free `and` (so ``0 <= i < n``
+        vectorises), except that an operand calling a helper or a kernel is evaluated only
+        once the links before it hold, as Python does (the helper may write a buffer)."""
+        result = None
+        for k in range(first, len(node.ops)):
+            op_node, right_node = node.ops[k], node.comparators[k]
+            if isinstance(result, Val) and self.may_store(right_node):
+                return self.and_then(result, lambda: self.chain(left, left_node, k, node))
+            op = _CMP.get(type(op_node))
+            if op is None:
+                self.fail(node, f"comparison {type(op_node).__name__}", "< <= > >= == !=")
+            right = self.expr(right_node)
+            if any(isinstance(v, Val) and isinstance(v.ty, VecType) for v in (left, right)):
+                if len(node.ops) > 1:
+                    self.fail(node, "a chained comparison of vectors", "`(a < b) & (b < c)`")
+                return self.vec_compare(op, left, right, node)
+            if isinstance(left, Const) and isinstance(right, Const):
+                part = self.fold_compare(op, left, right, node)
+            else:
+                part = compare(self.b, op, *self.operand_values(left, left_node, right, right_node))
+            result = part if result is None else self.both(result, part)
+            if isinstance(result, Const) and not result.value:
+                return result  # decided: Python evaluates no further operand
+            left, left_node = right, right_node
+        return result
+
+    def may_store(self, tree: ast.AST) -> bool:
+        """True if ``tree`` calls a helper or a kernel (`SliceMixin.calls_helper`), which may
+        store into a buffer."""
+        return any(isinstance(sub, ast.Call) and self.calls_helper(sub) for sub in ast.walk(tree))
+
+    def and_then(self, cond: Val, rest) -> Val:
+        """``cond and rest()``: ``rest`` lowered in a block that runs only if ``cond`` holds."""
+        start = self.b.block
+        more = self.fn.append_basic_block("cmp.rhs")
+        done = self.fn.append_basic_block("cmp.end")
+        self.b.cbranch(cond.ir, more, done)
+        self.b.position_at_end(more)
+        other = truth(self.b, self.value(rest(), None))
+        end = self.b.block
+        self.b.branch(done)
+        self.b.position_at_end(done)
+        phi = self.b.phi(u.I1)
+        phi.add_incoming(ir.Constant(u.I1, 0), start)
+        phi.add_incoming(other.ir, end)
+        return Val(phi, BOOL)
+
+    def both(self, a, c):
+        if isinstance(a, Const) and isinstance(c, Const):
+            return Const(a.value and c.value)
+        if isinstance(a, Const):
+            return c if a.value else Const(False)
+        if isinstance(c, Const):
+            return a if c.value else Const(False)
+        return Val(self.b.and_(a.ir, c.ir), BOOL)
+
+    def e_BoolOp(self, node: ast.BoolOp):
+        is_and = isinstance(node.op, ast.And)
+        first = self.expr(node.values[0])
+        rest = node.values[1:]
+        if isinstance(first, Const):  # decided now: maybe the rest is not even lowered
+            if bool(first.value) != is_and:
+                return Const(bool(first.value))
+            if len(rest) == 1:
+                x = self.expr(rest[0])
+                return Const(bool(x.value)) if isinstance(x, Const) else truth(self.b, x)
+            return self.e_BoolOp(ast.BoolOp(node.op, rest, lineno=node.lineno,
+                                            col_offset=node.col_offset))
+        cond = truth(self.b, self.value(first, node.values[0]))
+        start = self.b.block
+        more = self.fn.append_basic_block("bool.rhs")
+        done = self.fn.append_basic_block("bool.end")
+        if is_and:
+            self.b.cbranch(cond.ir, more, done)
+        else:
+            self.b.cbranch(cond.ir, done, more)
+        self.b.position_at_end(more)
+        if len(rest) == 1:
+            other = self.expr(rest[0])
+        else:
+            other = self.e_BoolOp(ast.BoolOp(node.op, rest, lineno=node.lineno,
+                                             col_offset=node.col_offset))
+        other = truth(self.b, self.value(other, rest[0]))
+        end = self.b.block
+        self.b.branch(done)
+        self.b.position_at_end(done)
+        phi = self.b.phi(u.I1)
+        phi.add_incoming(ir.Constant(u.I1, 0 if is_and else 1), start)
+        phi.add_incoming(other.ir, end)
+        return Val(phi, BOOL)
