@@ -30,7 +30,8 @@ class LogicMixin:
         for k in range(first, len(node.ops)):
             op_node, right_node = node.ops[k], node.comparators[k]
             if isinstance(result, Val) and self.may_store(right_node):
-                return self.and_then(result, lambda: self.chain(left, left_node, k, node))
+                return self.short_circuit(result, True,
+                                          lambda: self.chain(left, left_node, k, node), node, "cmp")
             op = _CMP.get(type(op_node))
             if op is None:
                 self.fail(node, f"comparison {type(op_node).__name__}", "< <= > >= == !=")
@@ -54,19 +55,20 @@ class LogicMixin:
         store into a buffer."""
         return any(isinstance(sub, ast.Call) and self.calls_helper(sub) for sub in ast.walk(tree))
 
-    def and_then(self, cond: Val, rest) -> Val:
-        """``cond and rest()``: ``rest`` lowered in a block that runs only if ``cond`` holds."""
+    def short_circuit(self, cond: Val, is_and: bool, rest, node, label: str) -> Val:
+        """``cond and rest()`` (``or`` if not ``is_and``): ``rest`` lowered in a block that runs
+        only when ``cond`` does not decide the result."""
         start = self.b.block
-        more = self.fn.append_basic_block("cmp.rhs")
-        done = self.fn.append_basic_block("cmp.end")
-        self.b.cbranch(cond.ir, more, done)
+        more = self.fn.append_basic_block(f"{label}.rhs")
+        done = self.fn.append_basic_block(f"{label}.end")
+        self.b.cbranch(cond.ir, *((more, done) if is_and else (done, more)))
         self.b.position_at_end(more)
-        other = truth(self.b, self.value(rest(), None))
+        other = truth(self.b, self.value(rest(), node))
         end = self.b.block
         self.b.branch(done)
         self.b.position_at_end(done)
         phi = self.b.phi(u.I1)
-        phi.add_incoming(ir.Constant(u.I1, 0), start)
+        phi.add_incoming(ir.Constant(u.I1, 0 if is_and else 1), start)
         phi.add_incoming(other.ir, end)
         return Val(phi, BOOL)
 
@@ -92,24 +94,7 @@ class LogicMixin:
             return self.e_BoolOp(ast.BoolOp(node.op, rest, lineno=node.lineno,
                                             col_offset=node.col_offset))
         cond = truth(self.b, self.value(first, node.values[0]))
-        start = self.b.block
-        more = self.fn.append_basic_block("bool.rhs")
-        done = self.fn.append_basic_block("bool.end")
-        if is_and:
-            self.b.cbranch(cond.ir, more, done)
-        else:
-            self.b.cbranch(cond.ir, done, more)
-        self.b.position_at_end(more)
         if len(rest) == 1:
-            other = self.expr(rest[0])
-        else:
-            other = self.e_BoolOp(ast.BoolOp(node.op, rest, lineno=node.lineno,
-                                             col_offset=node.col_offset))
-        other = truth(self.b, self.value(other, rest[0]))
-        end = self.b.block
-        self.b.branch(done)
-        self.b.position_at_end(done)
-        phi = self.b.phi(u.I1)
-        phi.add_incoming(ir.Constant(u.I1, 0 if is_and else 1), start)
-        phi.add_incoming(other.ir, end)
-        return Val(phi, BOOL)
+            return self.short_circuit(cond, is_and, lambda: self.expr(rest[0]), rest[0], "bool")
+        return self.short_circuit(cond, is_and, lambda: self.e_BoolOp(ast.BoolOp(
+            node.op, rest, lineno=node.lineno, col_offset=node.col_offset)), rest[0], "bool")
