@@ -43,13 +43,10 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..graph.roles import run_logs
+from ..machine_info import cpu
 from ..output_files import write_text_atomic
 
 FORMAT = "cuvil-run-record/1"
-_SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-               "avx512_bf16", "neon", "asimd")
-
-
 def versions() -> dict[str, str]:
     """Versions of everything that can change a kernel's output or speed."""
     import numpy
@@ -76,20 +73,11 @@ def versions() -> dict[str, str]:
 
 
 def machine() -> dict:
-    """CPU model, LLVM's host CPU name, a SIMD feature summary, core count, OS."""
-    info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "platform": platform.platform(), "features": []}
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        text = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and info["cpu"] in ("", platform.machine()):
-            info["cpu"] = value.strip()
-        if key.strip() in ("flags", "Features") and not info["features"]:
-            flags = set(value.split())
-            info["features"] = [f for f in _SIMD_FLAGS if f in flags]
+    """CPU model, ISA label, LLVM's host CPU name, a SIMD feature summary, core count, OS."""
+    host = cpu()
+    info = {"cpu": host.model, "isa": host.isa, "cores": host.cores,
+            "platform": platform.platform(), "features": list(host.features),
+            "fingerprint": host.fingerprint}
     try:
         import llvmlite.binding as llvm
 
