@@ -9,7 +9,7 @@ APT_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers libgl1 libglib2.0-0 
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 DEMO_OUT := runs/demo
 
-.PHONY: demo test setup system-deps bench clean
+.PHONY: demo test setup system-deps node-client bench clean
 
 # The demo: camera YOLOv8 + LiDAR PointPillars (the project's trained demo models) + fusion on the
 # bundled drive at its recorded speed (10 Hz); prints per-frame detections, the latency table and
@@ -19,7 +19,7 @@ demo: setup
 	$(BIN)/cuvil-perception run configs/fusion.yaml --replay datasets/sample_drive --rate 1 \
 		--rt-fifo 10 --out $(DEMO_OUT)/detections.jsonl --summary --viz $(DEMO_OUT)/pictures
 
-test: setup
+test: setup node-client
 	$(BIN)/python -m pytest -q
 
 bench: setup
@@ -27,6 +27,16 @@ bench: setup
 		echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 setup: system-deps $(STAMP)
+
+# Foxglove's own npm client (@foxglove/ws-protocol on ws, versions pinned in its package-lock),
+# the independent client tests/test_foxglove_live.py runs against the live view; skipped
+# (and that test with it) where Node.js is not installed.
+NODE_CLIENT := tests/foxglove_client
+node-client:
+	@if command -v npm >/dev/null 2>&1; then \
+		test -d $(NODE_CLIENT)/node_modules/@foxglove/ws-protocol || \
+		(cd $(NODE_CLIENT) && npm ci --no-audit --no-fund --silent); \
+	else echo "node-client: no npm here; tests/test_foxglove_live.py skips its npm-client test"; fi
 
 # Open3D needs libusb at import time and Vulkan + Mesa for offscreen rendering; `compile --library`
 # links aarch64 libraries with the cross gcc, and tests run them under qemu-user.
@@ -49,4 +59,4 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache $(NODE_CLIENT)/node_modules

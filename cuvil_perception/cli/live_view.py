@@ -26,7 +26,8 @@ def foxglove_option(command):
     return click.option(
         "--foxglove", "foxglove", metavar="[HOST:]PORT", is_flag=False,
         flag_value=DEFAULT_ADDRESS, default=None,
-        help="Serve results live over the Foxglove WebSocket protocol [bare: "
+        help="Serve results live over the Foxglove WebSocket protocol (subprotocol "
+             "foxglove.websocket.v1 or foxglove.sdk.v1) at ws://HOST:PORT [bare: "
              f"{DEFAULT_ADDRESS}]; pair a replay with --rate 1.")(command)
 
 

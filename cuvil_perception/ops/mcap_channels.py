@@ -1,11 +1,16 @@
-"""The ``mcap`` sink's plumbing: a foxglove-sdk ``Context`` with its MCAP writer and/or live
-WebSocket server, one channel per topic (created on first use, so only wired inputs appear),
-and the per-frame timing messages built from the run's feed (``rt.feed``)."""
+"""The ``mcap`` sink's plumbing: a foxglove-sdk ``Context`` with its MCAP writer (one channel
+per topic, created on first use, so only wired inputs appear in the file) and/or the live
+WebSocket server (``foxglove_server``: every channel the wired inputs can feed is advertised
+from open(), before frame 0), and the per-frame timing messages built from the run's feed
+(``rt.feed``)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
+
+from .foxglove_server import LiveChannel, LiveServer
 
 TOPICS = {  # key -> (topic suffix, foxglove.channels class name or JSON schema name)
     "boxes": ("/boxes", "SceneUpdateChannel"),
@@ -18,6 +23,12 @@ TOPICS = {  # key -> (topic suffix, foxglove.channels class name or JSON schema 
     "latency": ("/latency", "cuvil.FrameTimings"),
     "deadlines": ("/deadlines", "cuvil.DeadlineDecisions"),
 }
+# key -> the sink inputs that feed it (a live channel is advertised when they are all wired)
+FED_BY = {"boxes": {"boxes"}, "objects": {"objects"}, "camera_objects": {"objects"},
+          "detections": {"detections"}, "image": {"image"}, "points": {"points"},
+          "calibration": {"P2", "R0_rect"}, "tf": {"Tr_velo_to_cam"}}
+TIMING_KEYS = ("latency", "deadlines")  # fed by the run's feed, not by an input
+LATCHED = ("calibration", "tf")  # a live subscriber gets the latest at once
 _NUMBER, _STRING, _INT = {"type": "number"}, {"type": "string"}, {"type": "integer"}
 _TIME = {"type": "object", "properties": {"sec": _INT, "nsec": _INT}}
 JSON_SCHEMAS = {
@@ -55,7 +66,10 @@ def parse_address(text: str) -> tuple[str, int]:
 class Channels:
     """Foxglove channels of one sink, logging to an MCAP file and/or a WebSocket server."""
 
-    def __init__(self, params: dict, wired: set[str], path: Path | None, live: str | None):
+    def __init__(self, params: dict, wired: set[str], path: Path | None, live: str | None,
+                 timings: bool = False):
+        """``wired``: the sink's connected inputs; ``timings``: the run feeds /latency and
+        /deadlines (their live channels are advertised then)."""
         import foxglove
         from foxglove.mcap import MCAPCompression, MCAPWriteOptions
 
@@ -79,25 +93,44 @@ class Channels:
             self.writer.write_metadata("cuvil-perception", {"version": __version__})
             self.writer.flush()
         if live is not None:
+            keys = [k for k, needs in FED_BY.items() if needs <= wired]
+            keys += list(TIMING_KEYS) if timings else []
             host, port = parse_address(live)
             try:
-                self.server = foxglove.start_server(name="cuvil-perception", host=host,
-                                                    port=port, context=self.context)
-            except Exception as exc:  # the SDK raises its own error types for bind failures
+                self.server = LiveServer(host, port, self._live_channels(keys), LATCHED)
+            except OSError as exc:  # address in use, not an address of this machine, ...
                 self.close()
                 from ..errors import UsageError
-                raise UsageError(f"--foxglove {live}: cannot serve there ({exc})") from None
+                raise UsageError(f"--foxglove {live}: cannot serve there "
+                                 f"({exc.strerror or exc})") from None
             self.server_port = self.server.port
+
+    def _kind(self, key: str) -> tuple[str, str]:
+        """(topic suffix, foxglove.channels class name or JSON schema name) of ``key``."""
+        if key == "image":
+            return "/camera/image", ("RawImageChannel" if self.image_format == "raw" else
+                                     "CompressedImageChannel")
+        return TOPICS[key]
+
+    def _live_channels(self, keys: list[str]) -> dict[str, LiveChannel]:
+        import foxglove.messages as messages
+
+        out = {}
+        for number, key in enumerate(keys, 1):
+            suffix, kind = self._kind(key)
+            if kind in JSON_SCHEMAS:
+                out[key] = LiveChannel(number, self.prefix + suffix, "json", kind, "jsonschema",
+                                       json.dumps(JSON_SCHEMAS[kind]))
+                continue
+            schema = getattr(messages, kind.removesuffix("Channel")).get_schema()
+            out[key] = LiveChannel(number, self.prefix + suffix, schema.encoding, schema.name,
+                                   schema.encoding, base64.b64encode(schema.data).decode())
+        return out
 
     def _channel(self, key: str):
         channel = self._channels.get(key)
         if channel is None:
-            if key == "image":
-                suffix = "/camera/image"
-                kind = "RawImageChannel" if self.image_format == "raw" else \
-                    "CompressedImageChannel"
-            else:
-                suffix, kind = TOPICS[key]
+            suffix, kind = self._kind(key)
             topic = self.prefix + suffix
             if kind in JSON_SCHEMAS:
                 schema = self._foxglove.Schema(name=kind, encoding="jsonschema",
@@ -112,9 +145,14 @@ class Channels:
         return channel
 
     def log(self, key: str, message, log_ns: int) -> None:
+        """``message``: a foxglove.messages object, or a dict for a JSON topic."""
         if isinstance(message, dict):
             message = json.dumps(message, separators=(",", ":")).encode()
-        self._channel(key).log(message, log_time=int(log_ns))
+        if self.writer is not None:
+            self._channel(key).log(message, log_time=int(log_ns))
+        if self.server is not None:
+            payload = message if isinstance(message, bytes) else message.encode()
+            self.server.publish(key, payload, int(log_ns))
 
     def end_frame(self, index: int) -> None:
         """Finish frame ``index``'s chunk and hand it to the OS: what a kill -9 cannot take
@@ -141,7 +179,7 @@ class Channels:
             self.writer.close()  # writes the index and summary
             self.writer = None
         if self.server is not None:
-            self.server.stop()
+            self.server.close()
             self.server = None
 
 

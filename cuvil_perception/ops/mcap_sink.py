@@ -2,10 +2,10 @@
 Foxglove WebSocket protocol (``live: HOST:PORT``, what ``run --foxglove`` sets).
 
 Why ``foxglove-sdk``: it ships Foxglove's well-known schemas as classes (protobuf-encoded, the
-encoding the app reads natively: no layout or schema work), an MCAP writer, and the WebSocket
-server; channels log to every sink of their ``Context``, so the file and the live view carry
-the same channels by construction. Its JSON-schema alternative would need the schemas copied
-here by hand.
+encoding the app reads natively: no layout or schema work) and an MCAP writer. Its JSON-schema
+alternative would need the schemas copied here by hand. The live view is our own server of the
+public protocol (``foxglove_server`` says why), fed the same encoded messages on the same
+topics as the file.
 
 Topics (``topic_prefix`` /cuvil by default), one message per frame each when the input is wired:
 ``/boxes`` and ``/objects`` (foxglove.SceneUpdate, LiDAR frame), ``/camera/image``,
@@ -67,6 +67,8 @@ class McapSink(Sink):
               optional=True),
         Param("live", str, None, "serve the same channels over Foxglove WebSocket at HOST:PORT "
               "(run --foxglove sets it)", optional=True),
+        Param("live_wait", float, 0.0, "with live: before frame 0, wait up to this long for a "
+              "live client to subscribe (0: start at once)", range=Range(0, 3600), unit="s"),
         Param("image_format", str, "jpeg", "camera image as jpeg, png or raw (bgr8)",
               choices=("jpeg", "png", "raw")),
         Param("jpeg_quality", int, 90, "JPEG quality 1..100", range=Range(1, 100)),
@@ -114,10 +116,16 @@ class McapSink(Sink):
             _check_target(Path(path))
         feed = ctx.extra.get("feed")
         self._timings = FrameTimings(feed.reader()) if feed is not None else None
-        self._channels = Channels(self.p, set(self.connected), path, self.p.get("live"))
-        if self._channels.server_port is not None:
+        self._channels = Channels(self.p, set(self.connected), path, self.p.get("live"),
+                                  timings=self._timings is not None)
+        server = self._channels.server
+        if server is not None:
             ctx.warning(f"Foxglove live view: ws://{parse_address(self.p['live'])[0]}:"
-                        f"{self._channels.server_port} (open it in Foxglove: Open connection)")
+                        f"{server.port} (open it in Foxglove or Lichtblick: Open connection)")
+            wait = self.p["live_wait"]
+            if wait > 0 and not server.wait_for_subscriber(wait):
+                ctx.warning(f"Foxglove live view: no client subscribed within {wait:g} s "
+                            "(live_wait); starting without one")
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
         stamp = int(frame.timestamp_ns)
