@@ -133,8 +133,13 @@ def test_run_rt_fifo_sets_the_pipelines_sched_knob(tmp_path, monkeypatch):
     path = tmp_path / "p.yaml"
     path.write_text(f"pipeline: knobs\nrt:\n  sched: {{policy: fifo, priority: 2}}\n{STAGES}")
     applied = []
-    monkeypatch.setattr(knobs_module, "apply_thread_knobs",
-                        lambda knobs, group, warn: applied.append((group, knobs.fifo_priority)))
+
+    def apply(knobs, group, warn):
+        applied.append((group, knobs.fifo_priority))
+        return {"cpus": None, "sched": f"SCHED_FIFO priority {knobs.fifo_priority}",
+                "refused": []}
+
+    monkeypatch.setattr(knobs_module, "apply_thread_knobs", apply)
     result = CliRunner().invoke(cli, ["run", str(path), "--rt-fifo", "7"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert ("scheduler", 7) in applied and {p for _, p in applied} == {7}

@@ -27,12 +27,19 @@ def test_run_reports_one_placement_line_per_stage(tmp_path):
     p.add("work", "test.pass", inputs={"x": "src/value"})
     p.add("out", "test.lines", inputs={"y": "work/y"}, path=str(tmp_path / "o.jsonl"))
     result = run_pipeline(p.validate(), RunOptions(workers=2, write_record=False))
-    header, *lines = result.placement
+    header, *lines, threads = result.placement
     assert header.startswith(f"{usable_cores()} core(s): compute pool of 2 worker(s), 2 io")
     assert [line.split()[:2] for line in lines] == [["src", "io"], ["work", "compute"],
                                                    ["out", "io"]]
     assert "reader thread cuvil-io-src, CPUs 0" in lines[0]
     assert "compute pool (2 worker(s))" in lines[1] and "own thread cuvil-io-out" in lines[2]
+    # after the run: what took effect where (the io threads got CPU 0, nothing else was asked)
+    outcomes = dict(group.split(" -> ") for group in
+                    threads.removeprefix("threads: ").split(" | "))
+    assert sorted(outcomes["default scheduler; CPUs 0"].split(", ")) == ["cuvil-io-out",
+                                                                        "cuvil-io-src"]
+    assert "cuvil-compute_0" in outcomes["default scheduler"]
+    assert "scheduler (" in outcomes["default scheduler"]
 
 
 def test_a_detector_session_follows_the_placement(tmp_path):

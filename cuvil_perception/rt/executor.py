@@ -135,7 +135,7 @@ def _schedule(scheduler) -> None:
     state, wall0 = scheduler.state, time.perf_counter()
     scheduler.start()
     try:
-        with scheduler_thread_knobs(scheduler.knobs, state.warn):
+        with scheduler_thread_knobs(scheduler.knobs, state.warn, scheduler.threads.ledger):
             scheduler.run()
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM ends a run: keep what finished, close cleanly, still report.
@@ -143,6 +143,8 @@ def _schedule(scheduler) -> None:
         state.stop_signal = stop_signal(exc)
     finally:
         scheduler.shutdown()
+        state.threads = scheduler.threads.ledger.rows()
+        state.placement.append(scheduler.threads.ledger.summary())
     state.wall_s = time.perf_counter() - wall0
 
 

@@ -18,7 +18,8 @@ thread that admits and dispatches frames (the scheduler, the caller's thread) ta
 ``sched: fifo`` priority for the length of the run (``scheduler_thread_knobs``). The block
 is checked strictly (unknown keys, wrong types) with the file:line of ``rt:``. The OS may refuse a
 knob (no CAP_SYS_NICE, RLIMIT_MEMLOCK, a CPU not in the allowed set): the run continues and the
-refusal is one warning line naming the knob and the OS error.
+refusal is one warning line naming the knob and the OS error. What each thread got is collected
+by ``thread_ledger`` (the placement's last line, the run record's ``threads``).
 """
 
 from __future__ import annotations
@@ -129,41 +130,57 @@ def apply_process_knobs(knobs: RtKnobs, warn) -> None:
              "with CAP_IPC_LOCK); memory stays pageable")
 
 
-def apply_thread_knobs(knobs: RtKnobs, group: str, warn) -> None:
-    """Per-thread knobs, called by each executor thread of ``group`` when it starts."""
+def apply_thread_knobs(knobs: RtKnobs, group: str, warn) -> dict:
+    """Per-thread knobs, called by each executor thread of ``group`` when it starts. Returns
+    what took effect on this thread: ``{"cpus": [ids] or None, "sched": "SCHED_FIFO
+    priority 10" / "SCHED_DEADLINE runtime ..." or None (the default scheduler), "refused":
+    [knob names the OS refused]}`` (``thread_ledger`` collects them)."""
+    applied: dict = {"cpus": None, "sched": None, "refused": []}
     cpus = knobs.affinity.get(group)
     if cpus:
         try:
             os.sched_setaffinity(0, cpus)  # pid 0 = the calling thread on Linux
+            applied["cpus"] = list(cpus)
         except (OSError, AttributeError) as exc:
+            applied["refused"].append("cpu_affinity")
             warn(f"rt.cpu_affinity.{group}: the OS refused CPUs {cpus} ({exc}); the thread runs "
                  "on any CPU")
     if knobs.fifo_priority is not None:
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(knobs.fifo_priority))
+            applied["sched"] = f"SCHED_FIFO priority {knobs.fifo_priority}"
         except (OSError, AttributeError) as exc:
+            applied["refused"].append("sched")
             warn(f"rt.sched: the OS refused SCHED_FIFO priority {knobs.fifo_priority} for the "
                  f"{group} threads ({exc}; needs CAP_SYS_NICE or an rtprio limit); they keep "
                  "the default scheduler")
     if knobs.deadline is not None:
         refused = set_deadline(knobs.deadline)
-        if refused is not None:
+        if refused is None:
+            applied["sched"] = f"SCHED_DEADLINE {knobs.deadline.describe()}"
+        else:
+            applied["refused"].append("sched")
             warn(f"rt.sched: the OS refused SCHED_DEADLINE ({knobs.deadline.describe()}) for "
                  f"the {group} threads ({refused}); they keep the default scheduler")
+    return applied
 
 
 @contextmanager
-def scheduler_thread_knobs(knobs: RtKnobs, warn):
+def scheduler_thread_knobs(knobs: RtKnobs, warn, ledger=None):
     """SCHED_FIFO (``sched: fifo``) for the calling thread while the block runs, then its own
     policy back. The scheduler thread admits and dispatches every frame: at the default priority
     it waits behind the machine's other work while the stages it should start are ready (on a
     loaded machine, ms per frame). Only FIFO: a SCHED_DEADLINE reservation is sized for a
     stage's work, and affinity belongs to the groups; the caller's thread is left as it was."""
     if knobs.fifo_priority is None or not hasattr(os, "sched_getscheduler"):
+        if ledger is not None:
+            ledger.add("scheduler", {"cpus": None, "sched": None, "refused": []})
         yield
         return
     policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
-    apply_thread_knobs(RtKnobs(fifo_priority=knobs.fifo_priority), "scheduler", warn)
+    applied = apply_thread_knobs(RtKnobs(fifo_priority=knobs.fifo_priority), "scheduler", warn)
+    if ledger is not None:
+        ledger.add("scheduler", applied)
     try:
         yield
     finally:

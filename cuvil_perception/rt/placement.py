@@ -8,7 +8,8 @@ The compute pool has ``workers`` threads (default: one per core this process may
 two cores each own one core instead of four runtime threads time-slicing two cores; with
 ``--workers 1`` the single stage running at a time may use every core. Sources and io stages
 block on the outside world and are left to the OS scheduler unless the pipeline's ``rt:`` block
-pins them (``cpu_affinity``). ``run`` prints the chosen placement, one line per stage.
+pins them (``cpu_affinity``). ``run`` prints the chosen placement, one line per stage, and after
+the run a ``threads:`` line (``thread_ledger``): which knobs took effect on which threads.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ def placement_lines(pipeline, instances, workers: int, knobs, threads: int) -> l
     io = sum(1 for s in stages if s.effective_tag == "io")
     lines = [f"{usable_cores()} core(s): compute pool of {workers} worker(s), {io} io thread(s), "
              f"{threads} intra-op thread(s) per network"]
-    if knobs.fifo_priority is not None:  # asked for; a refusal is a warning of its own
+    if knobs.fifo_priority is not None:  # asked for; what took effect: the "threads:" line
         lines[0] += f"; SCHED_FIFO priority {knobs.fifo_priority} (executor threads, scheduler)"
+    if knobs.deadline is not None:
+        lines[0] += f"; SCHED_DEADLINE {knobs.deadline.describe()} (executor threads)"
     width = max(len(s.id) for s in stages)
     for stage in stages:
         group = "io" if is_source(stage) or stage.effective_tag == "io" else "compute"

@@ -20,6 +20,10 @@ Top-level fields::
     options       the RunOptions that shaped the run (frames, workers, rate, live, enforce, ...)
     versions      package, python, numpy, llvmlite, llvm, opencv
     machine       cpu (model name), llvm_cpu, features (a summary of SIMD flags), cores, platform
+    threads       every thread the run started and what its ``rt:`` knobs did there:
+                  {thread, os_name (top -H, /proc/.../comm), tid, group (io, compute,
+                  scheduler), cpus (null: any), sched ("SCHED_FIFO priority 10",
+                  "SCHED_DEADLINE runtime ...", null: the default), refused: [knob names]}
     prewarm       one row per kernel: name, static, hit, ms (from compile.prewarm)
     compile       {"before_frame0": n, "after_run": n, "after_frame0": n}: compile counters
     frames        number of frames that went through; stopped: null or the failure reason

@@ -16,6 +16,7 @@ def build_record(state, result) -> dict:
         "options": _options(state.options),
         "versions": versions(),
         "machine": machine(),
+        "threads": list(state.threads),
         "prewarm": result.prewarm,
         "compile": {"before_frame0": before, "after_run": after,
                     "compiles_after_frame0": after["compiles"] - before["compiles"],

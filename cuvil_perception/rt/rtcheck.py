@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..os_threads import name_this_thread
 from .knobs import RtKnobs, apply_process_knobs, apply_thread_knobs
 from .sched_deadline import DeadlineParams
 
@@ -90,6 +91,7 @@ def run_trial(trial: str, seconds: float, kernel, args: tuple) -> Trial:
     knobs = _knobs_for(trial)
 
     def body() -> None:
+        name_this_thread()  # cuvil-rtcheck-<trial>, cut to the kernel's 15 bytes
         apply_thread_knobs(knobs, "compute", refusals.append)
         box["samples"] = periodic_loop(kernel, args, seconds)
 

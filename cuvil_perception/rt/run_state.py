@@ -33,6 +33,7 @@ class RunState:
     prewarm: list[dict] = field(default_factory=list)  # the prewarm table rows
     compile: dict = field(default_factory=dict)  # {"before_frame0", "after_run"}: counters
     placement: list[str] = field(default_factory=list)  # rt.placement lines
+    threads: list[dict] = field(default_factory=list)  # rt.thread_ledger rows
     frames: int = 0  # frames through the whole pipeline
     t0_ns: int = 0  # run-clock origin of the timings
     wall_s: float = 0.0  # admission of frame 0 to the end of the last

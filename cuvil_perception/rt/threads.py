@@ -1,8 +1,10 @@
 """The threads a run's stages execute on (the scheduler's placement).
 
 Each source reads ahead on its own thread (``sources.SourceReader``); every other ``io`` stage has
-one dedicated thread; ``compute`` stages share a pool of ``workers`` threads. Every thread applies
-the pipeline's ``rt:`` thread knobs (affinity, scheduling policy) when it starts.
+one dedicated thread; ``compute`` stages share a pool of ``workers`` threads. Every thread takes
+its OS name and applies the pipeline's ``rt:`` thread knobs (affinity, scheduling policy) when it
+starts, and says what took effect in ``ledger`` (``thread_ledger``). Names: ``cuvil-compute_N``
+(the pool), ``cuvil-io-<stage id>`` (a source's reader, an io stage's thread).
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from .knobs import apply_thread_knobs
 from .sources import SourceReader
+from .thread_ledger import ThreadLedger
 
 
 class StageThreads:
@@ -21,6 +23,7 @@ class StageThreads:
         """``sources``/``workers``: the source and other stages; ``wake()`` is called when a
         source has a new sample."""
         self.knobs, self.warn = knobs, warn
+        self.ledger = ThreadLedger()
         # Paced replay: one sample ahead is enough (the pipeline idles between frames), and the
         # reader waits for those idle moments (``idle``) instead of competing with the frame
         # being processed for the CPU and the GIL. On a virtual clock (``FakeClock``) a read
@@ -40,15 +43,15 @@ class StageThreads:
                         for s in sources}
         self.compute = ThreadPoolExecutor(options.worker_count(),
                                           thread_name_prefix="cuvil-compute",
-                                          initializer=apply_thread_knobs,
+                                          initializer=self.ledger.start,
                                           initargs=(knobs, "compute", warn))
         self.io = {s.id: ThreadPoolExecutor(1, thread_name_prefix=f"cuvil-io-{s.id}",
-                                            initializer=apply_thread_knobs,
-                                            initargs=(knobs, "io", warn))
+                                            initializer=self.ledger.start,
+                                            initargs=(knobs, "io", warn, f"cuvil-io-{s.id}"))
                    for s in workers if s.effective_tag == "io"}
 
     def _io_thread_start(self) -> None:
-        apply_thread_knobs(self.knobs, "io", self.warn)
+        self.ledger.start(self.knobs, "io", self.warn)
 
     def start(self) -> None:
         """Start the source readers (the pools start threads as work arrives)."""
