@@ -231,7 +231,7 @@ def _write_all(drive: Drive, target: _Out, image_encoding: str) -> int:
     with target.writer() as writer:
         conns = {key: writer.add_connection(
             topics[key], types[key], typestore=msgs.store,
-            **({"latching": 1} if msgs.ros1 and key == "tf" else {})) for key in topics}
+            **(_latched(msgs.ros1) if key == "tf" else {})) for key in topics}
 
         def put(key, stamp, msg):
             writer.write(conns[key], stamp, msgs.serialize(msg, types[key]))
@@ -251,3 +251,18 @@ def _write_all(drive: Drive, target: _Out, image_encoding: str) -> int:
             put("info", stamp, info)
             count += 2
     return count
+
+
+def _latched(ros1: bool) -> dict:
+    """How /tf_static is published: latched (ROS 1), or the QoS tf2's static broadcaster offers
+    (reliable, transient_local, keep_last 1; ROS 2), which a player needs to republish it so
+    late subscribers still get it."""
+    if ros1:
+        return {"latching": 1}
+    from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness,
+                                    QosReliability, QosTime)
+
+    never = QosTime(0, 0)  # 0: the RMW default (no deadline, lifespan or lease)
+    return {"offered_qos_profiles": [Qos(QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE,
+                                         QosDurability.TRANSIENT_LOCAL, never, never,
+                                         QosLiveliness.AUTOMATIC, never, False)]}
