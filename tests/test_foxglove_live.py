@@ -244,3 +244,35 @@ def _served_url(run: subprocess.Popen) -> str:
         if "Foxglove live view: ws://" in line:
             return line.split("Foxglove live view: ", 1)[1].split()[0]
     raise AssertionError("the run never printed its live view URL:\n" + "".join(seen))
+
+
+def test_a_slow_client_loses_its_oldest_data_never_control_messages_and_is_told():
+    """publish() never waits on a socket: a client's queue holds QUEUE messages, and when it is
+    full the oldest data message goes (counted), control messages stay, one warning status."""
+    from cuvil_perception.ops.foxglove_server import QUEUE, _Client
+
+    client = _Client(conn=None, number=1)  # no sender running: nothing leaves the queue
+    client.push('{"op": "serverInfo"}', data=False)
+    for k in range(QUEUE + 5):
+        client.push(struct.pack("<BIQ", 1, 0, k))
+    kept = list(client.queue)
+    assert client.dropped == 6 and len(kept) == QUEUE + 1  # + the warning status
+    assert kept[0] == (False, '{"op": "serverInfo"}')
+    statuses = [json.loads(m) for is_data, m in kept if not is_data][1:]
+    assert [(s["op"], s["level"]) for s in statuses] == [("status", 1)]
+    stamps = [struct.unpack_from("<Q", m, 5)[0] for is_data, m in kept if is_data]
+    assert stamps == list(range(6, QUEUE + 5))  # the newest, in order
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_servers_threads_have_os_names():
+    op, server = _live_sink()
+    try:
+        with connect(f"ws://127.0.0.1:{server.port}", subprotocols=["foxglove.sdk.v1"],
+                     open_timeout=10) as ws:
+            _handshake(ws)
+            names = {(task / "comm").read_text().strip()
+                     for task in Path("/proc/self/task").iterdir()}
+            assert {"cuvil-fox-srv", "cuvil-fox-rx1", "cuvil-fox-tx1"} <= names, names
+    finally:
+        op.close()

@@ -77,12 +77,12 @@ class _Client:
 
     def push(self, message: bytes | str, data: bool = True) -> None:
         with self.cond:
-            if len(self.queue) >= QUEUE:
-                self._drop_oldest_data()
+            if len(self.queue) >= QUEUE and not self._drop_oldest_data():
+                return  # all control (a client that sends requests and never reads replies)
             self.queue.append((data, message))
             self.cond.notify_all()
 
-    def _drop_oldest_data(self) -> None:
+    def _drop_oldest_data(self) -> bool:
         for i, (is_data, _) in enumerate(self.queue):
             if is_data:
                 del self.queue[i]
@@ -91,7 +91,8 @@ class _Client:
                     self.warned = True
                     self.queue.append((False, _status(WARNING, "client too slow: dropping the "
                                                       "oldest queued messages")))
-                return
+                return True
+        return False
 
     def send_loop(self) -> None:
         name_this_thread(f"cuvil-fox-tx{self.number}")
