@@ -115,3 +115,28 @@ def test_sched_deadline_is_named_in_the_placement_and_its_outcome_per_thread(tmp
         assert (row["sched"], row["refused"]) == ((None, ["sched"]) if refused else (asked, []))
     outcome = "default scheduler; refused sched" if refused else asked
     assert _outcomes(result.placement[-1])[outcome]
+
+
+@linux_only
+def test_onnx_runtimes_own_threads_are_named_after_the_network():
+    """ONNX Runtime's intra-op threads inherit the name of the thread that made the session
+    (ops.onnx_runner makes it on a thread named cuvil-ort-<model>); a bad model still raises."""
+    pytest.importorskip("onnxruntime")
+    import onnx
+
+    from cuvil_perception.errors import ModelError
+    from cuvil_perception.ops.onnx_runner import OnnxRunner
+
+    path = Path(__file__).resolve().parents[1] / "cuvil_perception" / "models" / \
+        "yolov8_cuvil_demo.onnx"
+    model = onnx.load(str(path))
+    before = set(_comms())
+    runner = OnnxRunner(model, [model.graph.output[0].name], "onnxruntime", str(path), threads=3)
+    new = [name for tid, name in _comms().items() if tid not in before]
+    assert new.count("cuvil-ort-yolov") == 2, new  # intra-op 3: the caller + 2 pool threads
+    assert runner.describe().startswith("onnxruntime CPU, intra-op threads 3")
+    broken = onnx.ModelProto()
+    broken.CopyFrom(model)
+    broken.graph.node[0].op_type = "NoSuchOp"
+    with pytest.raises(ModelError, match="cannot load the model"):
+        OnnxRunner(broken, [model.graph.output[0].name], "onnxruntime", str(path), threads=1)

@@ -16,11 +16,15 @@ no spin-waiting, so an idle network does not burn the core another stage is comp
 from __future__ import annotations
 
 import importlib.util
+import re
+import threading
+from pathlib import Path
 
 import numpy as np
 import onnx
 
 from ..errors import ModelError
+from ..os_threads import name_this_thread
 
 RUNTIMES = ("auto", "opencv", "onnxruntime")
 # execution_provider param value -> ONNX Runtime provider name; what provides it
@@ -137,4 +141,33 @@ def _ort_session(data: bytes, where: str, threads: int | None, provider: str):
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     providers = [provider] + (["CPUExecutionProvider"] if provider != "CPUExecutionProvider"
                               else [])
-    return ort.InferenceSession(data, options, providers=providers)
+    return _on_named_thread(_thread_name(where),
+                            lambda: ort.InferenceSession(data, options, providers=providers))
+
+
+def _thread_name(where: str) -> str:
+    """``cuvil-ort-`` and the first letters of the model file's name (``cuvil-ort-yolov``,
+    ``cuvil-ort-point``): 15 bytes, the kernel's limit for a thread name."""
+    stem = re.sub(r"[^A-Za-z0-9]", "", Path(where.split()[0].rpartition(":")[2]).stem)
+    return "cuvil-ort-" + (stem[:5] or "model")
+
+
+def _on_named_thread(name: str, make):
+    """``make()`` on a short-lived thread whose OS name is ``name``: the intra-op threads ONNX
+    Runtime starts for a session inherit their creator's name (Linux copies it), so ``top -H``
+    shows ``cuvil-ort-yolov`` instead of the process's name. Exceptions pass through."""
+    box: dict = {}
+
+    def body() -> None:
+        name_this_thread(name)
+        try:
+            box["value"] = make()
+        except BaseException as exc:  # re-raised on the caller's thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=body, name=name)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
