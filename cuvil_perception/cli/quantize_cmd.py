@@ -14,21 +14,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-
-
-def _model_path(model: str) -> Path:
-    """MODEL or ``builtin:NAME`` (a model shipped in cuvil_perception/models)."""
-    from ..graph.params import BUILTIN_PREFIX, _builtin
-
-    if model.startswith(BUILTIN_PREFIX):
-        try:
-            return _builtin(model[len(BUILTIN_PREFIX):])
-        except ValueError as exc:
-            raise UsageError(f"MODEL {model}: {exc}") from None
-    path = Path(model)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such model file")
-    return path
+from ..graph import model_file
 
 
 def default_out(model: Path) -> Path:
@@ -53,7 +39,7 @@ def quantize_cmd(model: str, drive: str, out: str | None, frames: int, overwrite
     from ..quantize import quantize_model
     from ..rt import Claim, check_outputs
 
-    source = _model_path(model)
+    source = model_file(model, f"MODEL {model}")
     target = Path(out) if out else default_out(source)
     if not Path(drive).is_dir():
         raise UsageError(f"--calibrate {drive}: no such drive folder")
