@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..output_files import write_text_atomic
+from .progress import counter
 from .set_option import set_option
 
 
@@ -68,7 +69,8 @@ def eval_cmd(pipeline, replay, out, sets, frames, iou_threshold, interpolation, 
                    min_height=min_height, workers=workers, warn=warn)
     console = Console()
     if swaps:
-        comparison = compare_models(load, swaps, **options)
+        with counter("eval, as configured then swapped: frame") as progress:
+            comparison = compare_models(load, swaps, progress=progress, **options)
         report = comparison.base
         console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} "
                       f"frames, AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}",
@@ -77,7 +79,8 @@ def eval_cmd(pipeline, replay, out, sets, frames, iou_threshold, interpolation, 
         if out:
             _write(console, Path(out), comparison.as_dict(), comparison.timing_dict())
         return
-    report = evaluate_pipeline(p, **options)
+    with counter("eval: frame") as progress:
+        report = evaluate_pipeline(p, progress=progress, **options)
     console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} frames, "
                   f"AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}", highlight=False)
     console.print(score_table(report))

@@ -8,13 +8,13 @@ measures what it costs in AP and gains in speed. Exit codes: 0 done, 2 usage err
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from ..errors import UsageError
 from ..graph import model_file
+from .progress import counter
 
 
 def default_out(model: Path) -> Path:
@@ -47,11 +47,8 @@ def quantize_cmd(model: str, drive: str, out: str | None, frames: int, overwrite
                   [Claim("MODEL", source), Claim("--calibrate drive", Path(drive), folder=True)],
                   overwrite=overwrite)
 
-    def progress(done: int, total: int) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"\rcalibrating: frame {done}/{total}", nl=done == total, err=True)
-
-    data, summary = quantize_model(source, Path(drive), frames, progress)
+    with counter("calibrating: frame") as progress:
+        data, summary = quantize_model(source, Path(drive), frames, progress)
     write_bytes_atomic(target, data)
     click.echo(f"{summary.kind}: {summary.quantized_nodes} DequantizeLinear nodes (QDQ), "
                f"{summary.float_nodes} nodes kept in float, calibrated on {summary.frames} "

@@ -94,14 +94,17 @@ def run_cmd(pipeline, replay, camera, out, sets, frames, workers, rate, trace, r
     apply_foxglove(p.validate(), foxglove)
     console, errors = wide_console(), Console(stderr=True)
 
-    def warn(message: str) -> None:
+    def warn(message: str) -> None:  # a problem; information goes to note_line, unlabelled
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
+
+    def note_line(message: str) -> None:
+        errors.print(f"note: {message}", highlight=False, soft_wrap=True)
 
     enforce = True if enforce_deadlines else False if no_deadlines else None
     viz_claims = (Claim("--viz", viz, folder=True),) if viz is not None else ()
     options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
                          enforce_deadlines=enforce, trace=trace, record=record,
-                         decisions=decisions, warn=warn, overwrite=overwrite,
+                         decisions=decisions, warn=warn, note=note_line, overwrite=overwrite,
                          extra_outputs=viz_claims, shed=not no_shed)
     note = functools.partial(errors.print, highlight=False, soft_wrap=True)
     with serve_for_run(metrics, options, note), _progress(options) as options.progress:
