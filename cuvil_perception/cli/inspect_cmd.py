@@ -49,6 +49,8 @@ def inspect_cmd(pipeline: str, replay: str | None, camera: str | None, sets: tup
         check_source(spec)
     console = Console() if sys.stdout.isatty() else Console(width=140)
     console.print(stage_table(p))
+    if p.overrides:
+        console.print(f"--set: {', '.join(p.overrides)}", highlight=False, soft_wrap=True)
     for stage, line in stage_notes(p):
         console.print(f"{stage}: {line}", highlight=False, soft_wrap=True)
     if profile:

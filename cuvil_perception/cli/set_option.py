@@ -11,8 +11,8 @@ import click
 
 HELP = ("Override a value of the pipeline YAML: a stage's param (yolo.conf=0.4, "
         "pillars.model=builtin:NAME, lists as [0, 1]) or its deadline_ms / on_miss / tag "
-        "(yolo.deadline_ms=80); VALUE is read as YAML and checked like the file's own; "
-        "repeatable.")
+        "(yolo.deadline_ms=80), or e2e_deadline_ms=MS; VALUE is read as YAML and checked like "
+        "the file's own; repeatable.")
 
 
 def set_option(command):

@@ -9,7 +9,8 @@ that already are a live op get the device. ``--out FILE`` sets the run-log param
 (``sink_param(op, RUN_LOG)``: ``jsonl``'s ``path``) of every run-log stage.
 
 ``--set STAGE.PARAM=VALUE`` (repeatable, applied in order, the last one of a key wins) sets one
-param of one stage, or one of the stage fields in `SETTABLE_FIELDS` (``yolo.deadline_ms=80``).
+param of one stage, one of the stage fields in `SETTABLE_FIELDS` (``yolo.deadline_ms=80``), or,
+without a stage, a pipeline field in `PIPELINE_SETTABLE` (``e2e_deadline_ms=120``).
 VALUE is read as a YAML value with the pipeline loader's strict rules (``0.4``, ``true``,
 ``[0, 1]``, ``builtin:NAME``); an unknown stage or param is refused here with a "did you mean",
 and the value goes through the same checks as one written in the YAML (``validate()``), whose
@@ -30,6 +31,8 @@ from .roles import RUN_LOG, drive_param, live_op, sink_op, sink_param
 CAMERA_OUTPUTS = ("image",)
 # stage fields (beside its op's params) that --set may change, as the YAML writes them
 SETTABLE_FIELDS = ("deadline_ms", "on_miss", "tag")
+# pipeline fields --set may change, given without a stage (--set e2e_deadline_ms=120)
+PIPELINE_SETTABLE = ("e2e_deadline_ms",)
 
 
 def apply_cli_sources(pipeline: Pipeline, replay: str | Path | None = None,
@@ -78,9 +81,14 @@ def _apply_set(pipeline: Pipeline, text: str) -> None:
     """One ``STAGE.PARAM=VALUE``: the value set, its location ``--set STAGE.PARAM``."""
     key, sep, value_text = text.partition("=")
     stage_id, dot, name = key.strip().rpartition(".")
+    if sep and not dot and name in PIPELINE_SETTABLE:
+        pipeline.e2e_deadline_ms = _read_value(value_text, name)
+        pipeline.locs[name] = Location(f"--set {name}")
+        pipeline.overrides.append(f"{name}={value_text}")
+        return
     if not sep or not dot or not stage_id or not name:
         raise UsageError(f"--set {text!r}: expected STAGE.PARAM=VALUE (e.g. yolo.conf=0.4 or "
-                         "yolo.deadline_ms=80)")
+                         f"yolo.deadline_ms=80) or {'/'.join(PIPELINE_SETTABLE)}=VALUE")
     key = f"{stage_id}.{name}"
     ids = [s.id for s in pipeline.stages]
     if stage_id not in ids:

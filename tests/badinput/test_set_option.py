@@ -86,6 +86,12 @@ ROWS = {
     "on-miss-without-deadline": ("detect.on_miss=reuse_last",
                                  ["--set detect.on_miss: stage 'detect': field 'on_miss': "
                                   "on_miss 'reuse_last' without a 'deadline_ms'"]),
+    "e2e-negative": ("e2e_deadline_ms=-1", ["--set e2e_deadline_ms: field 'e2e_deadline_ms': "
+                                            "must be a positive number of milliseconds, got -1"]),
+    "e2e-inf": ("e2e_deadline_ms=.inf", ["field 'e2e_deadline_ms'", "got inf"]),
+    "e2e-wrong-type": ("e2e_deadline_ms=[1]", ["field 'e2e_deadline_ms'", "got [1]"]),
+    "pipeline-field-unknown": ("e2e_deadline=100", ["expected STAGE.PARAM=VALUE",
+                                                     "or e2e_deadline_ms=VALUE"]),
     "tag-unknown": ("detect.tag=gpu", ["--set detect.tag: stage 'detect': field 'tag': unknown "
                                        "tag 'gpu'"]),
 }
@@ -126,11 +132,13 @@ def test_set_values_reach_the_stage_and_the_run_record(tmp_path):
 
     (tmp_path / "p.yaml").write_text(PILLARS)
     sets = ["detect.score_threshold=0.2", "detect.score_threshold=0.3",
-            "detect.deadline_ms=900", "detect.voxel_size=[0.16, 0.16, 4.0]"]
+            "detect.deadline_ms=900", "detect.voxel_size=[0.16, 0.16, 4.0]",
+            "e2e_deadline_ms=950"]
     args = [arg for value in sets for arg in ("--set", value)]
     inspected = cli("inspect", "p.yaml", *args, cwd=tmp_path)
     assert inspected.code == 0, inspected.stderr
-    assert "900 ms" in inspected.stdout
+    assert "900 ms" in inspected.stdout and "e2e deadline 950 ms" in inspected.stdout
+    assert f"--set: {', '.join(sets)}" in inspected.stdout
     ran = cli("run", "p.yaml", "--frames", "1", *args, cwd=tmp_path)
     assert ran.code == 0, ran.stderr
     record = json.loads((tmp_path / "out.jsonl.record.json").read_text())
@@ -138,3 +146,4 @@ def test_set_values_reach_the_stage_and_the_run_record(tmp_path):
     detect = next(s for s in record["pipeline"]["stages"] if s["id"] == "detect")
     assert detect["params"]["score_threshold"] == 0.3 and detect["deadline_ms"] == 900
     assert detect["params"]["voxel_size"] == [0.16, 0.16, 4.0]
+    assert record["pipeline"]["e2e_deadline_ms"] == 950
