@@ -15,6 +15,6 @@ __all__ = [
     "BUILTIN_PREFIX", "MAX_STATIC_BYTES", "apply_cli_sources", "builtin_models_dir", "Degrade",
     "FrameInfo", "Range",
     "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
-    "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup", "model_file",
-    "parse_pipeline", "preflight", "register", "registered", "roles",
+    "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",
+    "model_file", "parse_pipeline", "preflight", "register", "registered", "roles",
 ]

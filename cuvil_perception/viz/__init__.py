@@ -20,7 +20,7 @@ from .video import FOURCC, Mp4Writer, compose
 
 __all__ = [
     "BevView", "CLASS_COLOURS", "FOURCC", "FrameDetections", "Mp4Writer", "Notice",
-    "RenderSummary", "Scene3D", "compose", "draw_banner", "draw_bev",
+    "RenderSummary", "Scene3D", "compose", "draw_banner", "draw_bev", "frame_notice",
     "draw_boxes_2d", "draw_boxes_3d", "draw_boxes_bev", "draw_frame", "render_result",
     "render_run",
 ]

@@ -10,8 +10,6 @@ values of `test_params`), plus the stage fields ``--set`` allows (deadline_ms, o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from ._runner import REPO, assert_one_line_error, assert_unchanged, cli, snapshot
