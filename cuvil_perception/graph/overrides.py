@@ -14,17 +14,20 @@ without a stage, a pipeline field in `PIPELINE_SETTABLE` (``e2e_deadline_ms=120`
 VALUE is read as a YAML value with the pipeline loader's strict rules (``0.4``, ``true``,
 ``[0, 1]``, ``builtin:NAME``); an unknown stage or param is refused here with a "did you mean",
 and the value goes through the same checks as one written in the YAML (``validate()``), whose
-errors then name ``--set STAGE.PARAM`` in place of a file:line. The texts applied are kept in
+errors then name ``--set STAGE.PARAM`` in place of a file:line. A relative path is relative to
+the working directory, as for ``--replay``. The texts applied are kept in
 ``Pipeline.overrides`` (the run record's ``pipeline.overrides``). Call before ``validate()``.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import Location, PipelineError, UsageError
 from .pipeline import Pipeline, Stage
 from .op import lookup, registered, suggest
+from .params import BUILTIN_PREFIX, Param
 from .plugins import OpImportError
 from .roles import RUN_LOG, drive_param, live_op, sink_op, sink_param
 
@@ -102,27 +105,39 @@ def _apply_set(pipeline: Pipeline, text: str) -> None:
         setattr(stage, name, "null" if name == "deadline_ms" and value is None else value)
         stage.locs[name] = where
     else:
-        _check_param_name(stage, pipeline, name, key)
+        param = _declared_param(stage, pipeline, name, key)
+        if param is not None and param.type is Path:
+            value = _from_working_dir(value)
         stage.params[name] = value
         stage.locs[f"params.{name}"] = stage.locs[f"key:params.{name}"] = where
     pipeline.overrides.append(f"{key}={value_text}")
 
 
-def _check_param_name(stage: Stage, pipeline: Pipeline, name: str, key: str) -> None:
-    """UsageError when the stage's op declares no param ``name`` (an unknown op is left to
-    ``validate()``, which names it with its file:line)."""
+def _declared_param(stage: Stage, pipeline: Pipeline, name: str, key: str) -> Param | None:
+    """The stage's op's param ``name``; UsageError when the op declares none (None for an
+    unknown op, left to ``validate()``, which names it with its file:line)."""
     try:
         cls = lookup(stage.op, pipeline.base_dir) if isinstance(stage.op, str) else None
     except OpImportError:  # a user op that fails to import: validate() reports it
-        return
+        return None
     if cls is None:
-        return
-    declared = [param.name for param in cls.params]
+        return None
+    declared = {param.name: param for param in cls.params}
     if name not in declared:
         raise UsageError(f"--set {key}: op '{stage.op}' of stage '{stage.id}' has no param "
-                         f"'{name}'{suggest(name, declared + list(SETTABLE_FIELDS))} (params: "
+                         f"'{name}'{suggest(name, [*declared, *SETTABLE_FIELDS])} (params: "
                          f"{', '.join(declared) or 'none'}; stage fields: "
                          f"{', '.join(SETTABLE_FIELDS)})")
+    return declared[name]
+
+
+def _from_working_dir(value):
+    """A relative path typed on the command line is relative to the working directory (as
+    ``--replay`` and ``--out`` are), not to the YAML's folder: made absolute here. Other values
+    (``builtin:NAME``, an empty string, a non-string) go to the param's own check unchanged."""
+    if not isinstance(value, str) or not value.strip() or value.startswith(BUILTIN_PREFIX):
+        return value
+    return os.path.abspath(os.path.expanduser(value))
 
 
 def _read_value(text: str, key: str):

@@ -145,3 +145,20 @@ def test_set_values_reach_the_stage_and_the_run_record(tmp_path):
     assert detect["params"]["score_threshold"] == 0.3 and detect["deadline_ms"] == 900
     assert detect["params"]["voxel_size"] == [0.16, 0.16, 4.0]
     assert record["pipeline"]["e2e_deadline_ms"] == 950
+
+
+def test_a_relative_path_in_set_is_relative_to_the_working_directory(tmp_path):
+    """As for --replay: ``--set detect.model=m.onnx`` is the m.onnx beside the user, not beside
+    the YAML (which sits in another folder here)."""
+    import shutil
+
+    from cuvil_perception.graph import builtin_models_dir
+
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "p.yaml").write_text(PILLARS)
+    shutil.copy(builtin_models_dir() / "pointpillars_cuvil_demo.onnx", tmp_path / "m.onnx")
+    result = cli("inspect", "cfg/p.yaml", "--set", "detect.model=m.onnx", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    result = cli("inspect", "cfg/p.yaml", "--set", "detect.model=cfg/m.onnx", cwd=tmp_path)
+    assert_one_line_error(result, "--set detect.model:", f"{tmp_path / 'cfg' / 'm.onnx'}: no "
+                                  "such file")
