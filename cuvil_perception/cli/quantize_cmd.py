@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ..graph import model_file
+from ..graph.params import model_file
 from .progress import counter
 
 

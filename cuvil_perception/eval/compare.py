@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import UsageError
-from ..graph import lookup, model_file
+from ..graph import lookup
+from ..graph.params import model_file
 from .pipeline_eval import EvalReport, evaluate_pipeline
 
 

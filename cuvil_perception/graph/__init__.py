@@ -2,8 +2,7 @@
 
 from .op import (FrameInfo, Op, ParamProblem, RunContext, Sample, Sink, Source, lookup, register,
                  registered)
-from .params import (BUILTIN_PREFIX, MAX_STATIC_BYTES, Param, Range, builtin_models_dir,
-                     model_file)
+from .params import BUILTIN_PREFIX, MAX_STATIC_BYTES, Param, Range, builtin_models_dir
 from .pipeline import MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
 from .ports import PortSpec
 from .overrides import apply_cli_sources
@@ -16,5 +15,5 @@ __all__ = [
     "FrameInfo", "Range",
     "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
     "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",
-    "model_file", "parse_pipeline", "preflight", "register", "registered", "roles",
+    "parse_pipeline", "preflight", "register", "registered", "roles",
 ]
