@@ -10,7 +10,7 @@ add the measured numbers (elapsed vs deadline ms, predicted ms) when the record 
 
 ``frame_notice`` gives the banner's text (what is wrong, which stage, why) and its kind;
 ``draw_banner`` paints it over the top of an image: dark red for a dropped or skipped frame,
-amber for stale or late results.
+amber for stale results. A late result that was kept is the frame's own and gets none.
 """
 
 from __future__ import annotations
@@ -49,14 +49,8 @@ def frame_notice(dropped: dict | None, stale: dict, decisions: list[dict] = ()) 
     by_stage = {d.get("stage"): d for d in decisions}
     if dropped:
         return Notice((_dropped_text(dropped, by_stage),), "dropped")
+    # a late result that was kept (on_miss: degrade, keep_late) is this frame's own: no banner
     lines = [_stale_text(ref, original, by_stage) for ref, original in sorted(stale.items())]
-    shown = {ref.partition("/")[0] for ref in stale}
-    for decision in decisions:  # a result kept although late (on_miss: degrade, ...)
-        stage = decision.get("stage")
-        if decision.get("kind") == "deadline_miss" and stage not in shown \
-                and decision.get("action") not in ("drop", "reuse_last"):
-            lines.append(f"LATE: stage '{stage}' {_timing(decision)}; result kept "
-                         f"(on_miss: {decision.get('action')})")
     return Notice(tuple(lines), "stale") if lines else None
 
 
