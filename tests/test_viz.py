@@ -190,7 +190,7 @@ def test_frame_notice_names_the_stage_and_the_reason() -> None:
     reuse = dict(miss, action="reuse_last")
     notice = frame_notice(None, {"yolo/detections": 2}, [reuse])
     assert notice.kind == "stale" and notice.text == (
-        "STALE: yolo/detections reused from frame 2 (stage took 69 ms > 50 ms deadline)")
+        "STALE: yolo/detections reused from frame 2 (yolo took 69 ms > 50 ms deadline)")
     for kept in ("degrade", "keep_late"):  # a late result kept is the frame's own: no banner
         assert frame_notice(None, {}, [dict(miss, action=kept)]) is None
     assert frame_notice(None, {}) is None and frame_notice(None, {}, []) is None

@@ -73,8 +73,9 @@ def _dropped_text(dropped: dict, by_stage: dict) -> str:
 
 
 def _stale_text(ref: str, original: int, by_stage: dict) -> str:
-    decision = by_stage.get(ref.partition("/")[0], {})
-    why = f" (stage {_timing(decision)})" if decision else ""
+    stage = ref.partition("/")[0]
+    decision = by_stage.get(stage, {})
+    why = f" ({stage} {_timing(decision)})" if decision else ""
     return f"STALE: {ref} reused from frame {original}{why}"
 
 
