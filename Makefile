@@ -13,11 +13,15 @@ DEMO_OUT := runs/demo
 
 # The demo: camera YOLOv8 + LiDAR PointPillars (the project's trained demo models) + fusion on the
 # bundled drive at its recorded speed (10 Hz); prints per-frame detections, the latency table and
-# where the pictures went. --rt-fifo: the run's threads take a core when their frame is ready
+# where the pictures went, then how to run the CLI yourself. --rt-fifo: the run's threads take a core when their frame is ready
 # instead of queueing behind the machine's other work (a warning where the OS refuses it).
 demo: setup
 	$(BIN)/cuvil-perception run configs/fusion.yaml --replay datasets/sample_drive --rate 1 \
 		--rt-fifo 10 --out $(DEMO_OUT)/detections.jsonl --summary --viz $(DEMO_OUT)/pictures
+	@echo
+	@echo "The CLI is installed in $(VENV): $(BIN)/cuvil-perception --help"
+	@echo "  (or 'source $(BIN)/activate' once, then: cuvil-perception --help)."
+	@echo "Try: $(BIN)/cuvil-perception run configs/fusion.yaml --set yolo.conf=0.4 --viz runs/mine"
 
 test: setup node-client
 	$(BIN)/python -m pytest -q

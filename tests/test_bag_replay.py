@@ -99,6 +99,20 @@ def test_bag_op_with_topics_and_log_stamps(bags, tmp_path):
     assert any("points from /velodyne_points (the only" in n for n in drive.notes)
 
 
+def test_chosen_topics_are_notes_not_warnings(bags, tmp_path):
+    """Which topic a bag gave a role is information (``RunOptions.note``, ``run``'s ``note:``
+    line), not a warning: nothing is wrong."""
+    p = Pipeline("bags")
+    drive = p.add("drive", "bag", path=str(bags["mcap"]), topics={"image": "/camera/image_raw"})
+    p.add("log", "jsonl", inputs={"points": drive.out("points")}, path=str(tmp_path / "o.jsonl"))
+    warnings, notes = [], []
+    run_pipeline(p.validate(), RunOptions(workers=1, frames=1, enforce_deadlines=False,
+                                          write_record=False, warn=warnings.append,
+                                          note=notes.append))
+    assert any("points from /velodyne_points (the only" in n for n in notes), notes
+    assert not any("the only" in w for w in warnings), warnings
+
+
 def test_bag_op_loops_with_increasing_times(bags):
     p = Pipeline("loop")
     stage = p.add("drive", "bag", path=str(bags["rosbag2-mcap"]), loop=True)
@@ -218,7 +232,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def _one_line_error(result, *fragments):
     assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = [x for x in result.stderr.splitlines() if x.strip() and not x.startswith("warning")]
+    lines = [x for x in result.stderr.splitlines()
+             if x.strip() and not x.startswith(("warning", "note:"))]
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]

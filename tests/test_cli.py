@@ -155,3 +155,47 @@ def test_count_by_class_names_known_ids_and_numbers_the_rest():
     assert count_by_class(np.array([2, 0, 0, 7, np.nan]), ("car", "ped", "cyc")) == \
         "2 car, 1 cyc, 1 class 7"
     assert count_by_class(np.array([])) == ""
+
+
+def _pty_run(*args: str, cwd: Path = REPO) -> tuple[int, str, str]:
+    """``cuvil-perception ARGS`` with stderr on a pseudo-terminal: (exit code, stdout, what the
+    terminal received)."""
+    import pty
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "200"}
+    process = subprocess.Popen([sys.executable, "-m", "cuvil_perception", *args], cwd=cwd,
+                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=slave)
+    os.close(slave)
+    received = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the process closed its end
+            break
+        if not data:
+            break
+        received.append(data)
+    os.close(master)
+    stdout = process.stdout.read().decode()
+    process.stdout.close()
+    return process.wait(timeout=300), stdout, b"".join(received).decode()
+
+
+def test_make_drive_and_eval_count_frames_on_a_terminal_only(tmp_path):
+    """On a terminal, one line rewritten in place (``frame i/N``) and cleared at the end; off
+    one (a pipe, a log), no progress at all."""
+    drive = tmp_path / "drive"
+    code, stdout, terminal = _pty_run("make-drive", str(drive), "--frames", "2")
+    assert code == 0 and "wrote 2 frames" in stdout
+    assert f"\r{drive}: frame 1/2\r{drive}: frame 2/2\r" in terminal and terminal.endswith("\r")
+    assert "\n" not in terminal  # nothing left on the terminal
+    pipeline = str(REPO / "configs" / "lidar_pillars.yaml")
+    code, stdout, terminal = _pty_run("eval", pipeline, "--replay", str(drive))
+    assert code == 0 and "mean" in stdout
+    assert "\reval: frame 1/2\reval: frame 2/2\r" in terminal
+    piped = cli("make-drive", str(tmp_path / "other"), "--frames", "2")
+    assert piped.returncode == 0 and piped.stderr == ""
+    piped = cli("eval", pipeline, "--replay", str(drive))
+    assert piped.returncode == 0 and "frame" not in piped.stderr

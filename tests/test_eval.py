@@ -187,3 +187,18 @@ def test_read_run_decodes_nan(tmp_path) -> None:
     assert frame.index == 3 and np.isnan(frame.outputs["a"][0, 0])
     assert frame.outputs["a"][0, 1] == 1.5 and frame.outputs["b"].shape == (0,)
     assert frame.outputs["c"] is None
+
+
+def test_compare_model_takes_builtin_names_like_quantize() -> None:
+    """``--compare-model STAGE=builtin:NAME`` resolves through the one model-path resolver
+    (`graph.model_file`, also quantize's MODEL): the shipped file, or one line naming the option."""
+    from cuvil_perception.errors import UsageError
+    from cuvil_perception.eval import parse_swaps
+    from cuvil_perception.graph import builtin_models_dir, load_pipeline
+
+    pipeline = load_pipeline(REPO / "configs" / "lidar_pillars.yaml", validate=False)
+    swaps = parse_swaps(("detect=builtin:pointpillars_cuvil_demo.int8.onnx",), pipeline)
+    assert swaps == {"detect": builtin_models_dir() / "pointpillars_cuvil_demo.int8.onnx"}
+    with pytest.raises(UsageError, match=r"^--compare-model detect=builtin:nope.onnx: no bundled "
+                                         r"model 'nope.onnx' \(bundled: .*pointpillars"):
+        parse_swaps(("detect=builtin:nope.onnx",), pipeline)

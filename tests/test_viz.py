@@ -161,3 +161,86 @@ def test_open3d_failure_falls_back(sample_drive, tmp_path, monkeypatch) -> None:
     assert summary.scene3d_dir is None and summary.frames == 1
     assert "Open3D" in warnings[0] and "Vulkan" in warnings[0]
     assert len(read_video(summary.video)) == 1
+
+
+def test_frame_notice_names_the_stage_and_the_reason() -> None:
+    """The banner text of each kind of line the jsonl sink writes, with the record's numbers."""
+    from cuvil_perception.viz import frame_notice
+
+    miss = {"frame": 3, "stage": "yolo", "kind": "deadline_miss", "elapsed_ms": 69.4,
+            "deadline_ms": 50, "action": "drop"}
+    notice = frame_notice({"stage": "yolo", "policy": "drop", "reason": "deadline_miss"}, {},
+                          [miss])
+    assert notice.kind == "dropped" and notice.text == (
+        "DROPPED: stage 'yolo' took 69 ms > 50 ms deadline, on_miss: drop; no results "
+        "downstream of it")
+    notice = frame_notice({"stage": "yolo", "policy": "drop", "reason": "deadline_miss"}, {})
+    assert "stage 'yolo' missed its deadline" in notice.text  # no record at hand
+    skip = {"frame": 3, "stage": None, "kind": "admission_skip", "predicted_ms": 131.2,
+            "deadline_ms": 100.0, "action": "skip"}
+    notice = frame_notice({"stage": None, "policy": "skip", "reason": "admission_skip"}, {},
+                          [skip])
+    assert notice.text == ("SKIPPED at admission: predicted 131 ms > 100 ms budget; no stage "
+                           "ran, no results")
+    e2e = {"frame": 3, "stage": None, "kind": "e2e_miss", "elapsed_ms": 120.0,
+           "deadline_ms": 100, "action": "drop"}
+    notice = frame_notice({"stage": None, "policy": "drop", "reason": "e2e_miss"}, {}, [e2e])
+    assert notice.text == ("DROPPED before the sinks: frame took 120 ms > 100 ms e2e deadline; "
+                           "no results")
+    reuse = dict(miss, action="reuse_last")
+    notice = frame_notice(None, {"yolo/detections": 2}, [reuse])
+    assert notice.kind == "stale" and notice.text == (
+        "STALE: yolo/detections reused from frame 2 (yolo took 69 ms > 50 ms deadline)")
+    for kept in ("degrade", "keep_late"):  # a late result kept is the frame's own: no banner
+        assert frame_notice(None, {}, [dict(miss, action=kept)]) is None
+    assert frame_notice(None, {}) is None and frame_notice(None, {}, []) is None
+
+
+def test_dropped_and_stale_frames_get_a_banner_in_both_pictures(sample_drive, tmp_path) -> None:
+    """A dropped frame's pictures (no boxes) and a stale one's (older boxes) say so across the
+    top; a frame with its own results has no banner."""
+    from cuvil_perception.viz.banner import DROPPED_COLOUR, STALE_COLOUR
+
+    run = tmp_path / "run.jsonl"
+    write_run(run, sample_drive, [0, 1, 2])
+    lines = [json.loads(line) for line in run.read_text().splitlines()]
+    lines[1].update(dropped={"stage": "detect", "policy": "drop", "reason": "deadline_miss"},
+                    outputs={})
+    lines[2]["stale"] = {"detect/boxes": 0}
+    run.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    decisions = [{"frame": 1, "stage": "detect", "kind": "deadline_miss", "elapsed_ms": 61.0,
+                  "deadline_ms": 40, "action": "drop", "variant": "normal"}]
+    (tmp_path / "run.jsonl.record.json").write_text(json.dumps({"decisions": decisions}))
+    summary = render_run(run, tmp_path / "viz", drive=sample_drive, video=False)
+    assert summary.frames == 3 and summary.marked == [1, 2]
+    image0 = Drive(sample_drive).read(0).image
+    for index, colour in ((1, DROPPED_COLOUR), (2, STALE_COLOUR)):
+        for folder in (summary.camera_dir, summary.bev_dir):
+            picture = cv2.imread(str(folder / f"{index:06d}.png"))
+            corner = picture[:8, :8].reshape(-1, 3)
+            assert (corner == colour).all(), (folder, index)  # the banner's fill
+            row = picture[4:20, 8:400]  # its text: white pixels on the fill
+            assert (row == 255).all(axis=-1).any(), (folder, index)
+    camera0 = cv2.imread(str(summary.camera_dir / "000000.png"))
+    assert (camera0[:8, :8] == image0[:8, :8]).all()  # no banner: the drive's own pixels
+    bev0 = cv2.imread(str(summary.bev_dir / "000000.png"))
+    assert not (bev0[:8, :8].reshape(-1, 3) == DROPPED_COLOUR).all(axis=-1).any()
+
+
+def test_run_viz_marks_frames_a_deadline_dropped(sample_drive, tmp_path) -> None:
+    """End to end: a deadline no stage can make (1 ms, enforced) drops every frame; ``run
+    --viz`` draws them with the banner naming the stage, and says how many it marked."""
+    from cuvil_perception.cli.app import cli
+    from cuvil_perception.viz.banner import DROPPED_COLOUR
+
+    out = tmp_path / "run" / "detections.jsonl"
+    result = CliRunner().invoke(cli, [
+        "run", str(REPO / "configs" / "lidar_pillars.yaml"), "--replay", str(sample_drive),
+        "--frames", "2", "--enforce-deadlines", "--set", "detect.deadline_ms=1",
+        "--out", str(out), "--viz", str(tmp_path / "viz")])
+    assert result.exit_code == 0, result.output
+    assert "marked   2 frame(s)" in result.output
+    assert all('"dropped"' in line for line in out.read_text().splitlines())
+    for folder in ("camera", "bev"):
+        picture = cv2.imread(str(tmp_path / "viz" / folder / "000001.png"))
+        assert (picture[:8, :8].reshape(-1, 3) == DROPPED_COLOUR).all()

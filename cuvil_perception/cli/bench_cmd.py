@@ -16,11 +16,13 @@ import click
 from rich.console import Console
 
 from .run_cmd import wide_console
+from .set_option import set_option
 
 
 @click.command("bench")
 @click.argument("pipeline", type=click.Path(dir_okay=False))
 @click.option("--replay", metavar="DRIVE", help="Drive to replay [default: the YAML's].")
+@set_option
 @click.option("--budgets", "budgets_path", metavar="BUDGETS.yaml", required=True,
               help="Latency budgets (absolute ms or ratios to a reference).")
 @click.option("--plot", "plot_dir", metavar="DIR",
@@ -31,7 +33,7 @@ from .run_cmd import wide_console
 @click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
 @click.option("--overwrite", is_flag=True,
               help="Let --plot be a non-empty folder cuvil-perception did not fill.")
-def bench_cmd(pipeline, replay, budgets_path, plot_dir, repeat, frames, workers,
+def bench_cmd(pipeline, replay, sets, budgets_path, plot_dir, repeat, frames, workers,
               overwrite) -> None:
     """Run PIPELINE over a drive and check latency budgets.
 
@@ -41,6 +43,7 @@ def bench_cmd(pipeline, replay, budgets_path, plot_dir, repeat, frames, workers,
     Exit codes: 0 every budget holds; 1 a budget is breached (or a run failed); 2 a usage error
     (bad budgets file, unknown stage, missing drive).
     """
+    from ..graph import apply_cli_sources, load_pipeline
     from ..rt import BREACH_EXIT_CODE, bench_pipeline, load_budgets, write_plots
     from ..rt.report import budget_table, timing_table
 
@@ -58,7 +61,8 @@ def bench_cmd(pipeline, replay, budgets_path, plot_dir, repeat, frames, workers,
     def warn(message: str) -> None:
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
 
-    result = bench_pipeline(pipeline, spec, replay=replay, frames=frames or spec.frames,
+    loaded = apply_cli_sources(load_pipeline(pipeline, validate=False), replay=replay, sets=sets)
+    result = bench_pipeline(loaded.validate(), spec, frames=frames or spec.frames,
                             repeat=repeat, workers=workers, warn=warn)
     runs = len(result.runs)
     frames_total = sum(r.frames for r in result.runs)  # both runs of a repeat with references

@@ -20,9 +20,10 @@ from rich.table import Table
 from ..compile import KernelSpec, PrewarmRow, prewarm, summarize, write_objects
 from ..compile.target import cross_target
 from ..errors import UsageError
-from ..graph import Pipeline, load_pipeline
+from ..graph import Pipeline, apply_cli_sources, load_pipeline
 from ..output_files import mark_folder
 from ..rt.prewarm import declared_kernels
+from .set_option import set_option
 
 
 @click.command("compile")
@@ -41,11 +42,12 @@ from ..rt.prewarm import declared_kernels
                    "x86-64-v2 or generic aarch64; 'host' = this machine's CPU].")
 @click.option("--overwrite", is_flag=True,
               help="Let --out be a non-empty folder cuvil-perception did not fill.")
+@set_option
 def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None,
                 library_dir: str | None, prefix: str | None, cpu: str | None,
-                overwrite: bool) -> None:
+                overwrite: bool, sets: tuple[str, ...]) -> None:
     """Compile (or load from the cache) every kernel PIPELINE's static shapes need."""
-    p = load_pipeline(pipeline)
+    p = apply_cli_sources(load_pipeline(pipeline, validate=False), sets=sets).validate()
     specs = pipeline_kernels(p)
     console = Console()
     if triple is not None and any(s.error_record is not None for s in specs):

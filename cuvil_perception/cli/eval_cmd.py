@@ -23,12 +23,15 @@ from rich.console import Console
 from rich.table import Table
 
 from ..output_files import write_text_atomic
+from .progress import counter
+from .set_option import set_option
 
 
 @click.command("eval")
 @click.argument("pipeline", type=click.Path(dir_okay=False))
 @click.option("--replay", metavar="DRIVE", help="Labelled drive to replay [default: the YAML's].")
 @click.option("--out", metavar="FILE.json", help="Write the scores as JSON.")
+@set_option
 @click.option("--frames", type=click.IntRange(min=1), help="Score only the first N frames.")
 @click.option("--iou", "iou_threshold", type=click.FloatRange(0.0, 1.0, min_open=True),
               default=0.5, show_default=True, help="IoU a detection needs to count as found.")
@@ -43,14 +46,15 @@ from ..output_files import write_text_atomic
 @click.option("--compare-model", "compare", metavar="STAGE=MODEL", multiple=True,
               help="Evaluate again with STAGE's model replaced (e.g. its INT8 file) and print "
                    "both, the AP difference and the stage's speed ratio; repeatable.")
-def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_height,
+def eval_cmd(pipeline, replay, out, sets, frames, iou_threshold, interpolation, min_height,
              workers, overwrite, compare) -> None:
     """Score the detector stages of PIPELINE against a drive's labels (AP per class)."""
     from ..eval import METHOD_NAMES, compare_models, evaluate_pipeline, parse_swaps
     from ..graph import apply_cli_sources, load_pipeline
 
     def load():
-        return apply_cli_sources(load_pipeline(pipeline, validate=False), replay=replay)
+        return apply_cli_sources(load_pipeline(pipeline, validate=False), replay=replay,
+                                 sets=sets)
 
     p = load()
     swaps = parse_swaps(compare, p)
@@ -65,7 +69,8 @@ def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_he
                    min_height=min_height, workers=workers, warn=warn)
     console = Console()
     if swaps:
-        comparison = compare_models(load, swaps, **options)
+        with counter("eval, as configured then swapped: frame") as progress:
+            comparison = compare_models(load, swaps, progress=progress, **options)
         report = comparison.base
         console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} "
                       f"frames, AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}",
@@ -74,7 +79,8 @@ def eval_cmd(pipeline, replay, out, frames, iou_threshold, interpolation, min_he
         if out:
             _write(console, Path(out), comparison.as_dict(), comparison.timing_dict())
         return
-    report = evaluate_pipeline(p, **options)
+    with counter("eval: frame") as progress:
+        report = evaluate_pipeline(p, progress=progress, **options)
     console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} frames, "
                   f"AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}", highlight=False)
     console.print(score_table(report))

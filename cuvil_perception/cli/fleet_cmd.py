@@ -21,6 +21,7 @@ import click
 
 from ..errors import UsageError
 from .fleet_view import Display, print_report
+from .set_option import set_option
 
 _EXIT_CODES = ("Exit codes: 0 all drives ran, all budgets hold; 1 a budget is breached; 2 a usage "
                "error; 3 a drive failed (wins over 1); 130 Ctrl-C.")
@@ -82,6 +83,7 @@ def _common(function):
                      "of each drive."),
         click.option("--resume", is_flag=True, help="Continue the fleet in --out: skip "
                      "drives already finished (same drive contents and pipeline)."),
+        set_option,
     ]
     for option in reversed(options):
         function = option(function)

@@ -23,22 +23,24 @@ from ..rt import RunOptions
 from ..rt.knobs import parse_knobs
 from ..rt.run_files import plan
 from .compile_cmd import pipeline_kernels
+from .set_option import set_option
 
 
 @click.command("inspect")
 @click.argument("pipeline", type=click.Path(dir_okay=False))
 @click.option("--replay", "replay", metavar="DRIVE", help="Inspect with this drive as the source.")
 @click.option("--camera", "camera", metavar="DEV", help="Inspect with a camera as the source.")
+@set_option
 @click.option("--profile", is_flag=True,
               help="Also run it (deadlines not enforced, sinks write to a temporary folder) and "
                    "check every stage's io/compute tag against its measured cpu/wall ratio.")
 @click.option("--frames", type=click.IntRange(min=1), default=20, show_default=True,
               help="Frames to run with --profile.")
-def inspect_cmd(pipeline: str, replay: str | None, camera: str | None, profile: bool,
-                frames: int) -> None:
+def inspect_cmd(pipeline: str, replay: str | None, camera: str | None, sets: tuple[str, ...],
+                profile: bool, frames: int) -> None:
     """Validate PIPELINE and print its stages: op, tag, inputs, output shapes, deadlines."""
     p = load_pipeline(pipeline, validate=False)
-    apply_cli_sources(p, replay=replay, camera=camera)
+    apply_cli_sources(p, replay=replay, camera=camera, sets=sets)
     p.validate()
     parse_knobs(p)
     preflight(p)
@@ -47,6 +49,8 @@ def inspect_cmd(pipeline: str, replay: str | None, camera: str | None, profile: 
         check_source(spec)
     console = Console() if sys.stdout.isatty() else Console(width=140)
     console.print(stage_table(p))
+    if p.overrides:
+        console.print(f"--set: {', '.join(p.overrides)}", highlight=False, soft_wrap=True)
     for stage, line in stage_notes(p):
         console.print(f"{stage}: {line}", highlight=False, soft_wrap=True)
     if profile:

@@ -18,6 +18,7 @@ from ..drives.labels import LABELS_DIR
 from ..drives.reader import IMAGE_STREAM, LIDAR_STREAM
 from ..errors import OutputWriteError, UsageError
 from ..output_files import describe_os_error
+from .progress import counter
 
 # --count K names its drives OUT/drive_0000<suffix> ..
 _SUFFIX = {"kitti": "", "mcap": ".mcap", "sqlite3": ".db3", "ros1": ".bag"}
@@ -39,7 +40,7 @@ def _prepare(out: Path, force: bool) -> None:
                 target.unlink()
 
 
-def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool):
+def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool, progress=None):
     """The synthetic drive written as a bag file at ``target`` (through a temporary KITTI
     folder beside it, named by ``temp_files.temp_path`` so that a later write into that folder
     removes it when make-drive was killed); --force replaces only an existing bag."""
@@ -56,7 +57,7 @@ def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool):
     folder = temp_path(target)
     folder.mkdir()
     try:
-        summary = make_drive(folder, frames, seed)
+        summary = make_drive(folder, frames, seed, progress)
         bag = write_bag(folder, target, fmt)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -97,11 +98,12 @@ def make_drive_cmd(out: str, frames: int, seed: int, count: int | None, force: b
                   overwrite=True)  # not-writable (a read-only folder); the rules above did the rest
     for target, drive_seed in targets:
         try:
-            if fmt != "kitti":
-                summary = _make_bag(target, frames, drive_seed, fmt, force)
-            else:
-                _prepare(target, force)
-                summary = make_drive(target, frames, drive_seed)
+            with counter(f"{target}: frame") as progress:
+                if fmt != "kitti":
+                    summary = _make_bag(target, frames, drive_seed, fmt, force, progress)
+                else:
+                    _prepare(target, force)
+                    summary = make_drive(target, frames, drive_seed, progress)
         except OSError as exc:  # a full disk, an I/O error: one line, never a traceback
             if exc.errno == errno.ELOOP:
                 raise

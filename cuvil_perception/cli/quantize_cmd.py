@@ -8,27 +8,13 @@ measures what it costs in AP and gains in speed. Exit codes: 0 done, 2 usage err
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from ..errors import UsageError
-
-
-def _model_path(model: str) -> Path:
-    """MODEL or ``builtin:NAME`` (a model shipped in cuvil_perception/models)."""
-    from ..graph.params import BUILTIN_PREFIX, _builtin
-
-    if model.startswith(BUILTIN_PREFIX):
-        try:
-            return _builtin(model[len(BUILTIN_PREFIX):])
-        except ValueError as exc:
-            raise UsageError(f"MODEL {model}: {exc}") from None
-    path = Path(model)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such model file")
-    return path
+from ..graph.params import model_file
+from .progress import counter
 
 
 def default_out(model: Path) -> Path:
@@ -53,7 +39,7 @@ def quantize_cmd(model: str, drive: str, out: str | None, frames: int, overwrite
     from ..quantize import quantize_model
     from ..rt import Claim, check_outputs
 
-    source = _model_path(model)
+    source = model_file(model, f"MODEL {model}")
     target = Path(out) if out else default_out(source)
     if not Path(drive).is_dir():
         raise UsageError(f"--calibrate {drive}: no such drive folder")
@@ -61,11 +47,8 @@ def quantize_cmd(model: str, drive: str, out: str | None, frames: int, overwrite
                   [Claim("MODEL", source), Claim("--calibrate drive", Path(drive), folder=True)],
                   overwrite=overwrite)
 
-    def progress(done: int, total: int) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"\rcalibrating: frame {done}/{total}", nl=done == total, err=True)
-
-    data, summary = quantize_model(source, Path(drive), frames, progress)
+    with counter("calibrating: frame") as progress:
+        data, summary = quantize_model(source, Path(drive), frames, progress)
     write_bytes_atomic(target, data)
     click.echo(f"{summary.kind}: {summary.quantized_nodes} DequantizeLinear nodes (QDQ), "
                f"{summary.float_nodes} nodes kept in float, calibrated on {summary.frames} "

@@ -69,6 +69,10 @@ def print_summary(console: Console, summary) -> None:
         console.print(f"  3D views {summary.scene3d_dir}", highlight=False)
     if summary.video is not None and summary.frames:
         console.print(f"  video    {summary.video}", highlight=False)
+    if summary.marked:
+        console.print(f"  marked   {len(summary.marked)} frame(s) whose results were dropped, "
+                      "skipped or stale: a banner on their pictures says which stage and why",
+                      highlight=False)
     if summary.skipped:
         console.print(f"  skipped  {len(summary.skipped)} frame(s) not found in the drive",
                       highlight=False)

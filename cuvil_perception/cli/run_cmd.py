@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import DeadlineFailure, UsageError
 from ..graph import apply_cli_sources, load_pipeline
 from .live_view import apply_foxglove, foxglove_option
+from .set_option import set_option
 
 
 @click.command("run")
@@ -27,6 +28,7 @@ from .live_view import apply_foxglove, foxglove_option
               help="Replay a recorded drive: KITTI raw folder, ROS bag or MCAP (by content).")
 @click.option("--camera", metavar="DEV", help="Live camera: /dev/videoN, an index or a video file.")
 @click.option("--out", metavar="FILE", help="Path of the jsonl output(s).")
+@set_option
 @click.option("--frames", type=click.IntRange(min=1), help="Stop after N frames.")
 @click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
 @click.option("--rate", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
@@ -61,7 +63,7 @@ from .live_view import apply_foxglove, foxglove_option
 @click.option("--metrics", metavar="[HOST:]PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics during the run "
                    "(HOST defaults to 127.0.0.1).")
-def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record, decisions,
+def run_cmd(pipeline, replay, camera, out, sets, frames, workers, rate, trace, record, decisions,
             enforce_deadlines, no_deadlines, no_shed, overwrite, summary, viz, rt_fifo, metrics,
             foxglove) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
@@ -86,20 +88,23 @@ def run_cmd(pipeline, replay, camera, out, frames, workers, rate, trace, record,
         raise UsageError("give --enforce-deadlines or --no-deadlines, not both")
 
     p = load_pipeline(pipeline, validate=False)
-    apply_cli_sources(p, replay=replay, camera=camera, out=out)
+    apply_cli_sources(p, replay=replay, camera=camera, out=out, sets=sets)
     if rt_fifo is not None:  # checked with the rest of the rt: block when the run starts
         p.rt = {**(p.rt or {}), "sched": {"policy": "fifo", "priority": rt_fifo}}
     apply_foxglove(p.validate(), foxglove)
     console, errors = wide_console(), Console(stderr=True)
 
-    def warn(message: str) -> None:
+    def warn(message: str) -> None:  # a problem; information goes to note_line, unlabelled
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
+
+    def note_line(message: str) -> None:
+        errors.print(f"note: {message}", highlight=False, soft_wrap=True)
 
     enforce = True if enforce_deadlines else False if no_deadlines else None
     viz_claims = (Claim("--viz", viz, folder=True),) if viz is not None else ()
     options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
                          enforce_deadlines=enforce, trace=trace, record=record,
-                         decisions=decisions, warn=warn, overwrite=overwrite,
+                         decisions=decisions, warn=warn, note=note_line, overwrite=overwrite,
                          extra_outputs=viz_claims, shed=not no_shed)
     note = functools.partial(errors.print, highlight=False, soft_wrap=True)
     with serve_for_run(metrics, options, note), _progress(options) as options.progress:

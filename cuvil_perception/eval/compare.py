@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from ..errors import UsageError
 from ..graph import lookup
+from ..graph.params import model_file
 from .pipeline_eval import EvalReport, evaluate_pipeline
 
 
@@ -72,9 +72,7 @@ def parse_swaps(values: tuple[str, ...], pipeline) -> dict:
         if cls is None or "model" not in {p.name for p in cls.params}:
             raise UsageError(f"--compare-model {value}: stage '{stage_id}' (op {stage.op}) "
                              "has no model param")
-        if not Path(model).is_file():
-            raise UsageError(f"--compare-model {value}: {model}: no such model file")
-        swaps[stage_id] = Path(model).resolve()
+        swaps[stage_id] = model_file(model, f"--compare-model {value}").resolve()
     return swaps
 
 

@@ -64,10 +64,11 @@ class EvalReport:
 
 def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
                       iou_threshold: float = 0.5, method: str = "all", min_height: float = 0.0,
-                      workers: int | None = None, warn=None) -> EvalReport:
+                      workers: int | None = None, warn=None, progress=None) -> EvalReport:
     """Run ``pipeline`` (a replay source with labels, one or more detector stages) and score it;
     see the module docstring. The pipeline object is modified in place (sinks removed, the
-    capture added): pass a freshly loaded one. UsageError when there is nothing to score."""
+    capture added): pass a freshly loaded one. ``progress(done, total or 0)`` is called after
+    each frame. UsageError when there is nothing to score."""
     from ..rt import RunOptions, run_pipeline
 
     if method not in METHODS:
@@ -83,7 +84,8 @@ def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
         capture = Path(tmp) / "capture.jsonl"
         wiring = _add_capture(pipeline, replay, detectors, capture)
         options = RunOptions(frames=frames, workers=workers, enforce_deadlines=False,
-                             write_record=False, warn=warn)
+                             write_record=False, warn=warn,
+                             progress=_with_total(progress, frames, replay, drive))
         result = run_pipeline(pipeline, options)
         captured = read_run(capture)
     report = EvalReport(pipeline.name, str(drive), len(captured), iou_threshold, method,
@@ -92,6 +94,18 @@ def evaluate_pipeline(pipeline: Pipeline, *, frames: int | None = None,
     for stage in detectors:
         report.scores.extend(_score_stage(pipeline, stage, wiring, captured, report))
     return report
+
+
+def _with_total(progress, frames: int | None, replay, drive: Path):
+    """``progress`` told the frame count when ``frames`` leaves it to the drive (the executor
+    passes 0 then): the drive's synchronised frame pairs."""
+    if progress is None or frames is not None:
+        return progress
+    from ..drives import Drive
+
+    tolerance = replay.resolved_params.get("sync_tolerance_ms", 50.0)
+    total = len(Drive(drive, tolerance).pairs)
+    return lambda done, _: progress(done, max(total, done))
 
 
 def _prepare(pipeline: Pipeline):

@@ -58,6 +58,7 @@ class FleetJob:
     budgets_text: str | None = None
     budgets_source: str | None = None
     modules: tuple[str, ...] = field(default_factory=tuple)  # op modules to import first
+    sets: tuple[str, ...] = ()  # --set STAGE.PARAM=VALUE texts, applied over pipeline_text
 
 
 @dataclass(frozen=True)
@@ -86,13 +87,14 @@ def where() -> dict:
 
 
 def load_job_pipeline(job: FleetJob, drive: str | None):
-    """The job's pipeline with ``drive`` as the replay source, unvalidated."""
+    """The job's pipeline with ``drive`` as the replay source and the job's ``--set`` values,
+    unvalidated."""
     from ..graph import apply_cli_sources, parse_pipeline
 
     for module in job.modules:
         importlib.import_module(module)
     pipeline = parse_pipeline(job.pipeline_text, job.pipeline_source, Path(job.base_dir))
-    return apply_cli_sources(pipeline, replay=drive) if drive is not None else pipeline
+    return apply_cli_sources(pipeline, replay=drive, sets=job.sets)
 
 
 def execute(job: FleetJob, task: DriveTask) -> dict:

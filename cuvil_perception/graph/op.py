@@ -75,7 +75,9 @@ class RunContext:
     """Run-wide facts an op may need when it opens.
 
     ``base_dir`` is the pipeline file's folder; ``out_dir`` is where run outputs go; ``live``
-    is True for camera input (keep only the newest frame); ``warn`` prints a warning line.
+    is True for camera input (keep only the newest frame); ``warn`` prints a warning line (a
+    problem the user may want to fix), ``note`` a neutral line (information that asks nothing of
+    the user: which bag topic was chosen, where a server listens).
     """
 
     base_dir: Path = Path(".")
@@ -83,10 +85,16 @@ class RunContext:
     live: bool = False
     warn: Any = None
     extra: dict = field(default_factory=dict)
+    note: Any = None
 
     def warning(self, message: str) -> None:
         if self.warn is not None:
             self.warn(message)
+
+    def info(self, message: str) -> None:
+        """A line of information, not a warning (``run`` prints it as ``note:``)."""
+        if self.note is not None:
+            self.note(message)
 
 
 class Op:

@@ -232,6 +232,23 @@ def builtin_models_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "models"
 
 
+def model_file(value: str, what: str) -> Path:
+    """The model file a command-line option names: a path, or ``builtin:NAME`` (a model shipped in
+    cuvil_perception/models, as in a ``model:`` param). UsageError starting with ``what`` (the
+    option and its value) when there is no such file; every CLI option taking a model uses it."""
+    from ..errors import UsageError
+
+    if value.startswith(BUILTIN_PREFIX):
+        try:
+            return _builtin(value[len(BUILTIN_PREFIX):])
+        except ValueError as exc:
+            raise UsageError(f"{what}: {exc}") from None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise UsageError(f"{what}: {path}: no such model file")
+    return path
+
+
 def _builtin(name: str) -> Path:
     path = builtin_models_dir() / name
     if not name or "/" in name or not path.is_file():

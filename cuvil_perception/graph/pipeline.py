@@ -103,6 +103,7 @@ class Pipeline:
     base_dir: Path = field(default_factory=Path.cwd)
     locs: dict[str, Location] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)  # --set texts applied (STAGE.PARAM=VALUE)
 
     def add(self, id: str, op: str, inputs: dict[str, PortRef | str] | None = None, *,
             tag: str | None = None, deadline_ms: float | None = None, on_miss: str = "drop",

@@ -89,8 +89,8 @@ class Replay(Source):
         if path is None:  # open() without preflight (the Python API)
             raise UsageError("no drive given: pass --replay DRIVE or set params.path")
         self.drive = self.preflight()
-        for note in getattr(self.drive, "notes", ()):
-            ctx.warning(note)
+        for note in getattr(self.drive, "notes", ()):  # which topics a bag gave: not a problem
+            ctx.info(note)
         self.skipped = self.drive.skipped
         self._ctx, self._clamp_warned = ctx, False
         if self.skipped:

@@ -86,6 +86,7 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
     instances = build_instances(pipeline)
     threads = intra_op_threads(options.worker_count())
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
+                     note=options.note,
                      extra={"clock": options.clock,
                             "feed": RunFeed(state.recorder, state.policy, options.clock),
                             "intra_op_threads": threads})

@@ -29,6 +29,8 @@ class RunOptions:
     clock: ``MonotonicClock()`` by default; ``testing.clock.FakeClock`` in tests.
     progress: called as ``progress(frames_done, frames_total_or_0)`` after each frame.
     warn: called with one line per warning (default: collected in ``RunResult.warnings`` only).
+    note: called with one line of information that is not a warning (an op's
+        ``RunContext.info``: a chosen bag topic, a server's address); default: dropped.
     reference_stages: stage ids whose op's ``reference_process`` is timed on the same inputs
         right after ``process`` (budgets relative to a numpy twin); results are discarded.
     max_in_flight: frames admitted but not finished (default ``workers + 2``).
@@ -57,6 +59,7 @@ class RunOptions:
     clock: Any = None
     progress: Callable[[int, int], None] | None = None
     warn: Callable[[str], None] | None = None
+    note: Callable[[str], None] | None = None
     reference_stages: tuple[str, ...] = ()
     max_in_flight: int | None = None
     read_ahead: int = 4

@@ -16,7 +16,9 @@ Top-level fields::
     output_digests {path: {"bytes", "sha256"}} of each run log (jsonl), at the end of the run
                   (``render`` checks that the record beside a jsonl describes that file)
     pipeline      {"name", "source", "text"}: the YAML text when the pipeline came from a file,
-                  else its canonical form (stages with op, params, inputs, tag, deadline, on_miss)
+                  else its canonical form (stages with op, params, inputs, tag, deadline, on_miss);
+                  "overrides": the ``--set STAGE.PARAM=VALUE`` texts applied over it, in order
+                  (the stages show the values as they ran)
     options       the RunOptions that shaped the run (frames, workers, rate, live, enforce, ...)
     versions      package, python, numpy, llvmlite, llvm, opencv
     machine       cpu (model name), llvm_cpu, features (a summary of SIMD flags), cores, platform
@@ -99,6 +101,7 @@ def pipeline_section(pipeline) -> dict:
         section["text"] = path.read_text(encoding="utf-8")
     section["stages"] = [_canonical_stage(s) for s in pipeline.ordered()]
     section["e2e_deadline_ms"] = pipeline.e2e_deadline_ms
+    section["overrides"] = list(pipeline.overrides)
     return section
 
 

@@ -7,9 +7,11 @@ LiDAR points with 3D boxes (OpenCV rasterisation), and an MP4 of the drive.
 
 Modules: ``draw`` (drawing primitives, ``BevView``), ``video`` (panel + ``Mp4Writer``),
 ``render`` (``render_run``: find the drive again, draw every frame, write PNGs and the MP4),
+``banner`` (the banner of a frame whose results were dropped, skipped or stale),
 ``scene3d`` (optional Open3D offscreen 3D view, falls back cleanly when unavailable).
 """
 
+from .banner import Notice, draw_banner, frame_notice
 from .draw import (CLASS_COLOURS, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d,
                    draw_boxes_bev)
 from .render import FrameDetections, RenderSummary, draw_frame, render_result, render_run
@@ -17,8 +19,8 @@ from .scene3d import Scene3D
 from .video import FOURCC, Mp4Writer, compose
 
 __all__ = [
-    "BevView", "CLASS_COLOURS", "FOURCC", "FrameDetections", "Mp4Writer", "RenderSummary",
-    "Scene3D", "compose", "draw_bev",
+    "BevView", "CLASS_COLOURS", "FOURCC", "FrameDetections", "Mp4Writer", "Notice",
+    "RenderSummary", "Scene3D", "compose", "draw_banner", "draw_bev", "frame_notice",
     "draw_boxes_2d", "draw_boxes_3d", "draw_boxes_bev", "draw_frame", "render_result",
     "render_run",
 ]

@@ -16,6 +16,11 @@ run log it wrote: a record whose digest does not match the file describes anothe
 refused (pass ``drive=``) rather than silently drawing the wrong drive. A run frame is matched
 to a drive frame by its LiDAR stamp (``stamps.points``), else by index (looped replays).
 
+A frame whose results a deadline decision changed (dropped, skipped at admission, dropped
+before the sinks, or outputs reused from an earlier frame: its jsonl line's ``dropped`` and
+``stale``) gets a banner across the top of its camera and BEV pictures naming the stage and the
+reason, with the measured times from the record's ``decisions`` (`viz.banner`).
+
 Finding the detections: the record says which stage/port feeds each run-log input, and the
 stage's op says which role that port has (``objects``, ``detections_2d``, ``boxes_3d``,
 ``scores_3d``, ``labels_3d``; `graph.roles`); without a record, inputs named ``objects``,
@@ -39,6 +44,7 @@ from ..geometry import objects as O
 from ..graph import roles as R
 from ..eval.runlog import RunFrame, load_record, read_run
 from ..output_files import mark_folder, write_bytes_atomic
+from .banner import draw_banner, frame_notice
 from .draw import GT_COLOUR, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d, draw_boxes_bev
 from .scene3d import Scene3D
 from .video import Mp4Writer, compose
@@ -58,6 +64,7 @@ class RenderSummary:
     video: Path | None
     frames: int = 0
     skipped: list[int] = field(default_factory=list)
+    marked: list[int] = field(default_factory=list)  # frames drawn with a dropped/stale banner
     scene3d_dir: Path | None = None  # Open3D views, when asked for and available
     camera_size: tuple[int, int] | None = None  # (width, height)
     bev_size: tuple[int, int] | None = None
@@ -91,9 +98,11 @@ def render_run(run_output: str | Path, out_dir: str | Path, *, drive: str | Path
         summary.scene3d_dir = out / "scene3d"
         summary.scene3d_dir.mkdir(parents=True, exist_ok=True)
     writer = Mp4Writer(summary.video, fps) if video else None
+    decisions = _decisions_by_frame(record)
     try:
         for frame in frames:
-            _render_frame(opened, frame, roles, view, ground_truth, summary, writer, scene, warn)
+            _render_frame(opened, frame, roles, view, ground_truth, summary, writer, scene, warn,
+                          decisions.get(frame.index, []))
     finally:
         if writer is not None:
             writer.close()
@@ -117,8 +126,9 @@ def render_result(pipeline, result, out_dir: str | Path, **options) -> RenderSum
 
 
 def _render_frame(drive: Drive, frame: RunFrame, roles, view, ground_truth, summary, writer,
-                  scene, warn) -> None:
-    """Draw one run frame into the summary's folders (and the video), or record it skipped."""
+                  scene, warn, decisions: list[dict]) -> None:
+    """Draw one run frame into the summary's folders (and the video), or record it skipped;
+    ``decisions``: the run record's deadline decisions about this frame (for its banner)."""
     index = _drive_index(drive, frame)
     if index is None:
         summary.skipped.append(frame.index)
@@ -129,6 +139,11 @@ def _render_frame(drive: Drive, frame: RunFrame, roles, view, ground_truth, summ
     data = drive.read(index)
     found = FrameDetections.of(frame, roles)
     camera, bev = draw_frame(data, found, drive.calib.velo_to_image(), view, ground_truth)
+    notice = frame_notice(frame.dropped, frame.stale, decisions)
+    if notice is not None:
+        draw_banner(camera, notice)
+        draw_banner(bev, notice)
+        summary.marked.append(frame.index)
     _write_png(summary.camera_dir / f"{frame.index:06d}.png", camera)
     _write_png(summary.bev_dir / f"{frame.index:06d}.png", bev)
     panels = [bev]
@@ -189,6 +204,15 @@ def draw_frame(data, found: FrameDetections, matrix: np.ndarray, view: BevView,
     draw_boxes_2d(camera, found.boxes2d, found.classes2d, found.scores2d)
     draw_boxes_bev(bev, found.boxes3d, found.classes3d, view)
     return camera, bev
+
+
+def _decisions_by_frame(record: dict | None) -> dict[int, list[dict]]:
+    """frame index -> the run record's deadline decisions about that frame."""
+    by_frame: dict[int, list[dict]] = {}
+    for decision in (record or {}).get("decisions") or []:
+        if isinstance(decision, dict) and isinstance(decision.get("frame"), int):
+            by_frame.setdefault(decision["frame"], []).append(decision)
+    return by_frame
 
 
 def _drive_path(run_output: Path, record: dict | None, drive) -> Path:

@@ -70,11 +70,12 @@ def _make_dirs(out: Path) -> tuple[Path, Path, Path]:
     return image_dir, velo_dir, out / LABELS_DIR
 
 
-def make_drive(out: Path, frames: int, seed: int) -> DriveSummary:
+def make_drive(out: Path, frames: int, seed: int, progress=None) -> DriveSummary:
     """Write ``frames`` frames of a synthetic drive seeded by ``seed`` into folder ``out``.
 
     ``out`` is created if needed; files of the same names are overwritten (callers decide
-    whether a non-empty folder may be used). Returns a DriveSummary.
+    whether a non-empty folder may be used). ``progress(done, frames)``, when given, is called
+    after each frame. Returns a DriveSummary.
     """
     if frames < 1:
         raise ValueError("frames must be at least 1")
@@ -104,6 +105,8 @@ def make_drive(out: Path, frames: int, seed: int) -> DriveSummary:
         write_labels(label_dir / f"{index:010d}.json", index, scan_ns, image_ns,
                      _objects(scene, scene.boxes_at(t_scan), image_labels, owners))
         summary.points.append(int(points.shape[0]))
+        if progress is not None:
+            progress(index + 1, frames)
     velo = out / "velodyne_points"
     write_timestamps(velo / "timestamps.txt", scan_stamps)
     write_timestamps(velo / "timestamps_start.txt", [ns - PERIOD_NS // 2 for ns in scan_stamps])
