@@ -270,3 +270,22 @@ def test_calibrate_measures_frames_keeps_them_and_writes_a_pinned_copy(tmp_path)
     assert load_pipeline(pinned).stage("slow").deadline_ms == found.ms
     with pytest.raises(Exception, match="the pipeline itself"):
         write_pinned(p, [found], source, "x")
+
+
+def test_metrics_count_late_results_as_the_record_does(tmp_path):
+    from cuvil_perception.rt.metrics import RunMetrics
+
+    metrics = RunMetrics()
+    p = late_pipeline(tmp_path / "o.jsonl", e2e=33.0, after_ms=2.0)
+    p.stage("slow").params["cost_ms"] = [1.0, 1.0, 30.0, 1.0, 1.0, 1.0, 32.0, 1.0, 1.0, 1.0]
+    result = run(p.validate(), max_in_flight=1, monitor=metrics)
+    counted = {(s.labels["stage"], s.labels["kind"], s.labels["policy"]): s.value
+               for family in metrics.collect() if family.name == "cuvil_deadline_decisions"
+               for s in family.samples if s.name.endswith("_total")}
+    assert counted == {("slow", "deadline_miss", "keep_late"): 1.0,
+                       ("slow", "deadline_miss", "drop"): 1.0}
+    assert read_record(result.record_path)["actions"] == {"keep_late": 1, "drop": 1}
+    dropped = {s.labels["reason"]: s.value for family in metrics.collect()
+               if family.name == "cuvil_frames_dropped" for s in family.samples
+               if s.name.endswith("_total")}
+    assert dropped["deadline_drop"] == 1.0  # the kept late frame is not a dropped one

@@ -17,7 +17,7 @@ from .run_cmd import wide_console
 
 @click.group("rt")
 def rt_group() -> None:
-    """Real-time checks of this machine."""
+    """Real-time checks and calibration of this machine."""
 
 
 @click.command("check")

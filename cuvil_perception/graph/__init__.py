@@ -11,7 +11,8 @@ from . import roles
 from .yaml_loader import load_pipeline, parse_pipeline
 
 __all__ = [
-    "AUTO", "BUILTIN_PREFIX", "MAX_STATIC_BYTES", "apply_cli_sources", "builtin_models_dir", "Degrade",
+    "AUTO", "BUILTIN_PREFIX", "MAX_STATIC_BYTES", "apply_cli_sources", "builtin_models_dir",
+    "Degrade",
     "FrameInfo", "Range",
     "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
     "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",

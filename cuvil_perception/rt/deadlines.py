@@ -7,13 +7,15 @@ lands after it. ``auto`` measures it where the pipeline runs, before frame 0:
   passes (after its untimed ones, ``ops.warmup``; the op declares ``measures_warmup``), on the
   run's clock and with the run's intra-op threads. The deadline is the slowest pass (the p99 of
   so few is their max) x ``MARGIN``, rounded up to ``STEP_MS``, and bounded by the frame budget
-  ``e2e_deadline_ms`` (``rule_ms``, ``bounded``; the cache keeps the value before the bound). ``MARGIN`` covers what a warm-up pass on an otherwise idle
-  process does not pay: the other detector computing on the next core (memory bandwidth, L3),
-  the sinks and the rest of the machine. Then kept in the per-machine cache (``deadline_cache``).
+  ``e2e_deadline_ms`` (``rule_ms``, ``bounded``; the cache keeps the value before the bound).
+  ``MARGIN`` covers what a warm-up pass in an otherwise idle process does not pay: the other
+  detector computing on the next core (memory bandwidth, L3), the sinks and the rest of the
+  machine. Then kept in the per-machine cache (``deadline_cache``).
 * cache: a value kept for this machine (CPU fingerprint, ONNX Runtime version, pipeline hash,
   intra-op threads) by an earlier run or by ``rt calibrate``; the run then times no extra
-  passes. ``rt calibrate`` measures on replayed frames instead (same rule on their stage times)
-  and overwrites the entry; it is how a deadline is re-measured after the machine changed.
+  passes. ``rt calibrate`` measures on replayed frames instead (the p99 of their stage times x
+  ``MARGIN``) and overwrites the entry; it is how a deadline is re-measured after the machine
+  changed.
 * explicit: ``deadline_ms: <ms>`` is used as written and never measured.
 
 Every run records each stage deadline it used and how it was obtained (the record's
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ..errors import ExecutionError
 from . import deadline_cache
@@ -48,7 +50,7 @@ class Deadline:
     passes_ms: tuple[float, ...] = ()
     capped: bool = False
     origin: str | None = None
-    rule: str = field(default="")
+    rule: str = ""
 
     def as_dict(self) -> dict:
         """The record's ``deadlines`` entry (without the stage id, its key)."""
