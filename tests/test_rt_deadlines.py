@@ -289,3 +289,27 @@ def test_metrics_count_late_results_as_the_record_does(tmp_path):
                if family.name == "cuvil_frames_dropped" for s in family.samples
                if s.name.endswith("_total")}
     assert dropped["deadline_drop"] == 1.0  # the kept late frame is not a dropped one
+
+
+def test_rt_calibrate_cli_prints_keeps_and_writes_a_pinned_copy(tmp_path):
+    from click.testing import CliRunner
+
+    from cuvil_perception.cli.app import cli
+
+    source = tmp_path / "cal.yaml"
+    source.write_text(CALIBRATE_YAML)
+    refused = CliRunner().invoke(cli, ["rt", "calibrate", str(source), "--frames", "3",
+                                       "--write", str(source)])
+    assert refused.exit_code == 2 and "--write" in refused.output, refused.output
+    pinned = tmp_path / "pinned.yaml"
+    done = CliRunner().invoke(cli, ["rt", "calibrate", str(source), "--frames", "3",
+                                    "--workers", "1", "--write", str(pinned)])
+    assert done.exit_code == 0, done.output
+    assert machine_info.cpu().model in done.output  # the table names the CPU
+    assert "slow" in done.output and f"wrote {pinned}" in done.output
+    assert "deadline_ms: auto" not in pinned.read_text()
+    [entry] = (tmp_path / "cache").glob("deadlines-v1/*.json")
+    assert json.loads(entry.read_text())["stages"]["slow"]["origin"] == "rt calibrate"
+    again = CliRunner().invoke(cli, ["rt", "calibrate", str(source), "--frames", "3",
+                                     "--write", str(pinned)])  # not ours: needs --overwrite
+    assert again.exit_code == 2

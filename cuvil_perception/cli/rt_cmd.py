@@ -60,7 +60,9 @@ def check_cmd(seconds: float) -> None:
               help="Compute threads, as the runs that will use the values [default: cores].")
 @click.option("--write", "write_path", metavar="PATH",
               help="Also write a copy of PIPELINE with the measured ms in place of 'auto'.")
-def calibrate_cmd(pipeline, replay, frames, workers, write_path) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Let --write replace a file cuvil-perception did not write.")
+def calibrate_cmd(pipeline, replay, frames, workers, write_path, overwrite) -> None:
     """Measure the 'deadline_ms: auto' stages of PIPELINE on this machine.
 
     Replays the drive as fast as possible (deadlines not enforced, sinks write into a temporary
@@ -76,8 +78,11 @@ def calibrate_cmd(pipeline, replay, frames, workers, write_path) -> None:
     from ..rt.calibrate import calibrate, write_pinned
 
     console, errors = wide_console(), Console(stderr=True)
-    if write_path and Path(write_path).exists() and Path(write_path).is_dir():
-        raise UsageError(f"--write {write_path}: is a folder; give a file name")
+    if write_path:  # refused before anything runs (output-path policy: rt.output_policy)
+        from ..rt import Claim, check_outputs
+
+        check_outputs([Claim("--write", Path(write_path))],
+                      [Claim("the pipeline file", Path(pipeline))], overwrite=overwrite)
     loaded = _load(pipeline, replay)
 
     def warn(message: str) -> None:
