@@ -5,7 +5,9 @@ lands after it. ``auto`` measures it where the pipeline runs, before frame 0:
 
 * measured: the executor asks each ``auto`` stage's op for ``TIMED_PASSES`` timed warm-up
   passes (after its untimed ones, ``ops.warmup``; the op declares ``measures_warmup``), on the
-  run's clock and with the run's intra-op threads. The deadline is the slowest pass (the p99 of
+  run's clock, with the run's intra-op threads and under its SCHED_FIFO priority when it has
+  one (``--rt-fifo``, ``rt.sched``: on a loaded machine the frames get a core, so the passes
+  must too). The deadline is the slowest pass (the p99 of
   so few is their max) x ``MARGIN``, rounded up to ``STEP_MS``, and bounded by the frame budget
   ``e2e_deadline_ms`` (``rule_ms``, ``bounded``; the cache keeps the value before the bound).
   ``MARGIN`` covers what a warm-up pass in an otherwise idle process does not pay: the other

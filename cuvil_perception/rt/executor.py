@@ -17,6 +17,7 @@ The record says how every run ended, failed, interrupted and terminated ones inc
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 
 from ..errors import DeadlineFailure, OutputWriteError, UsageError
@@ -95,15 +96,8 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
     counters = compile_counters()
-    open_all(instances, ctx, {sid: {"timed_warmup_passes": n}
-                              for sid, n in auto.timed_passes().items()})
-    try:
-        state.deadlines = auto.resolve(instances, state.warn)
-    except BaseException:
-        close_ops(all_ops(instances), state.warn)
-        raise
-    # From here on the run sees every deadline in ms (the caller's pipeline keeps `auto`).
-    state.pipeline = pipeline = with_deadlines(pipeline, state.deadlines)
+    _open(state, instances, knobs, ctx, auto)
+    pipeline = state.pipeline  # every deadline in ms from here on
     state.policy = DeadlinePolicy(pipeline.ordered(), options.deadlines_enforced(), recorded,
                                   pipeline.e2e_deadline_ms)
     feed.set_policy(state.policy)
@@ -122,6 +116,23 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
         close_ops(all_ops(instances), state.warn)
     state.compile = {"before_frame0": counters, "after_run": compile_counters()}
     return _finish(state, record)
+
+
+def _open(state: RunState, instances, knobs, ctx, auto: AutoDeadlines) -> None:
+    """Open every op, with timed warm-up passes where an ``auto`` deadline needs them, then
+    resolve every stage deadline to ms: ``state.pipeline`` becomes a copy carrying them (the
+    caller's pipeline keeps ``auto``) and ``state.deadlines`` says how each was obtained."""
+    timed = {sid: {"timed_warmup_passes": n} for sid, n in auto.timed_passes().items()}
+    # Timed warm-up passes run as the frames will: under the run's SCHED_FIFO when it asks for
+    # one (--rt-fifo, rt.sched), else a loaded machine's other work lands in the measurement.
+    with scheduler_thread_knobs(knobs, state.warn) if timed else nullcontext():
+        open_all(instances, ctx, timed)
+    try:
+        state.deadlines = auto.resolve(instances, state.warn)
+    except BaseException:
+        close_ops(all_ops(instances), state.warn)
+        raise
+    state.pipeline = with_deadlines(state.pipeline, state.deadlines)
 
 
 def _with_record_progress(progress, record):
