@@ -103,12 +103,14 @@ def test_a_corrupt_or_foreign_cache_entry_is_a_miss(tmp_path, garbage):
     assert json.loads(path.read_text())["stages"]["slow"]["ms"] == 30.0  # rewritten
 
 
-def test_a_cached_value_that_is_not_a_positive_number_is_a_miss(tmp_path):
+def test_a_cached_value_that_is_not_a_positive_number_or_is_malformed_is_a_miss(tmp_path):
     run(auto_pipeline(tmp_path / "a.jsonl"))
     [path] = (tmp_path / "cache").glob("deadlines-v1/*.json")
-    for bad in (-1, 0, "30", True, None, 1e400):
+    for field, bad in (("ms", -1), ("ms", 0), ("ms", "30"), ("ms", True), ("ms", None),
+                       ("ms", 1e400), ("passes_ms", "abc"), ("passes_ms", [1.0, None]),
+                       ("origin", 3)):
         entry = json.loads(path.read_text())
-        entry["stages"]["slow"]["ms"] = bad
+        entry["stages"]["slow"][field] = bad
         path.write_text(json.dumps(entry).replace("Infinity", "1e400"))
         assert run(auto_pipeline(tmp_path / "b.jsonl")).deadlines["slow"]["source"] == "measured"
 

@@ -69,9 +69,17 @@ def load(key: dict) -> dict[str, dict]:
 
 
 def _valid(value) -> bool:
-    ms = value.get("ms") if isinstance(value, dict) else None
-    return isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms) \
-        and ms > 0 and isinstance(value.get("origin"), str)
+    """A stage entry: a positive finite ``ms``, a string ``origin``, numbers in ``passes_ms``."""
+    if not isinstance(value, dict) or not isinstance(value.get("origin"), str):
+        return False
+    passes = value.get("passes_ms", [])
+    return _positive(value.get("ms")) and isinstance(passes, list) \
+        and all(_positive(p) or p == 0 for p in passes)
+
+
+def _positive(number) -> bool:
+    return isinstance(number, (int, float)) and not isinstance(number, bool) \
+        and math.isfinite(number) and number > 0
 
 
 def store(key: dict, stages: dict[str, dict], warn=None) -> Path | None:
