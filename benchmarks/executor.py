@@ -24,9 +24,12 @@ Definitions (printed with the tables):
   the frames the stages computed (skipped ones have none), so they show the work spent late.
 * demo: ``make demo``'s run (``configs/fusion.yaml`` on the bundled sample drive at ``rate 1``,
   deadlines enforced, ``--rt-fifo 10``) ``repeat`` times, pooled: frames, e2e p50 / p99,
-  misses; the same without ``--rt-fifo``; and how the stage deadlines of ``configs/fusion.yaml``
-  are set: each detector stage's p99 at ``rate 1`` (with ``--rt-fifo 10``) on the 40-frame
-  synthetic drive (pooled over ``repeat`` runs), plus 25 %, rounded up to 10 ms.
+  misses, decisions (``keep_late``: late results kept because their frame could still make
+  e2e); the same without ``--rt-fifo``; and the ``deadline_ms: auto`` each run set on this
+  machine (``rt.deadlines``: the slowest of its timed warm-up passes x 1.5, rounded up to 5 ms,
+  at most ``e2e_deadline_ms``; every run measures, the cache is not used), beside each detector
+  stage's p50 / p99 at ``rate 1`` (with ``--rt-fifo 10``) on the 40-frame synthetic drive
+  (pooled over ``repeat`` runs) and what ``rt calibrate``'s rule (that p99 x 1.5) gives.
 * frame 0 (with ``--only demo``): make demo's run with the detectors warmed up by one pass
   (what they did before) and by ``ops.warmup.WARMUP_RUNS`` passes, alternating, each run in a
   fresh process: frame 0's cpu and wall time per detector against its steady frames (>= 1).
@@ -46,6 +49,8 @@ from _util import print_table  # noqa: E402
 
 import cuvil_perception.testing.ops  # noqa: E402,F401  (registers test.*)
 from cuvil_perception.graph import Pipeline, apply_cli_sources, load_pipeline  # noqa: E402
+from cuvil_perception.machine_info import cpu  # noqa: E402
+from cuvil_perception.rt.deadlines import MARGIN, STEP_MS  # noqa: E402
 from cuvil_perception.rt import (LatencyRecorder, RunOptions, run_pipeline,  # noqa: E402
                                  run_sequential)
 
@@ -146,7 +151,7 @@ def realtime_rows(out_dir: Path, repeat: int, drive: Path) -> tuple[list, list]:
     sample = REPO / "datasets" / "sample_drive"
     runs = {"sample drive (make demo)": (sample, DEMO_RT), "40-frame drive": (drive, DEMO_RT),
             "sample drive, no --rt-fifo": (sample, {})}
-    rows, pooled = [], {}
+    rows, pooled, auto = [], {}, {}
     for name, (path, rt) in runs.items():
         merged, frames, misses, actions = LatencyRecorder(), 0, 0, {}
         for i in range(repeat):
@@ -154,7 +159,10 @@ def realtime_rows(out_dir: Path, repeat: int, drive: Path) -> tuple[list, list]:
             apply_cli_sources(pipeline, replay=path, out=out_dir / f"demo-{i}.jsonl")
             pipeline.rt = dict(rt)
             pipeline.validate()
-            result = run_pipeline(pipeline, RunOptions(workers=2, rate=1.0, write_record=False))
+            result = run_pipeline(pipeline, RunOptions(workers=2, rate=1.0, write_record=False,
+                                                       deadline_cache=False))
+            for stage, entry in result.deadlines.items():
+                auto.setdefault(stage, []).append(entry)
             merged.merge(result.recorder)
             frames += result.frames
             misses += result.report.row("e2e").misses
@@ -170,8 +178,13 @@ def realtime_rows(out_dir: Path, repeat: int, drive: Path) -> tuple[list, list]:
         times = [(t["end_ns"] - t["start_ns"]) / 1e6 for t in pooled["40-frame drive"].timings
                  if t["stage"] == stage and t["variant"] == "normal"]
         p99 = float(np.percentile(times, 99))
-        deadlines.append((stage, len(times), float(np.percentile(times, 50)), p99,
-                          int(np.ceil(p99 * 1.25 / 10.0) * 10)))
+        entries = auto.get(stage, [])
+        warm = " / ".join(f"{max(e['passes_ms']):.1f}" for e in entries if e.get("passes_ms"))
+        chosen = " / ".join(f"{e['ms']:g}" + (" (capped)" if e.get("capped") else "")
+                            for e in entries)
+        calibrated = min(max(STEP_MS, np.ceil(p99 * MARGIN / STEP_MS) * STEP_MS), 100.0)
+        deadlines.append((stage, warm or "-", chosen or "-", len(times),
+                          float(np.percentile(times, 50)), p99, f"{calibrated:g}"))
     return rows, deadlines
 
 
@@ -282,8 +295,11 @@ def main() -> None:
         print_table("configs/fusion.yaml at rate 1 (10 Hz), 2 workers, deadlines enforced (ms)",
                     ("drive", "runs", "frames", "e2e p50", "e2e p99", "e2e misses (>100)",
                      "decisions"), rows)
-        print_table("stage deadlines from measurement: p99 at rate 1 + 25 %, up to 10 ms",
-                    ("stage", "frames", "p50", "p99", "deadline_ms"), deadlines)
+        print_table(f"deadline_ms: auto on {cpu().describe()}: each run's slowest timed warm-up "
+                    f"pass x {MARGIN:g} (up to {STEP_MS:g} ms, at most e2e 100 ms), beside the "
+                    "stage at rate 1 on the 40-frame drive (ms)",
+                    ("stage", "warm-up max (runs)", "auto deadline_ms (runs)", "frames", "p50",
+                     "p99", "rt calibrate (p99 x 1.5)"), deadlines)
         with tempfile.TemporaryDirectory() as tmp:
             rows = first_frame_rows(Path(tmp), min(args.repeat, 3))
         print_table("frame 0 after the detectors' warm-up, make demo's run (ms; median of runs)",

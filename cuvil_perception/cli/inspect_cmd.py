@@ -111,7 +111,8 @@ def stage_table(p: Pipeline) -> Table:
         inputs = "\n".join(f"{port} <- {ref}" for port, ref in stage.inputs.items()) or "-"
         outputs = "\n".join(f"{name}: {spec.describe()}"
                             for name, spec in stage.output_specs.items()) or "-"
-        deadline = f"{stage.deadline_ms:g} ms" if stage.deadline_ms else "-"
+        deadline = "-" if not stage.deadline_ms else "auto" if stage.auto_deadline else \
+            f"{stage.deadline_ms:g} ms"
         on_miss = stage.on_miss if stage.deadline_ms else "-"
         if stage.degrade is not None and stage.deadline_ms:
             on_miss += f" ({stage.degrade.frames} frames: {stage.degrade.params})"

@@ -3,7 +3,7 @@
 from .op import (FrameInfo, Op, ParamProblem, RunContext, Sample, Sink, Source, lookup, register,
                  registered)
 from .params import BUILTIN_PREFIX, MAX_STATIC_BYTES, Param, Range, builtin_models_dir
-from .pipeline import MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
+from .pipeline import AUTO, MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
 from .ports import PortSpec
 from .overrides import apply_cli_sources
 from .preflight import preflight
@@ -11,7 +11,8 @@ from . import roles
 from .yaml_loader import load_pipeline, parse_pipeline
 
 __all__ = [
-    "BUILTIN_PREFIX", "MAX_STATIC_BYTES", "apply_cli_sources", "builtin_models_dir", "Degrade",
+    "AUTO", "BUILTIN_PREFIX", "MAX_STATIC_BYTES", "apply_cli_sources", "builtin_models_dir",
+    "Degrade",
     "FrameInfo", "Range",
     "MISS_POLICIES", "Op", "Param", "ParamProblem", "Pipeline", "PortRef",
     "PortSpec", "RunContext", "Sample", "Sink", "Source", "Stage", "load_pipeline", "lookup",

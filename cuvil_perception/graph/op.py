@@ -26,6 +26,11 @@ Optional hooks the executor looks for:
 * ``roles = {role: port}``, ``drive_param``, ``live_op``: what the outputs mean to eval, render
   and the CLI's source overrides (`roles`), which never name an op; a 3D detector may add
   ``bev_range(params) -> (x_min, y_min, x_max, y_max)``, the area (m) eval scores it on.
+* ``measures_warmup = True`` (class attribute): ``open()`` runs warm-up passes of the stage's
+  whole ``process()`` work through ``ops.warmup.warm_up`` and keeps the wall times of its timed
+  passes (ns, ``ctx.extra["clock"]``) in ``self.warmup_ns``; the executor asks for timed passes
+  with ``ctx.extra["timed_warmup_passes"]``. Only such stages may have ``deadline_ms: auto``
+  (``rt.deadlines``).
 * ``sink_roles = {role: param}``: sinks that write the run log (``run_log``: what ``--out``,
   ``--summary``, render and eval use) or serve the live view (``live_view``), see `roles`.
 """
@@ -110,6 +115,8 @@ class Op:
     drive_param: ClassVar[str | None] = None  # sources: the param with the drive they replay
     live_op: ClassVar[str | None] = None  # drive sources: the op --camera puts in their place
     sink_roles: ClassVar[dict[str, str]] = {}  # sinks: role -> the param it drives (see `roles`)
+    measures_warmup: ClassVar[bool] = False  # open() times warm-up passes (deadline_ms: auto)
+    warmup_ns: tuple[int, ...] = ()  # wall times of open()'s timed warm-up passes (ns)
 
     def __init__(self, params: dict[str, Any], inputs: dict[str, PortSpec]):
         self.p = params

@@ -23,6 +23,8 @@ from .op import Op
 from .ports import PortSpec
 
 MISS_POLICIES = ("drop", "reuse_last", "degrade", "fail")
+AUTO = "auto"  # deadline_ms: auto, measured on the machine that runs (rt.deadlines)
+MAX_DEADLINE_MS = 3_600_000.0  # an hour: a longer deadline is a typo, not a real-time budget
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class Stage:
     params: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, PortRef] = field(default_factory=dict)
     tag: str | None = None
-    deadline_ms: float | None = None
+    deadline_ms: float | str | None = None  # ms, AUTO (resolved per run: rt.deadlines) or None
     on_miss: str = "drop"
     degrade: Degrade | None = None
     locs: dict[str, Location] = field(default_factory=dict)
@@ -76,6 +78,11 @@ class Stage:
 
     def loc(self, key: str = "") -> Location:
         return self.locs.get(key) or self.locs.get("") or Location()
+
+    @property
+    def auto_deadline(self) -> bool:
+        """``deadline_ms: auto``: the run measures it (``rt.deadlines``)."""
+        return self.deadline_ms == AUTO
 
     @property
     def effective_tag(self) -> str:
@@ -106,7 +113,8 @@ class Pipeline:
     overrides: list[str] = field(default_factory=list)  # --set texts applied (STAGE.PARAM=VALUE)
 
     def add(self, id: str, op: str, inputs: dict[str, PortRef | str] | None = None, *,
-            tag: str | None = None, deadline_ms: float | None = None, on_miss: str = "drop",
+            tag: str | None = None, deadline_ms: float | str | None = None,
+            on_miss: str = "drop",
             degrade: Degrade | dict | None = None, **params: Any) -> Stage:
         """Append a stage; ``inputs`` maps this op's input ports to ``stage/port`` outputs."""
         wired = {}

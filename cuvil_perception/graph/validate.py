@@ -10,7 +10,7 @@ import math
 from ..errors import CuvilError, PipelineError
 from .op import TAGS, ParamProblem, Sink, lookup, registered, suggest
 from .plugins import OpImportError
-from .pipeline import MISS_POLICIES, Pipeline, Stage
+from .pipeline import AUTO, MAX_DEADLINE_MS, MISS_POLICIES, Pipeline, Stage
 
 
 def validate(p: Pipeline) -> None:
@@ -33,11 +33,21 @@ def validate(p: Pipeline) -> None:
     p.order = order
 
 
-def _check_deadline(value, loc, stage_id, field) -> None:
+def _check_deadline(value, loc, stage_id, field, auto: bool = False) -> None:
+    """A positive, finite number of ms up to ``MAX_DEADLINE_MS``; ``auto`` too when allowed."""
+    if auto and value == AUTO:
+        return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value <= 0:
-        raise PipelineError(f"must be a positive number of milliseconds, got {value!r}", loc,
-                            stage_id, field)
+            or not 0 < value <= MAX_DEADLINE_MS:
+        hint = suggest(value.lower(), (AUTO,)) if auto and isinstance(value, str) else ""
+        if auto and not hint:
+            hint = " (or 'auto': measured on this machine)"
+        if not auto and value == AUTO:
+            hint = " (auto is for stage deadlines: e2e_deadline_ms is the frame budget, in ms)"
+        limit = f" (at most {MAX_DEADLINE_MS:.0f}, an hour)" if isinstance(value, (int, float)) \
+            and not isinstance(value, bool) and value > MAX_DEADLINE_MS else ""
+        raise PipelineError(f"must be a positive number of milliseconds{limit}, got "
+                            f"{value!r}{hint}", loc, stage_id, field)
 
 
 def _check_fields(stage: Stage, base_dir=None) -> None:
@@ -58,7 +68,12 @@ def _check_fields(stage: Stage, base_dir=None) -> None:
         raise PipelineError(f"unknown tag '{stage.tag}', expected one of: {', '.join(TAGS)}"
                             f"{suggest(str(stage.tag), TAGS)}", stage.loc("tag"), stage.id, "tag")
     if stage.deadline_ms is not None:
-        _check_deadline(stage.deadline_ms, stage.loc("deadline_ms"), stage.id, "deadline_ms")
+        _check_deadline(stage.deadline_ms, stage.loc("deadline_ms"), stage.id, "deadline_ms",
+                        auto=True)
+    if stage.auto_deadline and not getattr(cls, "measures_warmup", False):
+        raise PipelineError(f"deadline_ms 'auto' needs an op that times its warm-up passes, and "
+                            f"op '{stage.op}' runs none; give the deadline in milliseconds",
+                            stage.loc("deadline_ms"), stage.id, "deadline_ms")
     if stage.on_miss not in MISS_POLICIES:
         raise PipelineError(f"unknown on_miss '{stage.on_miss}', expected one of: "
                             f"{', '.join(MISS_POLICIES)}"

@@ -11,9 +11,17 @@ The native kernels' buffers are preallocated but their pages are touched by the 
 that fills them, so the inputs are representative rather than blank: a noise image at the
 camera's size, and a cloud that occupies as many pillars as a real scan (``synthetic_cloud``).
 Inputs are seeded: a warm-up never makes a run depend on anything but its drive.
+
+Timed passes (``deadline_ms: auto``, ``rt.deadlines``): when the executor asks for them
+(``ctx.extra["timed_warmup_passes"]``), that many more passes follow the ``WARMUP_RUNS`` and each
+one's wall time on the run's clock (``ctx.extra["clock"]``, ns) is returned; the op keeps them in
+``warmup_ns``. The untimed passes come first so that no timed pass pays the runtime's first-run
+costs. A pass's result is thrown away: timing changes nothing a frame computes.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -27,11 +35,23 @@ def noise_image(height: int, width: int) -> np.ndarray:
     return rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
 
 
-def warm_up(run, make_input) -> None:
-    """Call ``run(make_input())`` ``WARMUP_RUNS`` times (the input is built once)."""
+def warm_up(run, make_input, ctx=None) -> tuple[int, ...]:
+    """Call ``run(make_input())`` ``WARMUP_RUNS`` times, then ``ctx.extra["timed_warmup_passes"]``
+    more times (0 without a ``ctx``), timing those; returns their wall times (ns) in order. The
+    input is built once."""
+    extra = ctx.extra if ctx is not None else {}
+    timed = int(extra.get("timed_warmup_passes", 0))
+    clock = extra.get("clock")
+    now = clock.now_ns if clock is not None else time.perf_counter_ns
     value = make_input()
     for _ in range(WARMUP_RUNS):
         run(value)
+    times = []
+    for _ in range(timed):
+        start = now()
+        run(value)
+        times.append(now() - start)
+    return tuple(times)
 
 
 def synthetic_cloud(point_cloud_range, voxel_size, pillars: int,

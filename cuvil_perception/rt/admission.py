@@ -17,7 +17,11 @@ replay, its read time live), before any stage runs:
   a frame's detectors wait while the previous frame's sink holds a worker. The predicted
   end-to-end time is the end of the new frame's last stage minus its arrival time.
 * budget: the pipeline's ``e2e_deadline_ms``; without one, the sum of the stage deadlines along
-  the longest path (a stage without a deadline contributes its predicted cost). A pipeline with
+  the longest path (a stage without a deadline contributes its predicted cost). ``deadline_ms:
+  auto`` stages count with the ms they resolved to before frame 0 (``rt.deadlines``), and their
+  timed warm-up passes are the first costs in their windows, so frame 0 is predicted too.
+  The same costs predict, for a late stage result, whether its frame can still make the budget
+  (``downstream_ns``; ``policy`` keeps such results instead of dropping them). A pipeline with
   no deadline at all has no budget and sheds nothing.
 * decision: skip when the prediction exceeds the budget although the frame alone (the stage
   costs along the longest path, as if the pipeline had been free when it arrived) fits in it —
@@ -97,6 +101,17 @@ class AdmissionControl:
             before = [path[ref.stage] for ref in stage.inputs.values() if ref.stage in path]
             path[stage.id] = own + max(before, default=0.0)
         return max(path.values(), default=0.0)
+
+    def downstream_ns(self, stage_id: str, frame: int, variant_of, stop) -> int:
+        """Predicted cost (ns) of the longest chain of stages fed by ``stage_id``'s result, up to
+        and not including the ``stop`` stages (the sinks): what a late result's frame still has
+        to run before its e2e check (``policy``). Stages on other branches are not waited for."""
+        after = {stage_id: 0}
+        for stage in self.stages:  # topological order
+            before = [after[up] for up in self.upstream[stage.id] if up in after]
+            if stage.id != stage_id and before and stage.id not in stop:
+                after[stage.id] = max(before) + self.cost_ns(stage.id, variant_of(stage.id, frame))
+        return max(after.values())
 
     def decide(self, index: int, arrival_ns: int, now_ns: int, in_flight, busy,
                variant_of) -> dict | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .budgets import Budget, BudgetSpec
+from .deadlines import run_stages
 from .options import RunOptions, RunResult
 from .stats import LatencyRecorder, LatencyReport
 
@@ -116,7 +117,7 @@ def bench_pipeline(pipeline, spec: BudgetSpec, replay=None, frames=None, repeat:
                 result = run_pipeline(pipeline, options)
                 runs.append(result)
                 (timed if reference_stages else clean).merge(result.recorder)
-    stages = pipeline.ordered()
+    stages = run_stages(pipeline, runs[0])  # deadline_ms: auto as the first run resolved it
     report = clean.report(stages, pipeline.e2e_deadline_ms)
     reference_report = timed.report(stages, pipeline.e2e_deadline_ms) if references else None
     return BudgetReport(evaluate(spec, report, reference_report), report, runs, clean,

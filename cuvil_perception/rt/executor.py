@@ -2,8 +2,11 @@
 
 Order of a run: check the options, the ``rt:`` knobs and the output-path policy (nothing is
 written before this) -> write the run record with ``status: "running"`` -> build every op (both
-variants of degradable stages) -> prewarm their kernels -> open them (ops bind kernels in
-``open``) -> snapshot the compile counters -> schedule frames (``scheduler``) -> stop the
+variants of degradable stages) -> prewarm their kernels -> snapshot the compile counters ->
+open them (ops bind kernels and run their warm-up passes in ``open``; ``deadline_ms: auto``
+stages without a cached value time extra passes) -> resolve every stage deadline to ms
+(``deadlines``: explicit, cached for this machine, or measured now) -> deadline policy,
+admission control and placement lines with those ms -> schedule frames (``scheduler``) -> stop the
 threads -> close every op (sinks flush, even after a failure) -> latency report, trace, the
 finished run record -> raise ``DeadlineFailure`` / the stage's error if the run stopped early.
 What the run builds and how it goes is kept in one ``RunState`` (``run_state``).
@@ -14,12 +17,14 @@ The record says how every run ended, failed, interrupted and terminated ones inc
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 
 from ..errors import DeadlineFailure, OutputWriteError, UsageError
 from ..graph import RunContext, preflight
 from .admission import KIND as ADMISSION_SKIP, AdmissionControl
 from .clock import MonotonicClock
+from .deadlines import AutoDeadlines, with_deadlines
 from .feed import RunFeed
 from .knobs import apply_process_knobs, parse_knobs, scheduler_thread_knobs
 from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all
@@ -81,25 +86,28 @@ def _abort_record(record, exc: BaseException) -> None:
 
 def _run(state: RunState, knobs, recorded, record) -> RunResult:
     pipeline, options = state.pipeline, state.options
-    state.policy = DeadlinePolicy(pipeline.ordered(), options.deadlines_enforced(), recorded,
-                                  pipeline.e2e_deadline_ms)
     instances = build_instances(pipeline)
     threads = intra_op_threads(options.worker_count())
+    auto = AutoDeadlines(pipeline, threads, options.deadline_cache)
+    feed = RunFeed(state.recorder, None, options.clock)
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
                      note=options.note,
-                     extra={"clock": options.clock,
-                            "feed": RunFeed(state.recorder, state.policy, options.clock),
-                            "intra_op_threads": threads})
+                     extra={"clock": options.clock, "feed": feed, "intra_op_threads": threads})
     state.prewarm = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
     counters = compile_counters()
-    open_all(instances, ctx)
+    _open(state, instances, knobs, ctx, auto)
+    pipeline = state.pipeline  # every deadline in ms from here on
+    state.policy = DeadlinePolicy(pipeline.ordered(), options.deadlines_enforced(), recorded,
+                                  pipeline.e2e_deadline_ms)
+    feed.set_policy(state.policy)
     if record is not None:
         options.progress = _with_record_progress(options.progress, record)
-    scheduler = Scheduler(state, instances, knobs, _admission(pipeline, options, recorded))
+    admission = _admission(pipeline, options, recorded, instances)
+    scheduler = Scheduler(state, instances, knobs, admission)
     state.placement = placement_lines(pipeline, instances, options.worker_count(), knobs,
-                                      threads)
+                                      threads, state.deadlines)
     try:
         apply_process_knobs(knobs, state.warn)
         if options.monitor is not None:
@@ -111,6 +119,23 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
     return _finish(state, record)
 
 
+def _open(state: RunState, instances, knobs, ctx, auto: AutoDeadlines) -> None:
+    """Open every op, with timed warm-up passes where an ``auto`` deadline needs them, then
+    resolve every stage deadline to ms: ``state.pipeline`` becomes a copy carrying them (the
+    caller's pipeline keeps ``auto``) and ``state.deadlines`` says how each was obtained."""
+    timed = {sid: {"timed_warmup_passes": n} for sid, n in auto.timed_passes().items()}
+    # Timed warm-up passes run as the frames will: under the run's SCHED_FIFO when it asks for
+    # one (--rt-fifo, rt.sched), else a loaded machine's other work lands in the measurement.
+    with scheduler_thread_knobs(knobs, state.warn) if timed else nullcontext():
+        open_all(instances, ctx, timed)
+    try:
+        state.deadlines = auto.resolve(instances, state.warn)
+    except BaseException:
+        close_ops(all_ops(instances), state.warn)
+        raise
+    state.pipeline = with_deadlines(state.pipeline, state.deadlines)
+
+
 def _with_record_progress(progress, record):
     def both(done: int, total: int) -> None:
         record.progress(done)
@@ -120,15 +145,20 @@ def _with_record_progress(progress, record):
     return both
 
 
-def _admission(pipeline, options: RunOptions, recorded) -> AdmissionControl:
+def _admission(pipeline, options: RunOptions, recorded, instances) -> AdmissionControl:
     """Shedding acts on enforced real-time runs; a ``--decisions`` replay re-applies the
-    recorded skips instead (see ``admission``)."""
+    recorded skips instead (see ``admission``). The costs start from the timed warm-up passes
+    of ``auto`` stages, so the first frames are predicted too."""
     workers = [s for s in pipeline.ordered() if not is_source(s)]
     active = options.shed and options.deadlines_enforced() and (options.rate > 0 or options.live)
     skips = None if recorded is None else \
         {d["frame"] for d in recorded if d.get("kind") == ADMISSION_SKIP}
-    return AdmissionControl(workers, pipeline.e2e_deadline_ms, active, skips,
-                            workers=options.worker_count())
+    admission = AdmissionControl(workers, pipeline.e2e_deadline_ms, active, skips,
+                                 workers=options.worker_count())
+    for stage in workers:
+        for elapsed in getattr(instances[stage.id]["normal"], "warmup_ns", ()):
+            admission.observe(stage.id, "normal", elapsed)
+    return admission
 
 
 def _schedule(scheduler) -> None:

@@ -17,6 +17,11 @@ class RunFeed:
         self._policy = policy
         self.clock = clock
 
+    def set_policy(self, policy) -> None:
+        """The run's ``DeadlinePolicy``, once its deadlines are resolved (after the ops opened,
+        before frame 0: ``deadlines``)."""
+        self._policy = policy
+
     def reader(self) -> "FeedReader":
         return FeedReader(self)
 
@@ -35,7 +40,7 @@ class FeedReader:
         recorder, policy = self._feed._recorder, self._feed._policy
         timings = recorder.timings[self._timings:]
         e2e = recorder.e2e[self._e2e:]
-        decisions = policy.decisions[self._decisions:]
+        decisions = policy.decisions[self._decisions:] if policy is not None else []
         self._timings += len(timings)
         self._e2e += len(e2e)
         self._decisions += len(decisions)

@@ -82,8 +82,9 @@ class StageOutcomes:
         self.last_good: dict[str, tuple[dict, int]] = {}  # stage id -> (outputs, frame index)
 
     def apply(self, frame: Frame, stage_id: str, action: str | None, outputs: dict) -> None:
-        """``action``: None (in time), or the ``on_miss`` policy that fired."""
-        if action in (None, "degrade"):
+        """``action``: None (in time), ``keep_late`` (late, kept: its frame can make e2e) or the
+        ``on_miss`` policy that fired. A kept late result is a good output (``reuse_last``'s)."""
+        if action in (None, "degrade", "keep_late"):
             frame.values[stage_id] = outputs
             self.last_good[stage_id] = (outputs, frame.index)
         elif action == "reuse_last" and stage_id in self.last_good:

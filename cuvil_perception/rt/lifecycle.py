@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import CuvilError, ExecutionError
@@ -28,12 +29,18 @@ def all_ops(instances) -> list[tuple[str, object]]:
     return [(sid, op) for sid, variants in instances.items() for op in variants.values()]
 
 
-def open_all(instances, ctx) -> None:
-    """Open every op in pipeline order; on a failure close the ones already open and raise."""
+def open_all(instances, ctx, extra: dict[str, dict] | None = None) -> None:
+    """Open every op in pipeline order; on a failure close the ones already open and raise.
+
+    ``extra``: ``{stage id: {key: value}}`` added to ``ctx.extra`` for that stage's normal
+    variant only (e.g. ``timed_warmup_passes`` for ``deadline_ms: auto``)."""
     opened = []
     for stage_id, op in all_ops(instances):
+        own = (extra or {}).get(stage_id)
+        stage_ctx = ctx if not own or op is not instances[stage_id]["normal"] else \
+            replace(ctx, extra={**ctx.extra, **own})
         try:
-            op.open(ctx)
+            op.open(stage_ctx)
         except CuvilError:
             close_ops(opened + [(stage_id, op)], ctx.warning)
             raise

@@ -15,10 +15,12 @@ timing waits microseconds at most. Exposed (all names prefixed ``cuvil_``)::
                                               the camera stamp; paced replay: run time minus
                                               the replayed sensor time; rate 0: = e2e)
     deadline_decisions_total{stage,kind,policy}   every decision of the run record (stage
-                                              "e2e" for end-to-end ones)
+                                              "e2e" for end-to-end ones; policy: the action,
+                                              keep_late for a late result kept)
     frames_in_total / frames_out_total        frames admitted / through the whole pipeline
     frames_dropped_total{reason}              live_skip (the source kept a newer frame),
-                                              deadline_drop (frames with a drop decision)
+                                              deadline_drop (frames with a drop decision;
+                                              a keep_late frame is not dropped)
     queue_depth{queue}                        source read-ahead queues, in_flight frames
     compiles_after_frame0                     must stay 0 (kernels are prewarmed)
 

@@ -43,6 +43,8 @@ class RunOptions:
         counts from); it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
     overwrite: let outputs replace existing files and folders that cuvil-perception did not
         write (output-path rule ``not-ours``); inputs and the run's own outputs stay protected.
+    deadline_cache: read and fill the per-machine cache of ``deadline_ms: auto`` values
+        (``rt.deadline_cache``); False measures them in this run's warm-up and keeps nothing.
     extra_outputs / extra_inputs: ``output_policy.Claim``s the caller writes or reads besides
         the run's own (``run --viz DIR``, ``bench``'s budgets file), checked with them.
     """
@@ -66,6 +68,7 @@ class RunOptions:
     shed: bool = True
     monitor: Any = None
     overwrite: bool = False
+    deadline_cache: bool = True
     extra_outputs: tuple = ()
     extra_inputs: tuple = ()
 
@@ -87,6 +90,8 @@ class RunResult:
     outputs: ``[{"stage", "op", "param", "path"}]`` files and folders the sinks wrote.
     prewarm: the prewarm table rows; compiles_after_frame0 must be 0.
     decisions: every deadline decision (also in the record); actions: counts per action.
+    deadlines: each stage deadline the run used, ``{stage id: {"ms", "source", ...}}``
+        (``deadlines.Deadline.as_dict``; also in the record).
     recorder: the raw per-frame timings (also in the record), t0_ns their origin.
     """
 
@@ -105,6 +110,7 @@ class RunResult:
     t0_ns: int = 0  # run-clock origin of the timings
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (frames: what finished before)
     placement: list[str] = field(default_factory=list)  # rt.placement: header + one per stage
+    deadlines: dict[str, dict] = field(default_factory=dict)  # stage id -> the record's entry
     stop_signal: str | None = None  # "SIGINT" or "SIGTERM" when interrupted
 
     def prewarm_summary(self) -> dict[str, int]:

@@ -8,8 +8,9 @@ The compute pool has ``workers`` threads (default: one per core this process may
 two cores each own one core instead of four runtime threads time-slicing two cores; with
 ``--workers 1`` the single stage running at a time may use every core. Sources and io stages
 block on the outside world and are left to the OS scheduler unless the pipeline's ``rt:`` block
-pins them (``cpu_affinity``). ``run`` prints the chosen placement, one line per stage, and after
-the run a ``threads:`` line (``thread_ledger``): which knobs took effect on which threads.
+pins them (``cpu_affinity``). ``run`` prints the chosen placement, one line per stage, with the
+stage's deadline and, for ``deadline_ms: auto``, how it was obtained (``deadlines``); after the
+run a ``threads:`` line (``thread_ledger``): which knobs took effect on which threads.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ def intra_op_threads(workers: int, cores: int | None = None) -> int:
     return max(1, cores // max(1, workers))
 
 
-def placement_lines(pipeline, instances, workers: int, knobs, threads: int) -> list[str]:
-    """A header line, then one line per stage: its thread group, where it runs, and what the
-    op reports about its own runtime (``placement()``, e.g. a network's ONNX session)."""
+def placement_lines(pipeline, instances, workers: int, knobs, threads: int,
+                    deadlines: dict | None = None) -> list[str]:
+    """A header line, then one line per stage: its thread group, where it runs, its deadline
+    (``deadlines``: stage id -> ``deadlines.Deadline``) and what the op reports about its own
+    runtime (``placement()``, e.g. a network's ONNX session)."""
     stages = pipeline.ordered()
     io = sum(1 for s in stages if s.effective_tag == "io")
     lines = [f"{usable_cores()} core(s): compute pool of {workers} worker(s), {io} io thread(s), "
@@ -57,7 +60,10 @@ def placement_lines(pipeline, instances, workers: int, knobs, threads: int) -> l
         cpus = knobs.affinity.get(group)
         if cpus:
             where += f", CPUs {','.join(str(c) for c in cpus)}"
+        deadline = (deadlines or {}).get(stage.id)
         describe = getattr(instances[stage.id]["normal"], "placement", None)
-        note = describe() if callable(describe) else None
-        lines.append(f"{stage.id:<{width}}  {group:<7}  {where}" + (f"; {note}" if note else ""))
+        notes = [deadline.describe()] if deadline is not None else []
+        notes += [describe()] if callable(describe) and describe() else []
+        lines.append(f"{stage.id:<{width}}  {group:<7}  {where}"
+                     + "".join(f"; {note}" for note in notes))
     return lines

@@ -1,7 +1,17 @@
 """Deadline decisions: when a stage is late, what happens to its output and to later frames.
 
-A stage misses when its measured wall time (monotonic clock) exceeds ``deadline_ms``. Native
-code is never pre-empted, so the decision is taken when the late result arrives:
+A stage misses when its measured wall time (monotonic clock) exceeds ``deadline_ms`` (ms as
+written, or ``auto`` resolved to ms before frame 0: ``rt.deadlines``). Native code is never
+pre-empted, so the decision is taken when the late result arrives.
+
+Work that made it is never thrown away: when the pipeline has an ``e2e_deadline_ms`` and the
+late result's frame can still make it, the result is kept (action ``keep_late``, recorded with
+``predicted_e2e_ms`` and ``e2e_deadline_ms``) and ``on_miss`` does not fire. "Can still make it"
+is predicted at the point ``e2e_deadline_ms`` is checked (when the frame's first sink is ready,
+below): the frame's time since its arrival plus the predicted cost of the longest chain of
+non-sink stages after this one (``AdmissionControl.downstream_ns``: the admission cost model).
+A frame that then turns out later is still dropped before its sinks (``e2e_miss``). Otherwise
+(the frame cannot make e2e, or the pipeline has no e2e deadline) ``on_miss`` decides:
 
 * ``drop``       the frame's output of this stage is discarded; stages that consume it are
                  skipped for that frame (sinks write nothing for it).
@@ -24,6 +34,12 @@ When decisions are acted on: ``enforce`` (``RunOptions.enforce_deadlines``; by d
 paced replays and live input, off for ``rate 0`` replays, which are then a pure function of the
 drive). Misses are always measured.
 
+Decision entries (the run record's ``decisions``): ``{"frame", "stage", "kind", "elapsed_ms",
+"deadline_ms", "action", "variant"}``; ``kind`` "deadline_miss" (``action``: ``keep_late`` or
+the ``on_miss`` that fired; with an e2e deadline also ``predicted_e2e_ms`` and
+``e2e_deadline_ms``), "e2e_miss" (``action`` "drop", ``stage`` None) or "admission_skip"
+(``rt.admission``); a ``--decisions`` replay adds ``"replayed": true``.
+
 Each stage processes frames strictly in order, so "last good output" and the degrade window are
 functions of the sequence of decisions alone. That is why re-applying a record's decisions
 (``--decisions``) instead of measuring reproduces the recorded outputs byte for byte.
@@ -36,7 +52,8 @@ import threading
 from ..errors import UsageError
 from .record import read_record
 
-ACTIONS = ("drop", "reuse_last", "degrade", "fail")
+KEEP_LATE = "keep_late"  # a late result kept: its frame could still make e2e_deadline_ms
+ACTIONS = ("drop", "reuse_last", "degrade", "fail", KEEP_LATE)
 KINDS = ("deadline_miss", "e2e_miss", "admission_skip")  # admission_skip: see rt.admission
 
 
@@ -67,22 +84,35 @@ class DeadlinePolicy:
         with self._lock:
             return "degraded" if frame <= self._degraded_until.get(stage_id, -1) else "normal"
 
-    def decide(self, stage_id: str, frame: int, elapsed_ns: int, variant: str) -> str | None:
-        """The action for this (frame, stage) result, or None to keep it; logs every decision."""
+    def decide(self, stage_id: str, frame: int, elapsed_ns: int, variant: str,
+               e2e_outlook=None) -> str | None:
+        """The action for this (frame, stage) result, or None to keep it; logs every decision.
+
+        ``e2e_outlook()``: the frame's predicted end-to-end time (ns) at its sinks if this
+        result is kept (asked only on a miss with an ``e2e_deadline_ms``; see the module
+        docstring)."""
         stage = self.stages[stage_id]
+        predicted = None
         if self.replaying:
             recorded = self._recorded.get((frame, stage_id))
             if recorded is None:
                 return None
             action = recorded["action"]
+            predicted = recorded.get("predicted_e2e_ms")
         elif self.enforce and stage.deadline_ms is not None \
                 and elapsed_ns > stage.deadline_ms * 1e6:
             action = stage.on_miss
+            if self.e2e_deadline_ms is not None and e2e_outlook is not None:
+                predicted = round(e2e_outlook() / 1e6, 4)
+                if predicted <= self.e2e_deadline_ms:
+                    action = KEEP_LATE
         else:
             return None
         entry = {"frame": frame, "stage": stage_id, "kind": "deadline_miss",
                  "elapsed_ms": round(elapsed_ns / 1e6, 4), "deadline_ms": stage.deadline_ms,
                  "action": action, "variant": variant}
+        if predicted is not None:
+            entry.update(predicted_e2e_ms=predicted, e2e_deadline_ms=self.e2e_deadline_ms)
         if self.replaying:
             entry["replayed"] = True
         with self._lock:

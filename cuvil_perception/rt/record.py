@@ -31,9 +31,17 @@ Top-level fields::
     frames        number of frames that went through; stopped: null or the failure reason
     timings       per frame and stage: start/end ns, cpu ns, worker, tid, variant, outcome
     e2e           per frame: start/end ns, sensor_ns (the frame's sensor time)
+    deadlines     each stage deadline the run used: {stage: {"ms", "source"}}, ``source``
+                  "explicit" (ms in the YAML), "measured" (``deadline_ms: auto`` timed in this
+                  run's warm-up) or "cache" (auto, kept for this machine); auto ones add
+                  "passes_ms", "rule", "capped" (bounded by e2e_deadline_ms), "origin"
+                  ("warm-up" or "rt calibrate"); see ``rt.deadlines``
     decisions     every deadline decision: {frame, stage, kind, elapsed_ms, deadline_ms,
                   action, variant}; ``kind`` is "deadline_miss", "e2e_miss" or
-                  "admission_skip" (a frame shed before any work: predicted_ms, deadline_ms)
+                  "admission_skip" (a frame shed before any work: predicted_ms, deadline_ms);
+                  a deadline_miss whose frame could still make e2e_deadline_ms has action
+                  "keep_late" (the result was kept) and "predicted_e2e_ms", "e2e_deadline_ms"
+                  (``rt.policy``)
     summary       the latency table (per stage and e2e: p50/p90/p99/max ms, cpu/wall, misses)
 
 ``--decisions RECORD`` reads back only ``decisions`` (and warns when the pipeline differs).

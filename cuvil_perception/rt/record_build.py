@@ -26,6 +26,7 @@ def build_record(state, result) -> dict:
         "live_skipped": state.live_skipped,
         "wall_s": round(result.wall_s, 6),
         "outputs": result.outputs,
+        "deadlines": {sid: d.as_dict() for sid, d in state.deadlines.items()},
         "decisions": list(state.policy.decisions),
         "actions": state.policy.counts(),
         "timings": sorted(state.recorder.timings, key=lambda t: (t["frame"], t["start_ns"])),
@@ -41,7 +42,7 @@ def _options(options) -> dict:
 
     return {"frames": options.frames, "workers": options.worker_count(), "rate": options.rate,
             "live": options.live, "enforce_deadlines": options.deadlines_enforced(),
-            "shed": options.shed,
+            "shed": options.shed, "deadline_cache": options.deadline_cache,
             "decisions": path(options.decisions), "trace": path(options.trace),
             "clock": type(options.clock).__name__,
             "reference_stages": list(options.reference_stages)}

@@ -34,6 +34,7 @@ class RunState:
     compile: dict = field(default_factory=dict)  # {"before_frame0", "after_run"}: counters
     placement: list[str] = field(default_factory=list)  # rt.placement lines
     threads: list[dict] = field(default_factory=list)  # rt.thread_ledger rows
+    deadlines: dict = field(default_factory=dict)  # stage id -> deadlines.Deadline used
     frames: int = 0  # frames through the whole pipeline
     t0_ns: int = 0  # run-clock origin of the timings
     wall_s: float = 0.0  # admission of frame 0 to the end of the last
@@ -98,7 +99,8 @@ class RunState:
                            actions={} if policy is None else policy.counts(),
                            warnings=self.warnings, recorder=self.recorder, t0_ns=self.t0_ns,
                            interrupted=self.interrupted, stop_signal=self.stop_signal,
-                           placement=list(self.placement))
+                           placement=list(self.placement),
+                           deadlines={sid: d.as_dict() for sid, d in self.deadlines.items()})
         if self.options.trace is not None:
             try:
                 result.trace_path = write_trace(self.options.trace, self.recorder.timings,

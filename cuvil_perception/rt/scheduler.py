@@ -328,7 +328,8 @@ class Scheduler:
     def _settle(self, frame: Frame, stage_id: str, outputs: dict, timing: dict) -> None:
         """Apply the deadline decision for this result and store the frame's value."""
         elapsed = timing["end_ns"] - timing["start_ns"]
-        action = self.policy.decide(stage_id, frame.index, elapsed, timing["variant"])
+        action = self.policy.decide(stage_id, frame.index, elapsed, timing["variant"],
+                                    lambda: self._e2e_outlook(frame, stage_id))
         timing["outcome"] = "ok" if action is None else f"miss:{action}"
         self.recorder.add(timing)
         if self.admission is not None:
@@ -342,6 +343,14 @@ class Scheduler:
             self.stopping = self.stopping or "fail"
             self.stop_at = min(self.stop_at, frame.index)
         self._maybe_complete(frame)
+
+    def _e2e_outlook(self, frame: Frame, stage_id: str) -> int:
+        """The frame's predicted end-to-end time (ns) when its first sink becomes ready, if
+        ``stage_id``'s result is kept: time since arrival plus the predicted chain of non-sink
+        stages after it (``AdmissionControl.downstream_ns``; 0 without a cost model)."""
+        after = 0 if self.admission is None else self.admission.downstream_ns(
+            stage_id, frame.index, self.policy.variant, self.sink_stages)
+        return self._now() - frame.release_ns + after
 
     def _maybe_complete(self, frame: Frame) -> None:
         if len(frame.values) < len(self.stages):

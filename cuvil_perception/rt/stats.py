@@ -132,8 +132,10 @@ class LatencyRecorder:
             by_stage.setdefault(key, []).append(timing)
         rows, warnings = [], []
         for stage in stages:
+            # an unresolved `auto` (the sequential executor has no deadlines) counts no misses
+            deadline = stage.deadline_ms if isinstance(stage.deadline_ms, (int, float)) else None
             rows.append(_stage_row(stage.id, stage.op, stage.effective_tag,
-                                   by_stage.get(stage.id, []), stage.deadline_ms))
+                                   by_stage.get(stage.id, []), deadline))
             if check_tags and not _is_source(stage):
                 warnings.extend(_tag_warning(rows[-1], by_stage.get(stage.id, [])))
         for stage in stages:

@@ -12,7 +12,8 @@ test.scripted      io        Source: ``frames`` samples ``value`` float32[n] (se
                              uses seed+i), ``index`` int64[1]; sensor time start + i*dt_ms
 test.cost          compute   ``y = x * scale + calls`` (stateful: a frame out of order changes
                              the bytes); "takes" ``cost_ms[i % len]`` by advancing the fake
-                             clock (real clock: sleeps)
+                             clock (real clock: sleeps); ``open()`` runs timed warm-up passes
+                             (``deadline_ms: auto``), pass j taking ``warmup_ms[j % len]``
 test.work          compute   real CPU work: ``y = tanh(x @ W) summed over reps`` (numpy,
                              holds the GIL in parts); ``reference_process`` = the same math
 test.native_spin   compute   a native kernel (``example.exp_accumulate``, GIL released):
@@ -92,21 +93,38 @@ class CostOp(_OneInput):
     """``y = x * scale + calls``; each call costs ``cost_ms[frame % len]`` on the run clock."""
 
     name = "test.cost"
+    measures_warmup = True
     params = (Param("cost_ms", list, [1.0], "per-frame cost (ms), indexed by frame % len",
+                    item_type=float, range=Range(0.0, 60_000.0), unit="ms", min_items=1),
+              Param("warmup_ms", list, [1.0], "cost (ms) of timed warm-up pass j: "
+                    "warmup_ms[j % len] (the untimed passes before them cost nothing)",
                     item_type=float, range=Range(0.0, 60_000.0), unit="ms", min_items=1),
               Param("scale", float, 2.0, "output scale (give the degrade variant another one)",
                     range=Range(-1e6, 1e6)))
 
     def open(self, ctx) -> None:
+        from ..ops.warmup import WARMUP_RUNS, warm_up
+
         self.clock = ctx.extra.get("clock")
         self.calls = 0
+        passes = []
+
+        def one_pass(_value) -> None:
+            timed = len(passes) - WARMUP_RUNS
+            passes.append(None)
+            if timed >= 0:
+                self._take(self.p["warmup_ms"][timed % len(self.p["warmup_ms"])])
+
+        self.warmup_ns = warm_up(one_pass, lambda: None, ctx)
+
+    def _take(self, cost_ms: float) -> None:
+        if hasattr(self.clock, "advance_ms"):
+            self.clock.advance_ms(cost_ms)
+        else:
+            time.sleep(cost_ms / 1e3)
 
     def process(self, inputs, frame):
-        cost = self.p["cost_ms"][frame.index % len(self.p["cost_ms"])]
-        if hasattr(self.clock, "advance_ms"):
-            self.clock.advance_ms(cost)
-        else:
-            time.sleep(cost / 1e3)
+        self._take(self.p["cost_ms"][frame.index % len(self.p["cost_ms"])])
         y = inputs["x"] * np.float32(self.p["scale"]) + np.float32(self.calls)
         self.calls += 1
         return {"y": y.astype(np.float32)}

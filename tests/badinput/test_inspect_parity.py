@@ -34,6 +34,16 @@ def test_inspect_refuses_a_camera_that_is_not_there(tmp_path: Path, device, mess
 
 
 YAML_ROWS = [
+    ("deadline-auto-misspelled", "stages:\n  - {id: drive, op: replay}\n"
+     "  - {id: out, op: jsonl, inputs: {image: drive/image}, params: {path: out.jsonl}, "
+     "deadline_ms: atuo}\n",
+     "p.yaml:3:96: stage 'out': field 'deadline_ms': must be a positive number of milliseconds, "
+     "got 'atuo' (did you mean 'auto'?)"),
+    ("deadline-auto-on-an-op-without-warm-up", "stages:\n  - {id: drive, op: replay}\n"
+     "  - {id: out, op: jsonl, inputs: {image: drive/image}, params: {path: out.jsonl}, "
+     "deadline_ms: auto}\n",
+     "p.yaml:3:96: stage 'out': field 'deadline_ms': deadline_ms 'auto' needs an op that times "
+     "its warm-up passes, and op 'jsonl' runs none"),
     ("on-miss-without-deadline", "stages:\n  - {id: drive, op: replay, on_miss: reuse_last}\n",
      "p.yaml:2:38: stage 'drive': field 'on_miss': on_miss 'reuse_last' without a 'deadline_ms'"),
     ("sink-without-inputs", "stages:\n  - {id: drive, op: replay}\n"

@@ -47,6 +47,7 @@ class PillarsDetect(Op):
 
     name = "pillars.detect"
     tag = "compute"
+    measures_warmup = True  # open() times warm-up passes of detect(): deadline_ms: auto
     doc = ("PointPillars 3D detection (CUDA-PointPillars ONNX layout): native pillarize, PFN, "
            "scatter, decode and rotated NMS; backbone + head in OpenCV DNN or ONNX Runtime.")
     params = (
@@ -159,8 +160,8 @@ class PillarsDetect(Op):
         # pillar budget): the backbone runtime allocates on its first two calls and the kernels'
         # buffers fault in on first touch, which would otherwise land on the first frames.
         config = self._model.config
-        warm_up(self._model.detect, lambda: synthetic_cloud(
-            config.point_cloud_range, config.voxel_size, config.max_pillars))
+        self.warmup_ns = warm_up(self._model.detect, lambda: synthetic_cloud(
+            config.point_cloud_range, config.voxel_size, config.max_pillars), ctx)
 
     def placement(self) -> str | None:
         """Where the backbone + head run (``run`` prints it with the stage's thread group)."""

@@ -25,6 +25,7 @@ class YoloDetect(Op):
 
     name = "yolo.detect"
     tag = "compute"
+    measures_warmup = True  # open() times warm-up passes of detect(): deadline_ms: auto
     doc = ("YOLOv8 detect (ultralytics ONNX export): letterbox, trunk in OpenCV DNN or ONNX "
            "Runtime, native DFL decode + class-aware NMS.")
     params = (
@@ -97,7 +98,7 @@ class YoloDetect(Op):
         spec = self.connected.get("image")
         shape = spec.shape if spec is not None and spec.shape is not None else (None, None, 3)
         height, width = (shape[0], shape[1]) if None not in shape[:2] else model.input_hw
-        warm_up(model.detect, lambda: noise_image(height, width))
+        self.warmup_ns = warm_up(model.detect, lambda: noise_image(height, width), ctx)
 
     summary_port = "detections"
     roles = {"detections_2d": "detections"}
