@@ -3,7 +3,7 @@ latency of the demo pipeline on the bundled sample drive (1 vs 2 workers), and o
 shedding (the fusion pipeline replayed faster than it can run, admission control off vs on).
 
 Run: ``python benchmarks/executor.py [--frames 2000] [--repeat 5] [--overload-frames 40]
-[--only overhead|overload|demo]``.
+[--only overhead|overload|demo|stages]``. Every run prints the CPU first (``_util``).
 
 Definitions (printed with the tables):
 * empty pipeline: ``test.scripted`` (8 floats a frame) -> K ``test.pass`` stages (``y = x``), no
@@ -27,6 +27,15 @@ Definitions (printed with the tables):
   misses; the same without ``--rt-fifo``; and how the stage deadlines of ``configs/fusion.yaml``
   are set: each detector stage's p99 at ``rate 1`` (with ``--rt-fifo 10``) on the 40-frame
   synthetic drive (pooled over ``repeat`` runs), plus 25 %, rounded up to 10 ms.
+* stages (``--only stages``): what each stage of the demo costs on this machine against the
+  fp32 dense baseline, side by side in one run: ``configs/fusion.yaml`` as shipped (INT8 YOLOv8,
+  INT8 PointPillars on the sparse path) and the same pipeline with the fp32 YOLOv8 and the fp32
+  PointPillars on the dense path (``sparse: false``), alternating, ``repeat`` runs each on the
+  40-frame synthetic drive (seed 9001), ``rate 0``, one worker (stages one after another, no
+  contention: each stage's own cost), deadlines measured only; per stage the p50 wall and cpu ms
+  and baseline / demo. Then both at ``rate 1`` with 2 workers and ``--rt-fifo 10`` (make demo's
+  run, deadlines not enforced so every frame is computed): e2e p50 / p99 and frames over the
+  100 ms period.
 * frame 0 (with ``--only demo``): make demo's run with the detectors warmed up by one pass
   (what they did before) and by ``ops.warmup.WARMUP_RUNS`` passes, alternating, each run in a
   fresh process: frame 0's cpu and wall time per detector against its steady frames (>= 1).
@@ -42,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 
 import cuvil_perception.testing.ops  # noqa: E402,F401  (registers test.*)
 from cuvil_perception.graph import Pipeline, apply_cli_sources, load_pipeline  # noqa: E402
@@ -221,6 +230,69 @@ def first_frame_child(passes: int, out: Path) -> None:
                       for t in result.recorder.timings if t["stage"] in ("yolo", "pillars")]))
 
 
+BASELINE = {"yolo": {"model": "builtin:yolov8_cuvil_demo.onnx"},
+            "pillars": {"model": "builtin:pointpillars_cuvil_demo.onnx", "sparse": False}}
+STAGE_COLUMNS = ("stage", "demo p50", "demo cpu", "fp32 dense p50", "fp32 dense cpu",
+                 "baseline / demo")
+
+
+def fusion_pipeline(drive: Path, out_dir: Path, baseline: bool, rt: dict | None = None):
+    """``configs/fusion.yaml`` on ``drive`` (outputs in ``out_dir``), as shipped or with the
+    fp32 dense baseline's detectors (``BASELINE``)."""
+    pipeline = load_pipeline(REPO / "configs" / "fusion.yaml", validate=False)
+    apply_cli_sources(pipeline, replay=drive, out=out_dir / "run.jsonl")
+    for stage in pipeline.stages:
+        if stage.op == "mcap":
+            stage.params["path"] = str(out_dir / "run.mcap")
+        if baseline:
+            stage.params.update(BASELINE.get(stage.id, {}))
+    pipeline.rt = dict(rt or {})
+    return pipeline.validate()
+
+
+def stage_rows(out_dir: Path, drive: Path, repeat: int) -> tuple[list, list]:
+    """(per-stage rows, e2e rows) of the demo against the fp32 dense baseline; see the module
+    docstring."""
+    timings: dict[bool, LatencyRecorder] = {False: LatencyRecorder(), True: LatencyRecorder()}
+    for i in range(repeat):
+        for baseline in (False, True):
+            pipeline = fusion_pipeline(drive, out_dir / f"s{i}{baseline:d}", baseline)
+            result = run_pipeline(pipeline, RunOptions(workers=1, rate=0.0, write_record=False,
+                                                       enforce_deadlines=False))
+            timings[baseline].merge(result.recorder)
+    costs = {b: _stage_costs(r) for b, r in timings.items()}
+    rows = []
+    for stage, (wall, cpu) in costs[False].items():
+        base_wall, base_cpu = costs[True][stage]
+        rows.append((stage, wall, cpu, base_wall, base_cpu, f"{base_wall / wall:.2f}x"))
+    e2e = []
+    for baseline in (False, True):
+        merged = LatencyRecorder()
+        for i in range(repeat):
+            pipeline = fusion_pipeline(drive, out_dir / f"r{i}{baseline:d}", baseline, DEMO_RT)
+            merged.merge(run_pipeline(pipeline, RunOptions(
+                workers=2, rate=1.0, write_record=False, enforce_deadlines=False)).recorder)
+        values = [(e["end_ns"] - e["start_ns"]) / 1e6 for e in merged.e2e]
+        p50, p99 = np.percentile(values, [50, 99])
+        e2e.append(("fp32 dense baseline" if baseline else "demo (as shipped)", len(values),
+                    p50, p99, sum(v > 100.0 for v in values)))
+    return rows, e2e
+
+
+def _stage_costs(recorder) -> dict[str, tuple[float, float]]:
+    """{row: (p50 wall ms, p50 cpu ms)} per stage (background writes as their own row), frames
+    >= 1 (frame 0 pays for first-call work the warm-up does not cover)."""
+    from cuvil_perception.rt.stats import timing_key
+
+    walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    for t in recorder.timings:
+        if t["frame"] >= 1:
+            walls.setdefault(timing_key(t), []).append((t["end_ns"] - t["start_ns"]) / 1e6)
+            cpus.setdefault(timing_key(t), []).append(t["cpu_ns"] / 1e6)
+    return {k: (float(np.median(walls[k])), float(np.median(cpus[k]))) for k in walls}
+
+
 def _overload_row(result, rate: float, shed: bool, frames: int, deadline: float) -> tuple:
     """Frames skipped at admission, computed, dropped after computing (a stage's on_miss or the
     e2e deadline), on time (reached the sinks within the e2e deadline), and the e2e p50 / p99 of
@@ -255,7 +327,7 @@ def main() -> None:
                         help="replay rates of the overload table (comma-separated); on a "
                              "quiet machine the fusion pipeline keeps up to ~2x, so 3x and 4x "
                              "overload it")
-    parser.add_argument("--only", choices=("overhead", "overload", "demo"))
+    parser.add_argument("--only", choices=("overhead", "overload", "demo", "stages"))
     parser.add_argument("--first-frame-child", nargs=2, metavar=("PASSES", "OUT"),
                         help=argparse.SUPPRESS)  # one run of first_frame_rows, in its process
     args = parser.parse_args()
@@ -263,6 +335,11 @@ def main() -> None:
         first_frame_child(int(args.first_frame_child[0]), Path(args.first_frame_child[1]))
         return
     import tempfile
+
+    print_machine()
+    if args.only == "stages":
+        stages_main(min(args.repeat, 3))
+        return
 
     if args.only != "overload":
         rows, per = overhead_rows(args.frames, 3)
@@ -299,6 +376,22 @@ def main() -> None:
                         ("rate", "shed", "frames", "skipped at admission", "computed",
                          "dropped after computing", "on time", "on time %",
                          "e2e p50 (computed)", "e2e p99 (computed)"), rows)
+
+
+def stages_main(repeat: int) -> None:
+    import tempfile
+
+    from cuvil_perception.drives.synth import make_drive
+    from cuvil_perception.machine_info import cpu
+
+    with tempfile.TemporaryDirectory() as tmp:
+        make_drive(Path(tmp) / "drive", 40, 9001)
+        rows, e2e = stage_rows(Path(tmp), Path(tmp) / "drive", repeat)
+    print_table(f"demo stage costs vs the fp32 dense baseline on {cpu().describe()}: "
+                f"configs/fusion.yaml, 40-frame drive, {repeat} runs each alternating, rate 0, "
+                "1 worker (ms per frame, p50 of frames >= 1)", STAGE_COLUMNS, rows)
+    print_table("the same at rate 1 (10 Hz), 2 workers, --rt-fifo 10, deadlines not enforced "
+                "(ms)", ("pipeline", "frames", "e2e p50", "e2e p99", "over 100 ms"), e2e)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 
 from cuvil_perception.drives import Drive  # noqa: E402
 from cuvil_perception.graph import builtin_models_dir  # noqa: E402
@@ -68,6 +68,7 @@ def rows(times: dict, label: str, top: int = 12) -> list:
 
 
 def main() -> None:
+    print_machine()
     fp32 = Path(sys.argv[1]) if len(sys.argv) > 1 else \
         builtin_models_dir() / "pointpillars_cuvil_demo.onnx"
     int8 = Path(sys.argv[2]) if len(sys.argv) > 2 else fp32.with_name(f"{fp32.stem}.int8.onnx")

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 
 from ..errors import DeadlineFailure, OutputWriteError, UsageError
 from ..graph import RunContext, preflight
 from .admission import KIND as ADMISSION_SKIP, AdmissionControl
 from .clock import MonotonicClock
 from .feed import RunFeed
-from .knobs import apply_process_knobs, parse_knobs, scheduler_thread_knobs
+from .knobs import (apply_process_knobs, apply_thread_knobs, parse_knobs,
+                    scheduler_thread_knobs)
 from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all
 from .options import RunOptions, RunResult
 from .placement import intra_op_threads, placement_lines
@@ -85,10 +87,14 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
                                   pipeline.e2e_deadline_ms)
     instances = build_instances(pipeline)
     threads = intra_op_threads(options.worker_count())
+    # thread_init: what an op's own thread calls first (a sink's background writer), so that it
+    # runs under the same rt knobs as the io threads: a writer left at normal priority would be
+    # preempted while it holds the GIL that the SCHED_FIFO threads wait for
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
                      extra={"clock": options.clock,
                             "feed": RunFeed(state.recorder, state.policy, options.clock),
-                            "intra_op_threads": threads})
+                            "intra_op_threads": threads,
+                            "thread_init": partial(apply_thread_knobs, knobs, "io", state.warn)})
     state.prewarm = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
@@ -105,7 +111,9 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
             options.monitor.attach(scheduler, state.recorder, state.policy, counters)
         _schedule(scheduler)
     finally:
-        close_ops(all_ops(instances), state.warn)
+        failed_write = close_ops(all_ops(instances), state.warn)
+    if failed_write is not None and state.error is None:
+        state.error = failed_write  # a sink's last background write failed: the run did too
     state.compile = {"before_frame0": counters, "after_run": compile_counters()}
     return _finish(state, record)
 

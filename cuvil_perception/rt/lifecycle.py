@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from ..errors import CuvilError, ExecutionError
+from ..errors import CuvilError, ExecutionError, OutputWriteError
 from ..graph import Sink, Source
 
 
@@ -33,7 +34,7 @@ def open_all(instances, ctx) -> None:
     opened = []
     for stage_id, op in all_ops(instances):
         try:
-            op.open(ctx)
+            op.open(replace(ctx, extra={**ctx.extra, "stage_id": stage_id}))
         except CuvilError:
             close_ops(opened + [(stage_id, op)], ctx.warning)
             raise
@@ -44,13 +45,20 @@ def open_all(instances, ctx) -> None:
         opened.append((stage_id, op))
 
 
-def close_ops(ops, warn) -> None:
-    """Close each op (sinks flush here); a failing close is a warning, not a lost run."""
+def close_ops(ops, warn) -> OutputWriteError | None:
+    """Close each op (sinks flush here); a failing close is a warning, not a lost run, except a
+    failed write (a sink writing in the background finishes its last frames here): the first
+    ``OutputWriteError`` is returned, for the run to fail with it (exit 2) like a write that
+    failed during a frame."""
+    failed_write = None
     for stage_id, op in ops:
         try:
             op.close()
+        except OutputWriteError as exc:
+            failed_write = failed_write or exc
         except Exception as exc:  # keep closing the others; the primary error matters more
             warn(f"stage '{stage_id}': close() failed: {type(exc).__name__}: {exc}")
+    return failed_write
 
 
 def is_source(stage) -> bool:
