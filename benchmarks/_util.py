@@ -4,6 +4,7 @@ convolutions."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import statistics
@@ -29,7 +30,8 @@ def print_machine() -> None:
         versions.append(f"onnxruntime {onnxruntime.__version__}")
     except ImportError:
         pass
-    print(f"CPU: {cpu().describe()}; {', '.join(versions)}", flush=True)
+    load = ", load average %.1f %.1f %.1f" % os.getloadavg() if hasattr(os, "getloadavg") else ""
+    print(f"CPU: {cpu().describe()}{load}; {', '.join(versions)}", flush=True)
 
 
 @dataclass(frozen=True)
