@@ -57,8 +57,10 @@ INPUTS = {
     "R0_rect": PortSpec("R0_rect", "float64", (3, 3), "rectifying rotation of camera 0"),
     "Tr_velo_to_cam": PortSpec("Tr_velo_to_cam", "float64", (3, 4), "LiDAR -> camera 0 (m)"),
 }
-# The writer waits this long at most for a frame to leave the pipeline before writing it anyway.
+# The writer waits this long at most for a frame to leave the pipeline before writing it anyway
+# (checking every FINISH_POLL_S whether the sink is closing: then it writes at once).
 FINISH_WAIT_S = 1.0
+FINISH_POLL_S = 0.05
 
 
 @register
@@ -98,6 +100,7 @@ class McapSink(Sink):
         self._timings: FrameTimings | None = None
         self._writer: BackgroundWriter | None = None
         self._feed = None  # the run's feed (rt.feed), when run by the executor
+        self._closing = False
 
     def input_ports(self) -> tuple[PortSpec, ...]:
         names = [n for n in INPUTS if n in self.connected] or list(INPUTS)
@@ -146,8 +149,11 @@ class McapSink(Sink):
     def _write_later(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> None:
         """On the writer thread: wait until the frame has left the pipeline (its other sinks
         included, so the writer does not take the GIL from them), then write it."""
-        if self._feed is not None:
-            self._feed.wait_finished(frame.index, FINISH_WAIT_S)
+        waited = 0.0
+        while self._feed is not None and not self._closing and waited < FINISH_WAIT_S:
+            if self._feed.wait_finished(frame.index, FINISH_POLL_S):
+                break
+            waited += FINISH_POLL_S  # a frame stopped by Ctrl-C never finishes: close() ends this
         self._write_frame(inputs, frame)
 
     def _write_frame(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> None:
@@ -197,6 +203,7 @@ class McapSink(Sink):
         """Finish the queued frames (a failed write raises its ``OutputWriteError`` after the
         file is closed), then index and close the file."""
         writer, self._writer = self._writer, None
+        self._closing = True  # the queued frames are written now, finished or not
         try:
             if writer is not None:
                 writer.close()
