@@ -26,7 +26,7 @@ from .knobs import (apply_process_knobs, apply_thread_knobs, parse_knobs,
                     scheduler_thread_knobs)
 from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all
 from .options import RunOptions, RunResult
-from .placement import intra_op_threads, placement_lines
+from .placement import intra_op_threads, opencv_threads, placement_lines
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
 from .record_build import build_record
@@ -109,7 +109,8 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
         apply_process_knobs(knobs, state.warn)
         if options.monitor is not None:
             options.monitor.attach(scheduler, state.recorder, state.policy, counters)
-        _schedule(scheduler)
+        with opencv_threads(threads):
+            _schedule(scheduler)
     finally:
         failed_write = close_ops(all_ops(instances), state.warn)
     if failed_write is not None and state.error is None:
