@@ -34,9 +34,9 @@ Definitions (printed with the tables):
   40-frame synthetic drive (seed 9001), ``rate 0``, one worker (stages one after another, no
   contention between stages), deadlines measured only; per stage the p50 of its thread's CPU ms
   (the work it does, what the ratio compares: on a shared machine the wall time also holds the
-  time waiting for a core) and of its wall ms. Then both at ``rate 1`` with 2 workers and ``--rt-fifo 10`` (make demo's
-  run, deadlines not enforced so every frame is computed): e2e p50 / p99 and frames over the
-  100 ms period.
+  time waiting for a core) and of its wall ms. Then both at ``rate 1`` with 2 workers and
+  ``--rt-fifo 10`` (make demo's run, deadlines not enforced so every frame is computed): e2e
+  p50 / p99 and frames over the 100 ms period.
 * frame 0 (with ``--only demo``): make demo's run with the detectors warmed up by one pass
   (what they did before) and by ``ops.warmup.WARMUP_RUNS`` passes, alternating, each run in a
   fresh process: frame 0's cpu and wall time per detector against its steady frames (>= 1).
@@ -390,7 +390,8 @@ def stages_main(repeat: int) -> None:
         rows, e2e = stage_rows(Path(tmp), Path(tmp) / "drive", repeat)
     print_table(f"demo stage costs vs the fp32 dense baseline on {cpu().describe()}: "
                 f"configs/fusion.yaml, 40-frame drive, {repeat} runs each alternating, rate 0, "
-                "1 worker (ms per frame, p50 of frames >= 1; background: the mcap sink's writer thread)",
+                "1 worker (ms per frame, p50 of frames >= 1; background: the mcap sink's writer "
+                "thread)",
                 STAGE_COLUMNS, rows)
     print_table("the same at rate 1 (10 Hz), 2 workers, --rt-fifo 10, deadlines not enforced "
                 "(ms)", ("pipeline", "frames", "e2e p50", "e2e p99", "over 100 ms"), e2e)

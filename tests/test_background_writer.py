@@ -125,3 +125,14 @@ def test_a_failed_background_write_fails_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(mcap_channels.Channels, "end_frame", full_disk)
     with pytest.raises(OutputWriteError, match="disk full"):
         _run(tmp_path, 2)
+
+
+def test_side_rows_keep_their_variant_through_a_fleet_round_trip():
+    from cuvil_perception.rt.stats import split_key, timing_key
+
+    for variant, key in (("normal", "fx"), ("degraded", "fx"), ("reference", "fx@reference"),
+                         ("background", "fx@background")):
+        assert timing_key({"stage": "fx", "variant": variant}) == key
+    assert split_key("fx@background") == ("fx", "background")
+    assert split_key("fx@reference") == ("fx", "reference")
+    assert split_key("e2e") == ("e2e", "normal")

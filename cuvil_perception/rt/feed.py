@@ -3,8 +3,10 @@ Foxglove view): stage timings and deadline decisions, read incrementally.
 
 The executor puts a ``RunFeed`` in ``RunContext.extra["feed"]`` (ops reach it without importing
 rt/) and the stage's id in ``RunContext.extra["stage_id"]``; a sink that writes in the
-background reports those writes back through ``add_background``. Both lists only grow; a reader keeps its own cursor, and slicing a list another thread
-appends to is safe under the GIL, so reading takes no lock the scheduler waits on.
+background reports those writes back through ``add_background`` and waits for a frame to leave
+the pipeline with ``wait_finished``. Both lists only grow; a reader keeps its own cursor, and
+slicing a list another thread appends to is safe under the GIL, so reading takes no lock the
+scheduler waits on.
 """
 
 from __future__ import annotations
