@@ -1,18 +1,38 @@
-"""Tiny shared helpers for the benchmark scripts: repeat-and-time, a table printer, and the
-multiply-accumulates of an ONNX network's convolutions."""
+"""Tiny shared helpers for the benchmark scripts: the machine header every script prints first,
+repeat-and-time, a table printer, the multiply-accumulates of an ONNX network's convolutions,
+and ONNX Runtime's per-node kernel times."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import statistics
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import onnx
 from onnx import numpy_helper, shape_inference
+
+
+def print_machine() -> None:
+    """The header every benchmark prints before its tables: the CPU (model, ISA, cores) its
+    figures are measured on, and the runtime versions they depend on. A figure without its CPU
+    says nothing on another machine (int8 speed-ups and even int8 accuracy change with VNNI)."""
+    from cuvil_perception.machine_info import cpu
+
+    versions = [f"python {sys.version.split()[0]}", f"numpy {np.__version__}"]
+    try:
+        import onnxruntime
+
+        versions.append(f"onnxruntime {onnxruntime.__version__}")
+    except ImportError:
+        pass
+    load = ", load average %.1f %.1f %.1f" % os.getloadavg() if hasattr(os, "getloadavg") else ""
+    print(f"CPU: {cpu().describe()}{load}; {', '.join(versions)}", flush=True)
 
 
 @dataclass(frozen=True)
@@ -111,3 +131,45 @@ def interleaved(variants: dict, frames: list, reps: int) -> tuple[dict, dict]:
     summary = lambda d: {n: statistics.mean(statistics.median(s) for s in per)  # noqa: E731
                          for n, per in d.items()}
     return summary(wall), summary(cpu)
+
+
+def ort_node_times(model: onnx.ModelProto, feeds: list[dict], passes: int = 3) -> dict:
+    """{(op type, node name): ms per run} of ``model`` in ONNX Runtime (CPU, one intra-op
+    thread, the graph optimisations a run gets), over ``passes`` passes of every feed dict,
+    from ORT's profiler: the nodes as ORT runs them (fused QLinearConv, NCHWc Conv, reorders)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="cuvil-profile-") as tmp:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+        options.enable_profiling, options.profile_file_prefix = True, os.path.join(tmp, "p")
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        for _ in range(passes):
+            for feed in feeds:
+                session.run(None, feed)
+        events = json.loads(Path(session.end_profiling()).read_text())
+    total: dict = defaultdict(float)
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            key = (event["args"].get("op_name", "?"), event["name"][:-len("_kernel_time")])
+            total[key] += event["dur"] / 1e3
+    return {key: ms / (passes * len(feeds)) for key, ms in total.items()}
+
+
+def node_rows(times: dict, label: str, top: int = 12) -> list:
+    """The ``top`` slowest nodes of ``ort_node_times``, then one row per op type, then the
+    total, as (name, ms per run, share) table rows."""
+    whole = sum(times.values())
+    out = [(f"{label}: {op} {name}", ms, f"{100 * ms / whole:.0f} %")
+           for (op, name), ms in sorted(times.items(), key=lambda kv: -kv[1])[:top]]
+    per_op: dict = defaultdict(float)
+    for (op, _), ms in times.items():
+        per_op[op] += ms
+    out += [(f"{label}: all {op}", ms, f"{100 * ms / whole:.0f} %")
+            for op, ms in sorted(per_op.items(), key=lambda kv: -kv[1])]
+    return out + [(f"{label}: TOTAL", whole, "100 %")]

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 
 from cuvil_perception.drives import Drive  # noqa: E402
 from cuvil_perception.drives.bag import BagDrive, write_bag  # noqa: E402
@@ -167,6 +167,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--frames", type=int, default=40, help="frames for the sink rows")
     args = parser.parse_args()
+    print_machine()
     folder = Path(tempfile.mkdtemp(prefix="cuvil-bench-bags-"))
     try:
         print_table("read every frame of the sample drive (8 frames, open included)",

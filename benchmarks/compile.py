@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import measure, print_table  # noqa: E402
+from _util import measure, print_machine, print_table  # noqa: E402
 
 from cuvil_perception.compile import cache_clear, get_kernel, prewarm  # noqa: E402
 from cuvil_perception.compile import examples as ex  # noqa: E402
@@ -196,6 +196,7 @@ def gil_release() -> None:
 
 
 def main(argv: list[str]) -> None:
+    print_machine()
     # A private cache (inherited by the fresh-process runs), never the user's.
     cache = tempfile.mkdtemp(prefix="cuvil-bench-cache-")
     os.environ["CUVIL_CACHE_DIR"] = cache

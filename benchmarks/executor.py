@@ -3,7 +3,7 @@ latency of the demo pipeline on the bundled sample drive (1 vs 2 workers), and o
 shedding (the fusion pipeline replayed faster than it can run, admission control off vs on).
 
 Run: ``python benchmarks/executor.py [--frames 2000] [--repeat 5] [--overload-frames 40]
-[--only overhead|overload|demo]``.
+[--only overhead|overload|demo|stages]``. Every run prints the CPU first (``_util``).
 
 Definitions (printed with the tables):
 * empty pipeline: ``test.scripted`` (8 floats a frame) -> K ``test.pass`` stages (``y = x``), no
@@ -30,6 +30,16 @@ Definitions (printed with the tables):
   at most ``e2e_deadline_ms``; every run measures, the cache is not used), beside each detector
   stage's p50 / p99 at ``rate 1`` (with ``--rt-fifo 10``) on the 40-frame synthetic drive
   (pooled over ``repeat`` runs) and what ``rt calibrate``'s rule (that p99 x 1.5) gives.
+* stages (``--only stages``): what each stage of the demo costs on this machine against the
+  fp32 dense baseline, side by side in one run: ``configs/fusion.yaml`` as shipped (INT8 YOLOv8,
+  INT8 PointPillars on the sparse path) and the same pipeline with the fp32 YOLOv8 and the fp32
+  PointPillars on the dense path (``sparse: false``), alternating, ``repeat`` runs each on the
+  40-frame synthetic drive (seed 9001), ``rate 0``, one worker (stages one after another, no
+  contention between stages), deadlines measured only; per stage the p50 of its thread's CPU ms
+  (the work it does, what the ratio compares: on a shared machine the wall time also holds the
+  time waiting for a core) and of its wall ms. Then both at ``rate 1`` with 2 workers and
+  ``--rt-fifo 10`` (make demo's run, deadlines not enforced so every frame is computed): e2e
+  p50 / p99 and frames over the 100 ms period.
 * frame 0 (with ``--only demo``): make demo's run with the detectors warmed up by one pass
   (what they did before) and by ``ops.warmup.WARMUP_RUNS`` passes, alternating, each run in a
   fresh process: frame 0's cpu and wall time per detector against its steady frames (>= 1).
@@ -45,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 
 import cuvil_perception.testing.ops  # noqa: E402,F401  (registers test.*)
 from cuvil_perception.graph import Pipeline, apply_cli_sources, load_pipeline  # noqa: E402
@@ -268,7 +278,7 @@ def main() -> None:
                         help="replay rates of the overload table (comma-separated); on a "
                              "quiet machine the fusion pipeline keeps up to ~2x, so 3x and 4x "
                              "overload it")
-    parser.add_argument("--only", choices=("overhead", "overload", "demo"))
+    parser.add_argument("--only", choices=("overhead", "overload", "demo", "stages"))
     parser.add_argument("--first-frame-child", nargs=2, metavar=("PASSES", "OUT"),
                         help=argparse.SUPPRESS)  # one run of first_frame_rows, in its process
     args = parser.parse_args()
@@ -276,6 +286,13 @@ def main() -> None:
         first_frame_child(int(args.first_frame_child[0]), Path(args.first_frame_child[1]))
         return
     import tempfile
+
+    print_machine()
+    if args.only == "stages":
+        from _demo_stages import stages_main
+
+        stages_main(min(args.repeat, 3))
+        return
 
     if args.only != "overload":
         rows, per = overhead_rows(args.frames, 3)

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 
 from cuvil_perception.drives.synth import make_drive  # noqa: E402
 from cuvil_perception.fleet import (DriveTask, LocalPool, ResultsFile, discover,  # noqa: E402
@@ -65,6 +65,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="measure every configuration R times, keep the fastest")
     args = parser.parse_args()
+    print_machine()
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="cuvil-bench-fleet-") as tmp:
         root = Path(tmp)

@@ -15,7 +15,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "examples"))
-from _util import measure, print_table  # noqa: E402
+from _util import measure, print_machine, print_table  # noqa: E402
 from ground_removal import reference  # noqa: E402
 from ground_removal.kernel import remove_ground  # noqa: E402
 from lang_vs_ir import kitti_points  # noqa: E402
@@ -27,6 +27,7 @@ STATIC = dict(x0=0.0, y0=-39.68, cell=1.0, nx=70, ny=80, height=0.25, capacity=2
 
 
 def main() -> None:
+    print_machine()
     rng = np.random.default_rng(0)
     rows = []
     kernel = get_kernel(remove_ground.spec(**STATIC))

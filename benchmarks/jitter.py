@@ -38,7 +38,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 
 from cuvil_perception.compile import prewarm, registry  # noqa: E402
 from cuvil_perception.graph import builtin_models_dir  # noqa: E402
@@ -141,6 +141,7 @@ def main() -> None:
     parser.add_argument("--fifo", type=int, metavar="PRIORITY",
                         help="measure under SCHED_FIFO at this priority (1..99)")
     args = parser.parse_args()
+    print_machine()
     calls = args.calls
     if not DATA.is_dir():
         sys.exit(f"KITTI frames not found at {DATA}")

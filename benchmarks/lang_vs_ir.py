@@ -24,7 +24,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 from ir_baseline import (pillars_conv_scatter, pillars_decode, pillars_head_cells,  # noqa: E402
                          pillars_nms, pillars_pfn, pillars_pillarize, pillars_scatter,
                          pillars_scatter_lines, yolo_decode, yolo_nms, yolo_scan)
@@ -477,6 +477,7 @@ if __name__ == "__main__":
     parser.add_argument("--only", default="", help="kernels whose name contains this")
     parser.add_argument("--lines", action="store_true", help="only the source-line table")
     opts = parser.parse_args()
+    print_machine()
     cache = tempfile.mkdtemp(prefix="cuvil-bench-cache-")
     os.environ["CUVIL_CACHE_DIR"] = cache
     try:

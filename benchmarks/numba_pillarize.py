@@ -25,7 +25,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 
 _FRESH = """
 import sys, time
@@ -76,6 +76,7 @@ def fresh_numba(scan: str, cache_dir: str) -> tuple[float, float]:
 
 
 def main() -> None:
+    print_machine()
     try:
         import numba  # noqa: F401
     except ImportError:

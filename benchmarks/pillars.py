@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pillars_sparse import stage_rows  # noqa: E402
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 
 from cuvil_perception.compile.lang import Buf, f32, i64, kernel, simd  # noqa: E402
 from cuvil_perception.drives import Drive  # noqa: E402
@@ -266,6 +266,7 @@ def int8_files(tmp: Path) -> tuple[Path, Path]:
 
 
 def main() -> None:
+    print_machine()
     if not DATA.is_dir():
         sys.exit(f"no KITTI frames at {DATA}")
     import cv2

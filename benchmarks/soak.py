@@ -35,6 +35,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import print_machine  # noqa: E402
 
 from cuvil_perception.graph import Sink, apply_cli_sources, load_pipeline  # noqa: E402
 from cuvil_perception.rt import RunOptions, run_pipeline  # noqa: E402
@@ -75,6 +77,7 @@ def main() -> None:
     if not args.raw_malloc and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
         env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    print_machine()
     samples: list[tuple[int, int]] = []
 
     def progress(done: int, total: int) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _util import print_table  # noqa: E402
+from _util import print_machine, print_table  # noqa: E402
 
 from cuvil_perception.drives.synth import make_drive, writer  # noqa: E402
 
@@ -60,6 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=20, help="frames of the long drive")
     frames = parser.parse_args().frames
+    print_machine()
     per_frame = {2: [], frames: []}
     timer = _StepTimer()
     with tempfile.TemporaryDirectory() as root:

@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import interleaved, measure, network_macs, print_table  # noqa: E402
+from _util import interleaved, measure, network_macs, print_machine, print_table  # noqa: E402
 
 from cuvil_perception.ops.onnx_runner import OnnxRunner  # noqa: E402
 from cuvil_perception.ops.yolo import NativeHead, YoloV8, reference  # noqa: E402
@@ -164,6 +164,7 @@ def box_conv_rows() -> tuple[list, str]:
 
 
 def main() -> None:
+    print_machine()
     print_table("YOLOv8 head: decode + NMS, 640x640, 80 classes (ms per call, median)",
                 ["candidates", "kept", "native", "numpy ref", "speed-up", "scan kernel"],
                 head_rows())

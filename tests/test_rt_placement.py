@@ -7,7 +7,7 @@ from pathlib import Path
 import cuvil_perception.testing.ops  # noqa: F401  (registers test.*)
 from cuvil_perception.graph import Pipeline
 from cuvil_perception.rt import RunOptions, run_pipeline
-from cuvil_perception.rt.placement import intra_op_threads, usable_cores
+from cuvil_perception.rt.placement import intra_op_threads, opencv_threads, usable_cores
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,3 +53,12 @@ def test_a_detector_session_follows_the_placement(tmp_path):
         line = next(x for x in result.placement if x.startswith("yolo"))
         threads = intra_op_threads(workers)
         assert f"onnxruntime CPU, intra-op threads {threads}, inter-op 1, no spin-wait" in line
+
+
+def test_opencv_threads_follow_the_placement_for_the_block_and_are_restored():
+    import cv2
+
+    before = cv2.getNumThreads()
+    with opencv_threads(1):
+        assert cv2.getNumThreads() == 1
+    assert cv2.getNumThreads() == before

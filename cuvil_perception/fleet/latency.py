@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..rt import LatencyRecorder, LatencyReport
+from ..rt.stats import split_key, timing_key
 
-REFERENCE = "@reference"
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def compact(recorder: LatencyRecorder, stages, e2e_deadline_ms: float | None) ->
     wall: dict[str, list[int]] = {}
     cpu: dict[str, list[int]] = {}
     for timing in recorder.timings:
-        key = timing["stage"] + (REFERENCE if timing["variant"] == "reference" else "")
+        key = timing_key(timing)
         wall.setdefault(key, []).append(int(timing["end_ns"] - timing["start_ns"]))
         cpu.setdefault(key, []).append(int(timing["cpu_ns"]))
     return {"stages": [{"id": s.id, "op": s.op, "tag": s.effective_tag,
@@ -51,11 +51,10 @@ def recorder(samples: list[dict]) -> LatencyRecorder:
     out = LatencyRecorder()
     for entry in samples:
         for key, walls in entry["wall_ns"].items():
-            stage, reference = (key[:-len(REFERENCE)], True) if key.endswith(REFERENCE) \
-                else (key, False)
+            stage, variant = split_key(key)
             for frame, (wall, cpu) in enumerate(zip(walls, entry["cpu_ns"][key])):
                 out.add({"frame": frame, "stage": stage, "start_ns": 0, "end_ns": int(wall),
-                         "cpu_ns": int(cpu), "variant": "reference" if reference else "normal",
+                         "cpu_ns": int(cpu), "variant": variant,
                          "outcome": "ok"})
         for frame, value in enumerate(entry["e2e_ns"]):
             out.add_e2e(frame, 0, int(value))

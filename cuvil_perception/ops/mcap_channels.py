@@ -208,7 +208,8 @@ class FrameTimings:
     def _collect(self) -> None:
         timings, e2e, decisions = self._reader.take()
         for t in timings:
-            key = t["stage"] + ("@reference" if t.get("variant") == "reference" else "")
+            variant = t.get("variant")  # side rows as rt.stats.timing_key names them
+            key = t["stage"] + (f"@{variant}" if variant in ("reference", "background") else "")
             self._stages.setdefault(t["frame"], {})[key] = {
                 "ms": round((t["end_ns"] - t["start_ns"]) / 1e6, 4),
                 "cpu_ms": round(t.get("cpu_ns", 0) / 1e6, 4), "outcome": t.get("outcome", ""),

@@ -16,11 +16,18 @@ image so the Image panel overlays them), ``/camera/calibration``, ``/points``, `
 the frame's stages have settled, and the last at close) and ``/deadlines`` (schema
 ``cuvil.DeadlineDecisions``: the deadline decisions of a frame, when it has any).
 
+Off the frame's path: ``background_frames: N`` moves the encoding and writing onto a writer thread
+of the sink's own (``background_writer``), in frame order, at most N frames behind; the run's
+latency table then shows that work as ``<stage>@background`` and the time until a frame is
+written as ``e2e+background``.
+
 Crash safety: chunked (one chunk per frame: the writer's ``flush()`` finishes the chunk and
 hands it to the OS after every frame), indexed (chunk indexes, statistics, summary) at close. A
 run killed with -9 leaves a file without summary whose complete chunks are every frame but the
 one being written: ``mcap``'s non-seeking ``StreamReader`` (and Foxglove) read them, and
-``--replay`` of a cut ROS bag does the same through ``drives/bag/mcap_stream``.
+``--replay`` of a cut ROS bag does the same through ``drives/bag/mcap_stream``. With
+``background_frames: N`` the kill may also take the up to N frames still queued; a failed write
+is raised by the next frame's ``process()`` or by ``close()``.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from ..geometry import objects as O
 from ..graph import FrameInfo, Param, ParamProblem, PortSpec, Range, RunContext, Sink, register
 from ..output_files import is_previous_output
 from . import foxglove_msgs as fm
+from .background_writer import BackgroundWriter
 from .mcap_channels import Channels, FrameTimings, parse_address
 
 INPUTS = {
@@ -49,6 +57,10 @@ INPUTS = {
     "R0_rect": PortSpec("R0_rect", "float64", (3, 3), "rectifying rotation of camera 0"),
     "Tr_velo_to_cam": PortSpec("Tr_velo_to_cam", "float64", (3, 4), "LiDAR -> camera 0 (m)"),
 }
+# The writer waits this long at most for a frame to leave the pipeline before writing it anyway
+# (checking every FINISH_POLL_S whether the sink is closing: then it writes at once).
+FINISH_WAIT_S = 1.0
+FINISH_POLL_S = 0.05
 
 
 @register
@@ -79,12 +91,18 @@ class McapSink(Sink):
         Param("camera_frame", str, "camera_00", "frame id of the camera (image, calibration)"),
         Param("class_names", list, list(CLASSES), "names of class ids",
               item_type=str),
+        Param("background_frames", int, 0, "0: encode and write on the stage's own thread; "
+              "N: on a writer thread of its own, up to N frames behind (off the frame's "
+              "end-to-end path; a kill -9 may lose those N)", range=Range(0, 64)),
     )
 
     def __init__(self, params, inputs):
         super().__init__(params, inputs)
         self._channels: Channels | None = None
         self._timings: FrameTimings | None = None
+        self._writer: BackgroundWriter | None = None
+        self._feed = None  # the run's feed (rt.feed), when run by the executor
+        self._closing = False
 
     def input_ports(self) -> tuple[PortSpec, ...]:
         names = [n for n in INPUTS if n in self.connected] or list(INPUTS)
@@ -114,20 +132,40 @@ class McapSink(Sink):
         path = self.p.get("path")
         if path is not None:
             _check_target(Path(path))
-        feed = ctx.extra.get("feed")
+        feed = self._feed = ctx.extra.get("feed")
         self._timings = FrameTimings(feed.reader()) if feed is not None else None
         self._channels = Channels(self.p, set(self.connected), path, self.p.get("live"),
                                   timings=self._timings is not None)
         server = self._channels.server
         if server is not None:
-            ctx.warning(f"Foxglove live view: ws://{parse_address(self.p['live'])[0]}:"
-                        f"{server.port} (open it in Foxglove or Lichtblick: Open connection)")
+            ctx.info(f"Foxglove live view: ws://{parse_address(self.p['live'])[0]}:"
+                     f"{server.port} (open it in Foxglove or Lichtblick: Open connection)")
             wait = self.p["live_wait"]
             if wait > 0 and not server.wait_for_subscriber(wait):
                 ctx.warning(f"Foxglove live view: no client subscribed within {wait:g} s "
                             "(live_wait); starting without one")
+        if self.p["background_frames"] > 0:
+            self._writer = _background_writer(ctx, self.p["background_frames"])
 
     def process(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> dict[str, np.ndarray]:
+        if self._writer is None:
+            self._write_frame(inputs, frame)
+        else:  # the arrays belong to the frame and stay unchanged: safe to read later
+            self._writer.submit(frame.index, lambda: self._write_later(inputs, frame))
+        return {}
+
+    def _write_later(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> None:
+        """On the writer thread: wait until the frame has left the pipeline (its other sinks
+        included, so the writer does not take the GIL from them), then write it."""
+        waited = 0.0
+        while self._feed is not None and not self._closing and waited < FINISH_WAIT_S:
+            if self._feed.wait_finished(frame.index, FINISH_POLL_S):
+                break
+            waited += FINISH_POLL_S  # a frame stopped by Ctrl-C never finishes: close() ends this
+        self._write_frame(inputs, frame)
+
+    def _write_frame(self, inputs: dict[str, np.ndarray], frame: FrameInfo) -> None:
+        """Every wired input of ``frame`` as messages, then the frame's chunk to the OS."""
         stamp = int(frame.timestamp_ns)
         lidar_ns = _stream_stamp(frame, "points", stamp)
         camera_ns = _stream_stamp(frame, "image", stamp)
@@ -150,7 +188,6 @@ class McapSink(Sink):
             for topic, message, log_ns in self._timings.ready(frame.index):
                 out.log(topic, message, log_ns)
         out.end_frame(frame.index)
-        return {}
 
     def _log_sensors(self, inputs: dict, lidar_ns: int, camera_ns: int) -> None:
         out, p = self._channels, self.p
@@ -171,12 +208,36 @@ class McapSink(Sink):
                                               inputs["Tr_velo_to_cam"]), lidar_ns)
 
     def close(self) -> None:
+        """Finish the queued frames (a failed write raises its ``OutputWriteError`` after the
+        file is closed), then index and close the file."""
+        writer, self._writer = self._writer, None
+        self._closing = True  # the queued frames are written now, finished or not
+        try:
+            if writer is not None:
+                writer.close()
+        finally:
+            self._close_channels()
+
+    def _close_channels(self) -> None:
         if self._channels is not None:
             if self._timings is not None:
                 for topic, message, log_ns in self._timings.ready(None):
                     self._channels.log(topic, message, log_ns)
             self._channels.close()
             self._channels = None
+
+
+def _background_writer(ctx: RunContext, depth: int) -> BackgroundWriter:
+    """The sink's writer thread; its writes are reported to the run's feed (when run by the
+    executor) as timings of variant ``background``."""
+    feed, stage_id = ctx.extra.get("feed"), ctx.extra.get("stage_id", "mcap")
+    report = None
+    if feed is not None:
+        def report(frame, start_ns, end_ns, cpu_ns, worker, tid):
+            feed.add_background(stage_id, frame, start_ns, end_ns, cpu_ns, worker, tid)
+    return BackgroundWriter(f"cuvil-writer-{stage_id}", depth,
+                            getattr(feed, "clock", None) or ctx.extra.get("clock"), report,
+                            ctx.extra.get("thread_init"))
 
 
 def _check_target(path: Path) -> None:

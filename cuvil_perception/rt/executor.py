@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from dataclasses import replace
+from functools import partial
 
 from ..errors import DeadlineFailure, OutputWriteError, UsageError
 from ..graph import RunContext, preflight
@@ -26,10 +27,11 @@ from .admission import KIND as ADMISSION_SKIP, AdmissionControl
 from .clock import MonotonicClock
 from .deadlines import AutoDeadlines, with_deadlines
 from .feed import RunFeed
-from .knobs import apply_process_knobs, parse_knobs, scheduler_thread_knobs
+from .knobs import (apply_process_knobs, apply_thread_knobs, parse_knobs,
+                    scheduler_thread_knobs)
 from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all
 from .options import RunOptions, RunResult
-from .placement import intra_op_threads, placement_lines
+from .placement import intra_op_threads, opencv_threads, placement_lines
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
 from .record_build import build_record
@@ -90,9 +92,13 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
     threads = intra_op_threads(options.worker_count())
     auto = AutoDeadlines(pipeline, threads, options.deadline_cache)
     feed = RunFeed(state.recorder, None, options.clock)
+    # thread_init: what an op's own thread calls first (a sink's background writer), so that it
+    # runs under the same rt knobs as the io threads: a writer left at normal priority would be
+    # preempted while it holds the GIL that the SCHED_FIFO threads wait for
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
                      note=options.note,
-                     extra={"clock": options.clock, "feed": feed, "intra_op_threads": threads})
+                     extra={"clock": options.clock, "feed": feed, "intra_op_threads": threads,
+                            "thread_init": partial(apply_thread_knobs, knobs, "io", state.warn)})
     state.prewarm = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
@@ -112,9 +118,12 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
         apply_process_knobs(knobs, state.warn)
         if options.monitor is not None:
             options.monitor.attach(scheduler, state.recorder, state.policy, counters)
-        _schedule(scheduler)
+        with opencv_threads(threads):
+            _schedule(scheduler)
     finally:
-        close_ops(all_ops(instances), state.warn)
+        failed_write = close_ops(all_ops(instances), state.warn)
+    if failed_write is not None and state.error is None:
+        state.error = failed_write  # a sink's last background write failed: the run did too
     state.compile = {"before_frame0": counters, "after_run": compile_counters()}
     return _finish(state, record)
 

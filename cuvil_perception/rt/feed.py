@@ -2,8 +2,11 @@
 Foxglove view): stage timings and deadline decisions, read incrementally.
 
 The executor puts a ``RunFeed`` in ``RunContext.extra["feed"]`` (ops reach it without importing
-rt/). Both lists only grow; a reader keeps its own cursor, and slicing a list another thread
-appends to is safe under the GIL, so reading takes no lock the scheduler waits on.
+rt/) and the stage's id in ``RunContext.extra["stage_id"]``; a sink that writes in the
+background reports those writes back through ``add_background`` and waits for a frame to leave
+the pipeline with ``wait_finished``. Both lists only grow; a reader keeps its own cursor, and
+slicing a list another thread appends to is safe under the GIL, so reading takes no lock the
+scheduler waits on.
 """
 
 from __future__ import annotations
@@ -24,6 +27,19 @@ class RunFeed:
 
     def reader(self) -> "FeedReader":
         return FeedReader(self)
+
+    def wait_finished(self, frame: int, timeout_s: float) -> bool:
+        """Block until ``frame`` has left the pipeline (its e2e is recorded), at most
+        ``timeout_s``; see ``LatencyRecorder.wait_finished``."""
+        return self._recorder.wait_finished(frame, timeout_s)
+
+    def add_background(self, stage_id: str, frame: int, start_ns: int, end_ns: int,
+                       cpu_ns: int, worker: str, tid: int) -> None:
+        """Record a sink's write that ran off the frame's path (``ops.background_writer``): a
+        timing of variant ``background`` (its own row in the latency table, ``rt.stats``)."""
+        self._recorder.add({"frame": frame, "stage": stage_id, "start_ns": start_ns,
+                            "end_ns": end_ns, "cpu_ns": cpu_ns, "worker": worker, "tid": tid,
+                            "variant": "background", "outcome": "ok"})
 
 
 class FeedReader:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import CuvilError, ExecutionError
+from ..errors import CuvilError, ExecutionError, OutputWriteError
 from ..graph import Sink, Source
 
 
@@ -33,12 +33,12 @@ def open_all(instances, ctx, extra: dict[str, dict] | None = None) -> None:
     """Open every op in pipeline order; on a failure close the ones already open and raise.
 
     ``extra``: ``{stage id: {key: value}}`` added to ``ctx.extra`` for that stage's normal
-    variant only (e.g. ``timed_warmup_passes`` for ``deadline_ms: auto``)."""
+    variant only (e.g. ``timed_warmup_passes`` for ``deadline_ms: auto``); every op also finds its
+    stage's id as ``ctx.extra["stage_id"]``."""
     opened = []
     for stage_id, op in all_ops(instances):
-        own = (extra or {}).get(stage_id)
-        stage_ctx = ctx if not own or op is not instances[stage_id]["normal"] else \
-            replace(ctx, extra={**ctx.extra, **own})
+        own = (extra or {}).get(stage_id) if op is instances[stage_id]["normal"] else None
+        stage_ctx = replace(ctx, extra={**ctx.extra, "stage_id": stage_id, **(own or {})})
         try:
             op.open(stage_ctx)
         except CuvilError:
@@ -51,13 +51,20 @@ def open_all(instances, ctx, extra: dict[str, dict] | None = None) -> None:
         opened.append((stage_id, op))
 
 
-def close_ops(ops, warn) -> None:
-    """Close each op (sinks flush here); a failing close is a warning, not a lost run."""
+def close_ops(ops, warn) -> OutputWriteError | None:
+    """Close each op (sinks flush here); a failing close is a warning, not a lost run, except a
+    failed write (a sink writing in the background finishes its last frames here): the first
+    ``OutputWriteError`` is returned, for the run to fail with it (exit 2) like a write that
+    failed during a frame."""
+    failed_write = None
     for stage_id, op in ops:
         try:
             op.close()
+        except OutputWriteError as exc:
+            failed_write = failed_write or exc
         except Exception as exc:  # keep closing the others; the primary error matters more
             warn(f"stage '{stage_id}': close() failed: {type(exc).__name__}: {exc}")
+    return failed_write
 
 
 def is_source(stage) -> bool:

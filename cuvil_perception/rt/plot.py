@@ -16,7 +16,7 @@ import cv2
 from ..output_files import mark_folder, write_bytes_atomic
 import numpy as np
 
-from .stats import E2E, LatencyReport
+from .stats import E2E, E2E_BACKGROUND, LatencyReport, timing_key
 
 _W, _PANEL_H, _MARGIN = 900, 150, 60
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
@@ -50,8 +50,7 @@ def _write(path: Path, image: np.ndarray) -> None:
 def _samples(recorder) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for t in recorder.timings:
-        key = t["stage"] + ("@reference" if t["variant"] == "reference" else "")
-        out.setdefault(key, []).append((t["end_ns"] - t["start_ns"]) / 1e6)
+        out.setdefault(timing_key(t), []).append((t["end_ns"] - t["start_ns"]) / 1e6)
     out[E2E] = [(e["end_ns"] - e["start_ns"]) / 1e6 for e in recorder.e2e]
     return out
 
@@ -94,7 +93,7 @@ def _histogram_panel(panel: np.ndarray, row, values: list[float]) -> None:
 
 def timeline_image(recorder, report: LatencyReport) -> np.ndarray:
     """uint8 BGR image: one 28-px row per stage, time (ms) on x."""
-    stages = [r.stage for r in report.rows if r.stage != E2E]
+    stages = [r.stage for r in report.rows if r.stage not in (E2E, E2E_BACKGROUND)]
     row_h, left, right = 28, 170, _W * 2 - 20
     image = np.full((len(stages) * row_h + 60, _W * 2, 3), 255, np.uint8)
     timings = recorder.timings
@@ -110,8 +109,7 @@ def timeline_image(recorder, report: LatencyReport) -> np.ndarray:
         y = 20 + i * row_h
         cv2.putText(image, stage[:20], (8, y + 18), _FONT, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
         for t in timings:
-            key = t["stage"] + ("@reference" if t["variant"] == "reference" else "")
-            if key != stage:
+            if timing_key(t) != stage:
                 continue
             x0, x1 = x_of(t["start_ns"]), max(x_of(t["start_ns"]) + 1, x_of(t["end_ns"]))
             cv2.rectangle(image, (x0, y + 3), (x1, y + row_h - 3),

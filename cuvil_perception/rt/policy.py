@@ -28,7 +28,8 @@ A frame that then turns out later is still dropped before its sinks (``e2e_miss`
 ready to run (the last moment its outputs can still change): a frame already later than the
 deadline is dropped before the sinks (decision ``kind: e2e_miss``, ``action: drop``; a ``jsonl``
 sink writes a line saying so). The full end-to-end latency, sinks included, is measured and
-its misses counted in the latency table in every case.
+its misses counted in the latency table in every case (a sink writing on its own thread counts
+until it queued the frame; ``e2e+background`` is until written, see ``rt.stats``).
 
 When decisions are acted on: ``enforce`` (``RunOptions.enforce_deadlines``; by default on for
 paced replays and live input, off for ``rate 0`` replays, which are then a pure function of the

@@ -38,6 +38,7 @@ def run_sequential(pipeline, options: RunOptions | None = None) -> RunResult:
                         note=options.note,
                         extra={"clock": clock}))
     state.t0_ns, wall0 = clock.now_ns(), time.perf_counter()
+    completed = False
     try:
         while options.frames is None or state.frames < options.frames:
             if not _one_frame(stages, ops, state.frames, clock, state.recorder):
@@ -45,8 +46,11 @@ def run_sequential(pipeline, options: RunOptions | None = None) -> RunResult:
             state.frames += 1
             if options.progress is not None:
                 options.progress(state.frames, options.frames or 0)
+        completed = True
     finally:
-        close_ops(list(ops.items()), state.warn)
+        failed_write = close_ops(list(ops.items()), state.warn)
+    if completed and failed_write is not None:
+        raise failed_write  # a sink's background write failed at close (see close_ops)
     state.wall_s = time.perf_counter() - wall0
     return state.result()
 

@@ -12,7 +12,11 @@ spent by the worker thread inside the call, so cpu/wall says whether a stage com
 runnable but had no core (`schedstat`): the ratio is cpu / (wall - wait).
 A source's timing is its ``read()`` on the read-ahead thread. End to end (``e2e``) runs from the
 frame's release (its samples taken from the read-ahead queues, after ``rate`` pacing) to the end
-of its last stage; at ``rate 0`` it includes waiting behind the frames in flight.
+of its last stage, sinks included; at ``rate 0`` it includes waiting behind the frames in flight.
+A sink that writes on a thread of its own (``mcap`` with ``background_frames``) ends its stage
+when it has queued the frame: its writes are timings of variant ``background``, summarised as
+the row ``<stage>@background``, and ``e2e+background`` runs from the release until the frame's
+last stage and its last background write have both ended (the time until the frame is on disk).
 
 Tag check (``inspect --profile`` and ``run`` print it): over a run, a ``compute`` stage whose
 cpu/wall ratio is below ``COMPUTE_MIN_CPU_RATIO`` (0.5) spends most of its time off-CPU (blocked
@@ -39,6 +43,23 @@ IO_MAX_CPU_RATIO = 0.9
 TAG_CHECK_MIN_FRAMES = 5
 TAG_CHECK_MIN_MEAN_MS = 2.0
 E2E = "e2e"
+E2E_BACKGROUND = "e2e+background"
+# Timings of work beside a stage call, each its own row ``<stage>@<variant>``: a stage's numpy
+# twin timed after it (``reference``) and a sink's writes on its own writer thread, off the
+# frame's path (``background``, ``ops.background_writer``).
+SIDE_VARIANTS = ("reference", "background")
+
+
+def timing_key(timing: dict) -> str:
+    """The row a timing belongs to: its stage, or ``<stage>@<variant>`` (``SIDE_VARIANTS``)."""
+    variant = timing.get("variant")
+    return timing["stage"] + (f"@{variant}" if variant in SIDE_VARIANTS else "")
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``timing_key``'s inverse: (stage, variant), ``normal`` for a plain stage row."""
+    stage, _, variant = key.rpartition("@")
+    return (stage, variant) if stage and variant in SIDE_VARIANTS else (key, "normal")
 
 
 @dataclass
@@ -103,6 +124,8 @@ class LatencyRecorder:
         self.timings = Spool(TIMING_INTS, TIMING_TEXTS)
         self.e2e = Spool(E2E_INTS)  # {"frame", "start_ns", "end_ns"[, "sensor_ns"]}
         self._lock = threading.Lock()
+        self._finished = threading.Condition(self._lock)
+        self.last_finished = -1  # the highest frame index whose e2e is recorded
 
     def add(self, timing: dict) -> None:
         with self._lock:
@@ -116,6 +139,16 @@ class LatencyRecorder:
             entry["sensor_ns"] = int(sensor_ns)
         with self._lock:
             self.e2e.append(entry)
+            self.last_finished = max(self.last_finished, frame)
+            self._finished.notify_all()
+
+    def wait_finished(self, frame: int, timeout_s: float) -> bool:
+        """Block until frame ``frame`` (or a later one) has its e2e recorded, at most
+        ``timeout_s``; True if it has. Frames finish in order (every stage, sinks included,
+        takes them in order), and a frame shed at admission has no e2e: the next one stands in.
+        """
+        with self._lock:
+            return self._finished.wait_for(lambda: self.last_finished >= frame, timeout_s)
 
     def merge(self, other: "LatencyRecorder") -> None:
         """Append another run's samples (``bench --repeat``)."""
@@ -128,8 +161,7 @@ class LatencyRecorder:
         """Summarise per stage (``stages``: validated ``graph.Stage`` list in order)."""
         by_stage: dict[str, list[dict]] = {}
         for timing in self.timings:
-            key = timing["stage"] + ("@reference" if timing["variant"] == "reference" else "")
-            by_stage.setdefault(key, []).append(timing)
+            by_stage.setdefault(timing_key(timing), []).append(timing)
         rows, warnings = [], []
         for stage in stages:
             # an unresolved `auto` (the sequential executor has no deadlines) counts no misses
@@ -138,15 +170,35 @@ class LatencyRecorder:
                                    by_stage.get(stage.id, []), deadline))
             if check_tags and not _is_source(stage):
                 warnings.extend(_tag_warning(rows[-1], by_stage.get(stage.id, [])))
-        for stage in stages:
-            if f"{stage.id}@reference" in by_stage:
-                rows.append(_stage_row(f"{stage.id}@reference", f"{stage.op} (reference)",
-                                       "compute", by_stage[f"{stage.id}@reference"], None))
-        e2e_ms = [(e["end_ns"] - e["start_ns"]) / 1e6 for e in self.e2e]
-        misses = sum(1 for v in e2e_ms if e2e_deadline_ms is not None and v > e2e_deadline_ms)
-        rows.append(StageStats(E2E, "", "", len(e2e_ms), *percentiles(e2e_ms), None, misses,
-                               e2e_deadline_ms))
+        for variant, tag in (("reference", "compute"), ("background", "io")):
+            for stage in stages:
+                key = f"{stage.id}@{variant}"
+                if key in by_stage:
+                    rows.append(_stage_row(key, f"{stage.op} ({variant})", tag, by_stage[key],
+                                           None))
+        rows.append(_e2e_row(E2E, [(e["end_ns"] - e["start_ns"]) / 1e6 for e in self.e2e],
+                             e2e_deadline_ms))
+        background = [t for t in self.timings if t["variant"] == "background"]
+        if background:
+            rows.append(_e2e_row(E2E_BACKGROUND, _written_ms(self.e2e, background),
+                                 e2e_deadline_ms))
         return LatencyReport(rows, warnings)
+
+
+def _e2e_row(name: str, values_ms: list[float], deadline_ms: float | None) -> StageStats:
+    misses = sum(1 for v in values_ms if deadline_ms is not None and v > deadline_ms)
+    what = "until written" if name == E2E_BACKGROUND else ""
+    return StageStats(name, what, "", len(values_ms), *percentiles(values_ms), None, misses,
+                      deadline_ms)
+
+
+def _written_ms(e2e, background: list[dict]) -> list[float]:
+    """Per frame, from its release until its last stage *and* its last background write ended
+    (ms): the frame's full latency when sinks write off its path."""
+    written: dict[int, int] = {}
+    for t in background:
+        written[t["frame"]] = max(written.get(t["frame"], 0), t["end_ns"])
+    return [(max(e["end_ns"], written.get(e["frame"], 0)) - e["start_ns"]) / 1e6 for e in e2e]
 
 
 def _stage_row(stage_id: str, op: str, tag: str, timings: list[dict],

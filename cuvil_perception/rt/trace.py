@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from ..output_files import TRACE_PRODUCER, write_text_atomic
+from .stats import timing_key
 
 
 def trace_events(timings: list[dict], stage_ops: dict[str, str], t0_ns: int) -> list[dict]:
@@ -28,7 +29,7 @@ def trace_events(timings: list[dict], stage_ops: dict[str, str], t0_ns: int) -> 
             named.add(tid)
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                            "args": {"name": timing["worker"]}})
-        name = timing["stage"] + ("@reference" if timing["variant"] == "reference" else "")
+        name = timing_key(timing)
         events.append({
             "ph": "X", "name": name, "cat": stage_ops.get(timing["stage"], ""), "pid": pid,
             "tid": tid, "ts": (timing["start_ns"] - t0_ns) / 1e3,

@@ -111,6 +111,13 @@ MCAP_ROWS = [
     ("class_names", ["car", ""], "non-empty list"),
     ("class_names", "car", "must be a list"),
     ("class_names", [1, 2], "must be a list of string"),
+    ("background_frames", -1, "must be in [0, 64]"),
+    ("background_frames", 65, "must be in [0, 64]"),
+    ("background_frames", 10**12, "must be in [0, 64]"),
+    ("background_frames", 1.5, "must be an integer"),
+    ("background_frames", NAN, "must be an integer"),
+    ("background_frames", float("inf"), "must be an integer"),
+    ("background_frames", "2", "must be an integer"),
 ]
 
 
