@@ -132,7 +132,8 @@ class OutputError(UsageError):
 
 class OutputPathError(OutputError):
     """The output-path policy (``rt.output_policy``) refused a path; ``rule`` names which rule:
-    ``input``, ``same-output``, ``not-ours``, ``not-writable`` or ``wrong-kind``."""
+    ``input``, ``same-output``, ``not-ours``, ``not-writable``, ``wrong-kind``, ``other-kind`` or
+    ``busy`` (another run holds its lock)."""
 
     def __init__(self, path, message: str, rule: str):
         self.rule = rule

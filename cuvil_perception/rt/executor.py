@@ -28,7 +28,7 @@ from .placement import intra_op_threads, placement_lines
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
 from .record_build import build_record
-from .run_files import RecordFile, plan
+from .run_files import RecordFile, hold_outputs, plan
 from .run_state import RunState
 from .scheduler import Scheduler
 from .signals import sigterm_as_interrupt, stop_signal
@@ -54,6 +54,7 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
         else None
     record_path = plan(pipeline, options)
     record = RecordFile(record_path, pipeline, options) if record_path is not None else None
+    locks = hold_outputs(pipeline, options)  # exit 2 when another run writes one of them
     with sigterm_as_interrupt():
         try:
             if record is not None:
@@ -63,6 +64,8 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
             if record is not None and not record.finished:
                 _abort_record(record, exc)
             raise
+        finally:
+            locks.release()
 
 
 def _abort_record(record, exc: BaseException) -> None:

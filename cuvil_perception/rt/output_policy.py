@@ -6,8 +6,8 @@ will write (``Claim(role, path, folder)``: sink files and folders, ``--out``, ``
 files, ``--decisions``, budgets files), then calls ``check_outputs``. Rules, in order; the first
 that refuses raises ``OutputPathError`` (exit 2) naming the path, the claim and the rule:
 
-* ``same-output``  two outputs of one command on the same path (``--out X --record X``, two
-                   ``jsonl`` sinks on one file);
+* ``same-output``  two outputs of one command on the same file (``--out X --record X``, two
+                   ``jsonl`` sinks on one file, two names of one file: hard links);
 * ``input``        an output on an input of the command, inside an input folder (a drive), or a
                    folder output that contains an input file;
 * ``wrong-kind``   a file output where a folder is, or a folder output where a file is;
@@ -17,6 +17,12 @@ that refuses raises ``OutputPathError`` (exit 2) naming the path, the claim and 
                    (read-only folder or file system), so the run would fail at its end.
 
 ``--overwrite`` lifts ``not-ours`` only: inputs and the command's own outputs stay protected.
+
+Paths are files, not names: every link is resolved, and existing files and folders are also
+compared by device and inode, so a hard link to an input (a drive's scan linked elsewhere), a
+folder reached through a bind mount or a symlinked parent, and two names of one output are all
+seen for what they are. (A hard link is looked for only when the output has more than one
+link, so a drive is walked only then.) `output_lock` then holds every output for the run.
 """
 
 from __future__ import annotations
@@ -56,26 +62,64 @@ def check_outputs(outputs: list[Claim], inputs: list[Claim], overwrite: bool = F
 
 
 def _check_same_output(outputs: list[Claim]) -> None:
-    seen: dict[Path, Claim] = {}
+    seen: dict[object, Claim] = {}
     for out in outputs:
-        first = seen.get(out.resolved)
+        keys = [out.resolved] + [key for key in [_file_id(out.resolved)] if key is not None]
+        first = next((seen[key] for key in keys if key in seen), None)
         if first is not None:
             who = first.role if first.role != out.role else "another output of the same name"
             raise OutputPathError(out.path, f"{out.role} would write where {who} also writes; "
                                   "give each output its own path", "same-output")
-        seen[out.resolved] = out
+        seen.update((key, out) for key in keys)
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of an existing path (links followed), else None."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _inside(child: Path, parent: Path) -> bool:
-    return child == parent or parent in child.parents
+    """``child`` is ``parent`` or under it, by name or by (device, inode) of ``child``'s
+    existing folders (a bind mount or another name of ``parent``)."""
+    if child == parent or parent in child.parents:
+        return True
+    parent_id = _file_id(parent)
+    return parent_id is not None and any(_file_id(up) == parent_id
+                                         for up in (child, *child.parents) if up.exists())
+
+
+def _hard_link_into(target: Path, folder: Path) -> bool:
+    """``target`` (an existing file with other links) is also a file under ``folder``."""
+    try:
+        info = os.stat(target)
+    except OSError:
+        return False
+    if info.st_nlink < 2 or not folder.is_dir():
+        return False
+    wanted = (info.st_dev, info.st_ino)
+    for root, _, names in os.walk(folder):
+        for name in names:
+            try:
+                found = os.stat(os.path.join(root, name), follow_symlinks=False)
+            except OSError:
+                continue
+            if (found.st_dev, found.st_ino) == wanted:
+                return True
+    return False
 
 
 def _check_inputs(out: Claim, inputs: list[Claim]) -> None:
     target = out.resolved
     for source in inputs:
         where = source.resolved
-        hit = _inside(target, where) if source.folder else target == where or \
-            _same_file(target, where)
+        if source.folder:
+            hit = _inside(target, where) or not out.folder and _hard_link_into(target, where)
+        else:
+            hit = target == where or _same_file(target, where)
         if not hit and out.folder:
             hit = _inside(where, target)
         if hit:
