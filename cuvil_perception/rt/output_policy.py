@@ -12,11 +12,14 @@ that refuses raises ``OutputPathError`` (exit 2) naming the path, the claim and 
                    folder output that contains an input file;
 * ``wrong-kind``   a file output where a folder is, or a folder output where a file is;
 * ``not-ours``     an existing file or non-empty folder that is not a previous output of this
-                   tool (``output_files.is_previous_output``), unless ``overwrite``;
+                   tool (``output_files.output_kind``), unless ``overwrite``;
+* ``other-kind``   a previous output of another kind than the claim's (``eval --out`` onto a
+                   run's detections JSONL, ``--trace`` onto a run record), unless ``overwrite``;
 * ``not-writable`` the nearest existing folder on the way to the output cannot be written
                    (read-only folder or file system), so the run would fail at its end.
 
-``--overwrite`` lifts ``not-ours`` only: inputs and the command's own outputs stay protected.
+``--overwrite`` lifts ``not-ours`` and ``other-kind`` only: inputs and the command's own
+outputs stay protected.
 
 Paths are files, not names: every link is resolved, and existing files and folders are also
 compared by device and inode, so a hard link to an input (a drive's scan linked elsewhere), a
@@ -32,17 +35,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import OutputPathError
-from ..output_files import is_previous_output
+from ..output_files import output_kind
 
 
 @dataclass(frozen=True)
 class Claim:
     """One path a command writes or reads. ``role`` says who asks for it (``--out``,
-    ``stage 'out' (jsonl.path)``, ``the pipeline file``, ...); ``folder`` marks folders."""
+    ``stage 'out' (jsonl.path)``, ``the pipeline file``, ...); ``folder`` marks folders;
+    ``kind`` what an output holds (an existing output of ours of another kind is refused)."""
 
     role: str
     path: Path
     folder: bool = False
+    kind: str = ""  # what an output holds (`output_files.output_kind`); "" = not checked
 
     @property
     def resolved(self) -> Path:
@@ -144,18 +149,23 @@ def _check_existing(out: Claim, overwrite: bool, remedy: str) -> None:
     if not out.folder and path.is_dir():
         raise OutputPathError(out.path, f"{out.role} needs a file, but a folder is there",
                               "wrong-kind")
-    if overwrite or _previous(path):
+    if overwrite:
         return
-    what = "non-empty folder" if out.folder else "file"
-    raise OutputPathError(out.path, f"{out.role} would replace an existing {what} that "
-                          f"cuvil-perception did not write; {remedy}", "not-ours")
+    kind = _kind(path)
+    if kind is None:
+        what = "non-empty folder" if out.folder else "file"
+        raise OutputPathError(out.path, f"{out.role} would replace an existing {what} that "
+                              f"cuvil-perception did not write; {remedy}", "not-ours")
+    if out.kind and kind != out.kind:
+        raise OutputPathError(out.path, f"{out.role} ({out.kind}) would replace a previous "
+                              f"output of another kind ({kind}); {remedy}", "other-kind")
 
 
-def _previous(path: Path) -> bool:
+def _kind(path: Path) -> str | None:
     try:
-        return is_previous_output(path)
+        return output_kind(path)
     except OSError:
-        return False
+        return None
 
 
 def _check_writable(out: Claim) -> None:

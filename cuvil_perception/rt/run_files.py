@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..graph import Sink
 from ..graph.roles import run_logs
-from ..output_files import is_previous_output
+from ..output_files import SINK_KINDS, is_previous_output
 from .lifecycle import is_source, sink_outputs
 from .output_lock import OutputLocks, hold
 from .output_policy import Claim, check_outputs
@@ -62,13 +62,15 @@ def run_outputs(pipeline, options) -> tuple[list[Claim], Path | None]:
     for output in sink_outputs(pipeline):
         folders = getattr(classes[output["stage"]], "folder_params", ())
         found.append(Claim(f"stage '{output['stage']}' ({output['op']}.{output['param']})",
-                           Path(output["path"]), folder=output["param"] in folders))
+                           Path(output["path"]), folder=output["param"] in folders,
+                           kind=SINK_KINDS.get(output["op"], "")))
     record = None
     if options.write_record:
         record = Path(options.record or default_record_path(pipeline, sink_outputs(pipeline)))
-        found.append(Claim("--record" if options.record else "the run record", record))
+        found.append(Claim("--record" if options.record else "the run record", record,
+                           kind="record"))
     if options.trace is not None:
-        found.append(Claim("--trace", Path(options.trace)))
+        found.append(Claim("--trace", Path(options.trace), kind="trace"))
     found.extend(options.extra_outputs)
     return found, record
 

@@ -137,3 +137,18 @@ def test_make_drive_count_into_a_file(tmp_path):
     result = cli("make-drive", str(tmp_path / "a-file"), "--count", "2", "--frames", "1")
     assert_one_line_error(result, "a-file", "not a folder")
     assert_unchanged(before)
+
+
+def test_two_fleets_on_one_out_the_second_is_refused(drives, tmp_path):
+    """A fleet holds its OUT folder for its life (`rt.output_lock`): a second fleet there
+    stops before writing anything, naming the first one's pid."""
+    import os
+
+    from cuvil_perception.rt.output_lock import hold
+    from cuvil_perception.rt.output_policy import Claim
+
+    out = tmp_path / "out"
+    with hold([Claim("--out", out, folder=True)]):
+        result = cli("fleet", "eval", str(FUSION), str(drives[0]), "--out", str(out))
+    assert_one_line_error(result, "output-path rule 'busy'", str(out), f"pid {os.getpid()}")
+    assert not out.exists()

@@ -116,3 +116,61 @@ def test_two_runs_on_one_out_the_second_is_refused(work):
     assert [json.loads(line)["frame"] for line in lines] == [0, 1, 2, 3]
     record = json.loads((work / "out.jsonl.record.json").read_text())
     assert record["status"] == "completed" and record["run"]["pid"] == first.pid
+
+
+def test_a_verb_never_replaces_another_kind_of_output(work):
+    """Outputs carry a kind: eval's scores never silently replace a run's detections, a trace
+    never a run record, a run's JSONL never eval's scores (``--overwrite`` lifts the rule)."""
+    assert _run(work, "--frames", "1", "--out", "out.jsonl").code == 0
+    (work / "scores.json").write_text('{\n "format": "cuvil-eval/1",\n "scores": []\n}\n')
+    before = snapshot(work / "out.jsonl", work / "out.jsonl.record.json", work / "scores.json")
+    assert_one_line_error(cli("eval", str(work / "p.yaml"), "--out", str(work / "out.jsonl"),
+                              cwd=work), "rule 'other-kind'", "out.jsonl", "detections")
+    assert_one_line_error(_run(work, "--frames", "1", "--out", "o2.jsonl", "--trace",
+                               "out.jsonl.record.json"), "rule 'other-kind'", "record")
+    assert_one_line_error(_run(work, "--frames", "1", "--out", "scores.json"),
+                          "rule 'other-kind'", "scores")
+    assert_unchanged(before)
+    assert _run(work, "--frames", "1", "--out", "scores.json", "--overwrite").code == 0
+
+
+@pytest.mark.parametrize("head", ['{"frame": 0, "label": "mine"}\n', '{"frame":0}\n',
+                                  '{"frame":0,"timestamp_ns":1,"mine":{}}\n'])
+def test_a_users_jsonl_with_a_frame_key_is_not_ours(work, head):
+    (work / "mine.jsonl").write_text(head)
+    before = snapshot(work / "mine.jsonl")
+    assert_one_line_error(_run(work, "--out", "mine.jsonl"), "rule 'not-ours'", "mine.jsonl")
+    assert_unchanged(before)
+
+
+def test_our_own_jsonl_is_recognised_without_its_record(work):
+    assert _run(work, "--frames", "1", "--out", "out.jsonl", "--record", "r.json").code == 0
+    assert not (work / "out.jsonl.record.json").exists()
+    again = _run(work, "--frames", "1", "--out", "out.jsonl", "--record", "r.json")
+    assert again.code == 0, again.stderr
+
+
+def test_make_drive_force_never_deletes_from_a_folder_it_did_not_make(tmp_path):
+    """A user's folder that happens to hold drive-like entries (no make-drive marker): --force
+    is refused and nothing is removed."""
+    user = tmp_path / "mine"
+    (user / "image_02").mkdir(parents=True)
+    (user / "image_02" / "holiday.png").write_bytes(b"x")
+    (user / "calib_cam_to_cam.txt").write_text("my calibration\n")
+    before = snapshot(user)
+    result = cli("make-drive", str(user), "--frames", "1", "--force")
+    assert_one_line_error(result, "mine", "no make-drive marker", "--force")
+    assert_unchanged(before)
+
+
+def test_make_drive_force_removes_only_what_its_marker_lists(tmp_path):
+    out = tmp_path / "drive"
+    assert cli("make-drive", str(out), "--frames", "1").code == 0
+    (out / "notes.txt").write_text("kept\n")
+    (out / ".cuvil-drive").write_text(json.dumps({"format": "cuvil-drive/1",
+                                                  "made": ["notes.txt", "..", "image_02"]}))
+    result = cli("make-drive", str(out), "--frames", "2", "--force")
+    assert result.code == 0, result.stderr
+    assert (out / "notes.txt").read_text() == "kept\n"  # listed, but not a name make-drive makes
+    assert len(list((out / "image_02" / "data").iterdir())) == 2
+    assert json.loads((out / ".cuvil-drive").read_text())["made"][0] == "image_02"
