@@ -149,11 +149,15 @@ def _schedule(scheduler) -> None:
     state.wall_s = time.perf_counter() - wall0
 
 
+MIN_RATE, MAX_RATE = 1e-3, 1e3  # paced replay: 1 frame a 100 s .. 10 kHz at a 10 Hz drive
+
+
 def _check_options(options: RunOptions, stages) -> None:
     if options.frames is not None and options.frames < 1:
         raise UsageError(f"--frames must be at least 1, got {options.frames}")
-    if options.rate < 0:
-        raise UsageError(f"--rate must be >= 0 (0 = as fast as possible), got {options.rate}")
+    if not (options.rate == 0 or MIN_RATE <= options.rate <= MAX_RATE):  # NaN fails both
+        raise UsageError(f"--rate must be 0 (as fast as possible) or from {MIN_RATE:g} to "
+                         f"{MAX_RATE:g} (times recorded real time), got {options.rate:g}")
     if options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {options.workers}")
     by_id = {s.id: s for s in stages}
