@@ -174,3 +174,32 @@ def test_make_drive_force_removes_only_what_its_marker_lists(tmp_path):
     assert (out / "notes.txt").read_text() == "kept\n"  # listed, but not a name make-drive makes
     assert len(list((out / "image_02" / "data").iterdir())) == 2
     assert json.loads((out / ".cuvil-drive").read_text())["made"][0] == "image_02"
+
+
+_BIND = """
+set -e
+mount --bind "$1" "$2"
+cd "$3"
+exec "$4" -m cuvil_perception run p.yaml --replay "$1" --out "$2/velodyne_points/new.jsonl"
+"""
+
+
+def test_out_inside_the_drive_through_a_bind_mount_is_refused(work, source, tmp_path):
+    """The drive mounted a second time elsewhere (in a private mount namespace): an output
+    under that mount is inside the drive (rule 'input'), though no path says so."""
+    import shutil
+
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace here (needs root and unshare)")
+    mount = tmp_path / "elsewhere"
+    mount.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    before = snapshot(source)
+    done = subprocess.run(["unshare", "-m", "sh", "-c", _BIND, "sh", _drive(work), str(mount),
+                           str(work), sys.executable], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "output-path rule 'input'" in lines[0], done.stderr
+    assert_unchanged(before)
