@@ -144,10 +144,7 @@ def _fleet(mode: str, pipeline: str, drives, out, local, ray, workers, frames, r
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir}: exists and is not a folder")
     _check_out(out_dir, pipeline, refs, budgets_path)
-    from ..rt.output_lock import hold
-    from ..rt.output_policy import Claim
-
-    with hold([Claim("--out", out_dir, folder=True)]):  # a second fleet on OUT: exit 2
+    with _hold_out(out_dir):
         backend.connect()  # before the results file: a cluster that cannot be joined leaves
         # none
         try:
@@ -172,6 +169,15 @@ def _fleet(mode: str, pipeline: str, drives, out, local, ray, workers, frames, r
                        "--resume continues", err=True)
             sys.exit(130)
         sys.exit(report.exit_code)
+
+
+def _hold_out(out_dir: Path):
+    """The fleet's lock on OUT for its life (`rt.output_lock`): a second fleet there stops with
+    exit 2 naming this one's pid."""
+    from ..rt.output_lock import hold
+    from ..rt.output_policy import Claim
+
+    return hold([Claim("--out", out_dir, folder=True)])
 
 
 def _check_out(out_dir: Path, pipeline: str, refs, budgets_path: str | None) -> None:

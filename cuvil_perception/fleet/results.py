@@ -13,9 +13,10 @@ file whose complete lines are all valid. A torn last line (the driver killed mid
 dropped when the file is resumed.
 
 Rows are read as the report reads them (`report.row_problem`): a hand-edited row that the
-report could not use is a usage error naming its line. ``--resume`` keeps the ``ok`` rows whose (drive path, fingerprint, pipeline hash) match a drive
-of this fleet and runs the rest; failed rows are run again. Without ``--resume`` an existing
-results file is an error: the fleet never writes over a file it did not make.
+report could not use is a usage error naming its line. ``--resume`` keeps the ``ok`` rows whose
+(drive path, fingerprint, pipeline hash) match a drive of this fleet and runs the rest; failed
+rows are run again. Without ``--resume`` an existing results file is an error: the fleet never
+writes over a file it did not make.
 """
 
 from __future__ import annotations
