@@ -203,3 +203,14 @@ def test_out_inside_the_drive_through_a_bind_mount_is_refused(work, source, tmp_
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "output-path rule 'input'" in lines[0], done.stderr
     assert_unchanged(before)
+
+
+def test_render_into_a_folder_another_run_holds_is_refused(work):
+    """run --viz holds its folder for the run's life; a render into it meanwhile stops."""
+    assert _run(work, "--frames", "1", "--out", "out.jsonl").code == 0
+    viz = work / "viz"
+    with hold([Claim("--viz", viz, folder=True)]):
+        result = cli("render", str(work / "out.jsonl"), "--out", str(viz), "--no-video")
+    assert_one_line_error(result, "output-path rule 'busy'", "viz", f"pid {os.getpid()}")
+    assert not viz.exists()
+    assert cli("render", str(work / "out.jsonl"), "--out", str(viz), "--no-video").code == 0
