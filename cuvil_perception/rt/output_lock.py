@@ -8,7 +8,9 @@ held stops before writing anything: `OutputPathError` (exit 2, rule ``busy``) na
 and the other run's pid. The lock file is removed when the command ends; one left by a killed
 run (``kill -9``) holds no lock (the kernel released it) and is taken over by the next run.
 Taking a lock checks that the locked file is still the one at the lock's path, so a lock file
-being removed by its finishing owner is never mistaken for a free one.
+being removed by its finishing owner is never mistaken for a free one. An existing output that
+is not a file or folder (``/dev/null``, a FIFO) is not locked; an existing file in a folder this
+user cannot write (it can only be written in place) is locked itself, with no pid to name.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import errno
 import fcntl
 import os
 import platform
+import stat
 from pathlib import Path
 
 from ..errors import OutputPathError
@@ -37,36 +40,52 @@ class OutputLocks:
         self._held: list[tuple[Path, int]] = []
 
     def take(self, claim: Claim) -> None:
-        path = lock_path(claim.resolved)
+        target = claim.resolved
+        kind = _kind(target)
+        if kind == "device":  # /dev/null, a FIFO: nothing to keep whole, no lock file in /dev
+            return
+        path = lock_path(target)
         if any(held == path for held, _ in self._held):
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except OSError as exc:
-                owner = _owner(fd)
-                os.close(fd)
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                if kind != "file" or exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                     raise
-                raise OutputPathError(claim.path, f"{claim.role} is being written by another "
-                                      f"run ({owner}); wait for it to end or give this one "
-                                      "another path", "busy") from None
-            if _same_file(fd, path):
+                path, fd = target, os.open(target, os.O_RDONLY | os.O_CLOEXEC)  # a file in a
+                # folder we cannot write (it is written in place): lock the file itself
+            self._lock(fd, claim, holds_pid=path != target)
+            if path == target or _same_file(fd, path):
                 break
             os.close(fd)  # its owner removed it between our open and our lock: try again
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} {platform.node()}\n".encode())
+        if path != target:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()} {platform.node()}\n".encode())
         self._held.append((path, fd))
+
+    @staticmethod
+    def _lock(fd: int, claim: Claim, holds_pid: bool) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            owner = _owner(fd) if holds_pid else "pid unknown"
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            raise OutputPathError(claim.path, f"{claim.role} is being written by another "
+                                  f"run ({owner}); wait for it to end or give this one "
+                                  "another path", "busy") from None
 
     def release(self) -> None:
         while self._held:
             path, fd = self._held.pop()
-            try:
-                path.unlink()  # still holding the lock: nobody can be using it
-            except OSError:
-                pass
+            if path.name.endswith(_SUFFIX):
+                try:
+                    path.unlink()  # still holding the lock: nobody can be using it
+                except OSError:
+                    pass
             os.close(fd)
 
     def __enter__(self) -> OutputLocks:
@@ -87,6 +106,17 @@ def hold(outputs: list[Claim]) -> OutputLocks:
         locks.release()
         raise
     return locks
+
+
+def _kind(path: Path) -> str:
+    """``file``, ``folder``, ``device`` (anything else that exists) or ``new``."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "new"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "folder" if stat.S_ISDIR(mode) else "device"
 
 
 def _owner(fd: int) -> str:

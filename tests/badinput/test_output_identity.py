@@ -214,3 +214,12 @@ def test_render_into_a_folder_another_run_holds_is_refused(work):
     assert_one_line_error(result, "output-path rule 'busy'", "viz", f"pid {os.getpid()}")
     assert not viz.exists()
     assert cli("render", str(work / "out.jsonl"), "--out", str(viz), "--no-video").code == 0
+
+
+def test_an_output_on_a_device_takes_no_lock_file_beside_it(work):
+    """``--out /dev/null`` (with --overwrite: not a file of ours) runs, and leaves no lock
+    file in /dev: a device has nothing to keep whole."""
+    result = _run(work, "--frames", "1", "--out", "/dev/null", "--overwrite", "--record",
+                  "rec.json")
+    assert result.code == 0, result.stderr
+    assert not Path("/dev/.null.cuvil-lock").exists()
