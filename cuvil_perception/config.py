@@ -4,7 +4,9 @@
 variable               meaning
 =====================  ======================================================================
 CUVIL_CACHE_DIR        native-kernel cache directory (else $XDG_CACHE_HOME/cuvil-perception,
-                       else ~/.cache/cuvil-perception)
+                       else ~/.cache/cuvil-perception); one named here that is not the
+                       user's alone is an error (exit 2), the default one a warning and a
+                       private cache for the run (see compile/cache_trust.py)
 CUVIL_DUMP_IR          a directory: write every compiled kernel's optimised IR (.ll) and
                        assembly (.s) there
 CUVIL_PERF_MAP         ``1``: append ``address size name`` lines to /tmp/perf-<pid>.map for
@@ -33,6 +35,12 @@ def cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "cuvil-perception"
+
+
+def cache_dir_named() -> bool:
+    """Whether the user named the cache directory (``CUVIL_CACHE_DIR``): an untrusted folder
+    there is refused, where an untrusted default folder is replaced by a private one."""
+    return bool(os.environ.get("CUVIL_CACHE_DIR"))
 
 
 def dump_ir_dir() -> Path | None:

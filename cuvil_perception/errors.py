@@ -13,6 +13,8 @@ Hierarchy::
     │   ├── ConfigError             a parameter object (PillarConfig, ...) that is inconsistent
     │   │   └── BudgetFileError     a latency-budgets file is wrong (file:line:col and field)
     │   ├── ToolchainError          the C compiler / archiver a target needs is not installed
+    │   ├── CacheTrustError         the kernel cache folder the user named (CUVIL_CACHE_DIR) is
+    │   │                           not theirs alone (owner or mode): nothing is loaded from it
     │   └── OutputError             an output cannot be written where asked
     │       ├── OutputPathError     the output-path policy refused a path before any work started
     │       └── OutputWriteError    a write failed mid-run (disk full, I/O error); whole lines kept
@@ -130,7 +132,8 @@ class OutputError(UsageError):
 
 class OutputPathError(OutputError):
     """The output-path policy (``rt.output_policy``) refused a path; ``rule`` names which rule:
-    ``input``, ``same-output``, ``not-ours``, ``not-writable`` or ``wrong-kind``."""
+    ``input``, ``same-output``, ``not-ours``, ``not-writable``, ``wrong-kind``, ``other-kind`` or
+    ``busy`` (another run holds its lock)."""
 
     def __init__(self, path, message: str, rule: str):
         self.rule = rule
@@ -144,6 +147,11 @@ class OutputWriteError(OutputError):
 
 class ToolchainError(UsageError):
     """A system tool (cross C compiler, archiver, emulator) is missing; names the apt package."""
+
+
+class CacheTrustError(UsageError):
+    """The kernel cache folder the user named is owned by someone else or writable by others
+    (and cannot be tightened); names the folder and the fix (``compile.cache_trust``)."""
 
 
 class CompileError(CuvilError):

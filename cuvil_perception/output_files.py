@@ -15,22 +15,29 @@ Three ways to write, each all-or-nothing at its own grain:
   ``--viz``, ``--plot``, ``compile --out``).
 
 "A previous output of this tool" (what the output-path policy lets a run replace without
-``--overwrite``) is recognised by ``is_previous_output``:
+``--overwrite``) is recognised by ``is_previous_output``, and what it holds by ``output_kind``
+(a verb does not replace another kind of output without ``--overwrite``):
 
-* a file that starts like one of our formats: a JSONL run output line (``{"frame":``), a JSON
-  document whose first key is a ``"format": "cuvil-...`` tag (run records, eval scores), a trace
-  whose first key is ``"otherData": {"producer": "cuvil-perception"``, an MCAP file whose first
-  record after the header is a Metadata record named ``cuvil-perception`` (the ``mcap`` sink),
-  a page starting with ``HTML_SIGNATURE`` (the fleet's ``report.html``);
+* a file that starts with our own header, as only this tool writes it: a JSONL run log whose
+  first line opens with its fields in our order and compact form
+  (``{"frame":N,"timestamp_ns":N,"stamps":{`` — kind ``detections``; a user's own JSONL with a
+  ``"frame"`` key does not count), a JSON document whose first key is a
+  ``"format": "cuvil-...`` tag (``record`` for run records, ``scores`` for eval's files, else
+  ``document``), a trace whose first key is ``"otherData": {"producer": "cuvil-perception"``
+  (``trace``), an MCAP file whose first record after the header is a Metadata record named
+  ``cuvil-perception`` (``mcap``, the ``mcap`` sink), a page starting with ``HTML_SIGNATURE``
+  (``report``, the fleet's ``report.html``);
 * any file (e.g. an empty JSONL after a crash before frame 0) with a run record
-  ``<file>.record.json`` beside it that lists the file among its outputs;
-* a folder that is empty or holds the ``.cuvil-output`` marker.
+  ``<file>.record.json`` beside it that lists the file among its outputs (kind ``detections``
+  for a ``jsonl`` sink's file, ``mcap`` for an ``mcap`` sink's, else ``run output``);
+* a folder that is empty or holds the ``.cuvil-output`` marker (kind ``folder``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from .errors import OutputWriteError
@@ -39,9 +46,11 @@ from .temp_files import sweep_stale, temp_path
 FOLDER_MARKER = ".cuvil-output"
 TRACE_PRODUCER = "cuvil-perception"
 HTML_SIGNATURE = "<!doctype html><!-- cuvil-perception -->"  # the first bytes of our pages
-_SIGNATURES = (b'{"frame":', b'{\n "format": "cuvil-',
-               b'{"otherData": {"producer": "' + TRACE_PRODUCER.encode() + b'"',
-               HTML_SIGNATURE.encode())
+_RUN_LOG_HEAD = re.compile(rb'\{"frame":[0-9]+,"timestamp_ns":-?[0-9]+,"stamps":\{')
+_FORMAT_HEAD = re.compile(rb'\{\n "format": "(cuvil-[a-z0-9-]+)/')
+_FORMAT_KINDS = (("cuvil-run-record", "record"), ("cuvil-eval", "scores"))
+_TRACE_HEAD = b'{"otherData": {"producer": "' + TRACE_PRODUCER.encode() + b'"'
+SINK_KINDS = {"jsonl": "detections", "mcap": "mcap"}  # sink op -> the kind of its file
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -147,22 +156,44 @@ def mark_folder(folder: str | Path, verb: str, frame_dirs: tuple[str, ...] = (),
 def is_previous_output(path: str | Path) -> bool:
     """True when ``path`` (an existing file or folder) is something this tool wrote (see the
     module docstring); a missing path is False."""
+    return output_kind(path) is not None
+
+
+def output_kind(path: str | Path) -> str | None:
+    """What the output of ours at ``path`` holds (``detections``, ``record``, ``scores``,
+    ``trace``, ``mcap``, ``report``, ``document``, ``run output``, ``folder``), or None when
+    ``path`` is missing or not something this tool wrote."""
     path = Path(path)
     if path.is_dir():
         try:
-            return (path / FOLDER_MARKER).is_file() or not any(path.iterdir())
+            ours = (path / FOLDER_MARKER).is_file() or not any(path.iterdir())
         except OSError:
-            return False
+            return None
+        return "folder" if ours else None
     if not path.is_file():
-        return False
+        return None
     try:
         with open(path, "rb") as handle:
-            head = handle.read(64)
+            head = handle.read(128)
     except OSError:
-        return False
-    if any(head.startswith(signature) for signature in _SIGNATURES) or _our_mcap(path):
-        return True
-    return _listed_by_record_beside(path)
+        return None
+    return _kind_of_head(head) or ("mcap" if _our_mcap(path) else None) or \
+        _listed_by_record_beside(path)
+
+
+def _kind_of_head(head: bytes) -> str | None:
+    if _RUN_LOG_HEAD.match(head):
+        return "detections"
+    tagged = _FORMAT_HEAD.match(head)
+    if tagged:
+        tag = tagged.group(1).decode("ascii")
+        return next((kind for prefix, kind in _FORMAT_KINDS if tag.startswith(prefix)),
+                    "document")
+    if head.startswith(_TRACE_HEAD):
+        return "trace"
+    if head.startswith(HTML_SIGNATURE.encode()):
+        return "report"
+    return None
 
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
@@ -187,11 +218,13 @@ def _our_mcap(path: Path) -> bool:
         record[name:] == MCAP_METADATA_NAME
 
 
-def _listed_by_record_beside(path: Path) -> bool:
+def _listed_by_record_beside(path: Path) -> str | None:
+    """The kind of ``path`` when the run record beside it lists it among its outputs."""
     sidecar = path.with_name(path.name + ".record.json")
     try:
         record = json.loads(sidecar.read_text(encoding="utf-8"))
-        listed = {str(Path(o["path"]).resolve()) for o in record.get("outputs", [])}
+        listed = {str(Path(o["path"]).resolve()): o.get("op") for o in record.get("outputs", [])}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return False
-    return str(path.resolve()) in listed
+        return None
+    here = str(path.resolve())
+    return SINK_KINDS.get(listed[here], "run output") if here in listed else None

@@ -91,6 +91,10 @@ class _Group(click.Group):
         except click.UsageError as exc:  # a verb's options or arguments
             _exit_with_one_line(exc)
         except (OSError, RuntimeError) as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+                click.echo(f"error: {str(exc.filename)[:80]}...: a file name too long for the "
+                           "file system (at most 255 bytes a name, 4096 a path)", err=True)
+                sys.exit(2)
             path = symlink_loop(exc)
             if path is None:
                 raise

@@ -116,7 +116,8 @@ def _check_out(pipeline, out: Path, overwrite: bool, swaps: dict) -> None:
         path = stage.params.get(param) if param else None
         if path:
             inputs.append(Claim(f"stage '{stage.id}' drive", Path(path), folder=True))
-    check_outputs([Claim("--out", out), Claim("--out's timing file", timing_path(out))],
+    check_outputs([Claim("--out", out, kind="scores"),
+                   Claim("--out's timing file", timing_path(out), kind="scores")],
                   inputs, overwrite=overwrite)
 
 

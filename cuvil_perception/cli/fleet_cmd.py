@@ -146,29 +146,40 @@ def _fleet(mode: str, pipeline: str, drives, out, local, ray, workers, frames, r
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir}: exists and is not a folder")
     _check_out(out_dir, pipeline, refs, budgets_path)
-    backend.connect()  # before the results file: a cluster that cannot be joined leaves none
-    try:
-        results = ResultsFile(out_dir / RESULTS_NAME, {"mode": mode, "pipeline": pipeline},
-                              resume)
-        display = Display(mode, validated.name, backend)
+    with _hold_out(out_dir):
+        backend.connect()  # before the results file: a cluster that cannot be joined leaves
+        # none
         try:
-            with display:
-                run = run_fleet(job, refs, backend, results, job_hash(job, validated), out_dir,
-                                on_row=display.row, on_start=display.start)
+            results = ResultsFile(out_dir / RESULTS_NAME, {"mode": mode, "pipeline": pipeline},
+                                  resume)
+            display = Display(mode, validated.name, backend)
+            try:
+                with display:
+                    run = run_fleet(job, refs, backend, results, job_hash(job, validated),
+                                    out_dir, on_row=display.row, on_start=display.start)
+            finally:
+                results.close()
         finally:
-            results.close()
-    finally:
-        backend.close(cancel=True)  # a no-op when run_fleet has closed it
-    report = build_report(mode, validated.name, run.rows, spec,
-                          job_options.get("method", "all"))
-    data = report_dict(report, run, display.backend_text)
-    paths = _write_report(out_dir, report, data)
-    print_report(report, run, paths)
-    if run.interrupted:
-        click.echo("interrupted: the results file holds the drives finished before Ctrl-C; "
-                   "--resume continues", err=True)
-        sys.exit(130)
-    sys.exit(report.exit_code)
+            backend.close(cancel=True)  # a no-op when run_fleet has closed it
+        report = build_report(mode, validated.name, run.rows, spec,
+                              job_options.get("method", "all"))
+        data = report_dict(report, run, display.backend_text)
+        paths = _write_report(out_dir, report, data)
+        print_report(report, run, paths)
+        if run.interrupted:
+            click.echo("interrupted: the results file holds the drives finished before Ctrl-C; "
+                       "--resume continues", err=True)
+            sys.exit(130)
+        sys.exit(report.exit_code)
+
+
+def _hold_out(out_dir: Path):
+    """The fleet's lock on OUT for its life (`rt.output_lock`): a second fleet there stops with
+    exit 2 naming this one's pid."""
+    from ..rt.output_lock import hold
+    from ..rt.output_policy import Claim
+
+    return hold([Claim("--out", out_dir, folder=True)])
 
 
 def _check_out(out_dir: Path, pipeline: str, refs, budgets_path: str | None) -> None:

@@ -7,6 +7,7 @@ seeds S .. S+K-1 (``fleet`` takes ``OUT/drive_*``).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 from pathlib import Path
@@ -17,13 +18,15 @@ from ..drives.calib import CAM_TO_CAM, VELO_TO_CAM
 from ..drives.labels import LABELS_DIR
 from ..drives.reader import IMAGE_STREAM, LIDAR_STREAM
 from ..errors import OutputWriteError, UsageError
-from ..output_files import describe_os_error
+from ..output_files import describe_os_error, write_text_atomic
 from .progress import counter
 
 # --count K names its drives OUT/drive_0000<suffix> ..
 _SUFFIX = {"kitti": "", "mcap": ".mcap", "sqlite3": ".db3", "ros1": ".bag"}
-# What make-drive writes; --force removes exactly these, never anything else in OUT.
+# What make-drive writes, listed in the drive's marker; --force removes only what the marker
+# lists (and only these names), never anything else in OUT, nothing in a folder without it.
 _DRIVE_ENTRIES = (IMAGE_STREAM, LIDAR_STREAM, LABELS_DIR, CAM_TO_CAM, VELO_TO_CAM)
+DRIVE_MARKER = ".cuvil-drive"
 
 
 def _prepare(out: Path, force: bool) -> None:
@@ -32,12 +35,34 @@ def _prepare(out: Path, force: bool) -> None:
     if out.is_dir() and any(out.iterdir()):
         if not force:
             raise UsageError(f"{out}: folder is not empty (pass --force to overwrite a drive)")
-        for name in _DRIVE_ENTRIES:
+        for name in _made_here(out):
             target = out / name
             if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)
             elif os.path.lexists(target):  # a file, or a link: the link goes, never its target
                 target.unlink()
+
+
+def _made_here(out: Path) -> list[str]:
+    """The entries the make-drive marker in ``out`` says it made (a usage error without one)."""
+    try:
+        marker = json.loads((out / DRIVE_MARKER).read_text(encoding="utf-8"))
+        made = marker["made"] if marker.get("format") == "cuvil-drive/1" else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        made = None
+    if not isinstance(made, list):
+        raise UsageError(f"{out}: folder is not empty and holds no make-drive marker "
+                         f"({DRIVE_MARKER}); --force replaces only a drive make-drive wrote: "
+                         "move its contents away or choose another OUT")
+    return [name for name in _DRIVE_ENTRIES if name in made]
+
+
+def _mark_drive(out: Path) -> None:
+    """Before writing: the marker of what make-drive makes in ``out`` (so --force can replace
+    a partial drive a killed make-drive left)."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / DRIVE_MARKER, json.dumps({"format": "cuvil-drive/1",
+                                                      "made": list(_DRIVE_ENTRIES)}) + "\n")
 
 
 def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool, progress=None):
@@ -74,7 +99,8 @@ def _make_bag(target: Path, frames: int, seed: int, fmt: str, force: bool, progr
 @click.option("--count", type=click.IntRange(1, 10_000), default=None,
               help="Write K drives OUT/drive_0000.. with seeds SEED..SEED+K-1 (a fleet).")
 @click.option("--force", is_flag=True,
-              help="Overwrite the drive in a non-empty OUT (removes its drive folders first).")
+              help="Overwrite the drive in a non-empty OUT (removes first what its make-drive "
+                   "marker lists; a folder without one is refused).")
 @click.option("--format", "fmt", type=click.Choice(("kitti", "mcap", "sqlite3", "ros1")),
               default="kitti", show_default=True,
               help="kitti: a KITTI-raw folder; mcap / sqlite3 / ros1: one ROS bag file at OUT "
@@ -103,6 +129,7 @@ def make_drive_cmd(out: str, frames: int, seed: int, count: int | None, force: b
                     summary = _make_bag(target, frames, drive_seed, fmt, force, progress)
                 else:
                     _prepare(target, force)
+                    _mark_drive(target)
                     summary = make_drive(target, frames, drive_seed, progress)
         except OSError as exc:  # a full disk, an I/O error: one line, never a traceback
             if exc.errno == errno.ELOOP:

@@ -36,6 +36,7 @@ def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resol
     from ..eval.runlog import load_record, record_path
     from ..graph.roles import drive_param
     from ..rt import Claim, check_outputs
+    from ..rt.output_lock import hold
     from ..viz import BevView, render_run
 
     console, errors = Console(), Console(stderr=True)
@@ -52,10 +53,12 @@ def render_cmd(run_output, out_dir, drive, no_video, ground_truth, open3d, resol
         path = stage.get("params", {}).get(param) if param else None
         if path:
             inputs.append(Claim("the drive of the run", Path(path), folder=True))
-    check_outputs([Claim("--out", Path(out_dir), folder=True)], inputs, overwrite=overwrite)
-    summary = render_run(run_output, out_dir, drive=drive, view=BevView(resolution=resolution),
-                         video=not no_video, ground_truth=ground_truth, open3d=open3d,
-                         warn=warn)
+    outputs = [Claim("--out", Path(out_dir), folder=True)]
+    check_outputs(outputs, inputs, overwrite=overwrite)
+    with hold(outputs):  # another render (or run --viz) drawing into --out: exit 2, its pid
+        summary = render_run(run_output, out_dir, drive=drive,
+                             view=BevView(resolution=resolution), video=not no_video,
+                             ground_truth=ground_truth, open3d=open3d, warn=warn)
     print_summary(console, summary)
 
 

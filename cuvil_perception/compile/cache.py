@@ -13,8 +13,11 @@ that is not a regular file at an entry's path (a directory, a socket) is removed
 rewrite after the recompilation succeeds instead of failing on every run.
 
 The folders are created with mode 0700 whatever the umask (they hold code that gets loaded
-into the process), and a folder this user owns that is group- or world-writable is tightened
-to 0700; entries are written 0600.
+into the process); entries are written 0600. Every open checks trust first (`cache_trust`): a
+folder of this user's that is group- or world-writable is tightened to 0700, one owned by
+someone else is not used (exit 2 when named by ``CUVIL_CACHE_DIR``, else a private cache), and
+an entry is read without following links or blocking, only when it is a regular file of this
+user's that others cannot write; another is removed with a warning and recompiled.
 
 Writes go to a temp file in the same directory and are published with ``os.replace`` (atomic on
 POSIX), so readers never see a half-written entry and several processes compiling the same kernel
@@ -41,13 +44,12 @@ import json
 import os
 import re
 import shutil
-import stat
 import struct
 import warnings
 from pathlib import Path
 
-from .. import config
 from ..temp_files import sweep_stale, temp_path
+from .cache_trust import read_entry, store_root
 
 MAGIC = b"CUVILOBJ"
 FORMAT = 2  # 2: the meta names the entry's key; aliases name their own key
@@ -64,8 +66,9 @@ class CacheCorruptionWarning(UserWarning):
 
 
 def store_dir() -> Path:
-    """Directory holding the entries (may not exist yet)."""
-    return config.cache_dir() / _SUBDIR
+    """Directory holding the entries (may not exist yet): in the configured cache folder, once
+    `cache_trust.store_root` has checked (and if need be tightened) it."""
+    return store_root(_SUBDIR) / _SUBDIR
 
 
 def entry_path(key: str) -> Path:
@@ -79,12 +82,10 @@ def get(key: str, expect: dict | None = None) -> bytes | None:
     entry's own ``key`` field is always checked.
     """
     path = entry_path(key)
-    try:
-        blob = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return None  # absent (a bad cache dir is reported by `put`)
-    except OSError as exc:
-        _reject(path, f"cannot be read ({exc.strerror or exc})")
+    blob, problem = read_entry(path)
+    if blob is None:
+        if problem is not None:  # else absent (a bad cache dir is reported by `put`)
+            _reject(path, problem)
         return None
     payload, problem = decode(blob)
     meta = _meta_of(blob)
@@ -92,7 +93,7 @@ def get(key: str, expect: dict | None = None) -> bytes | None:
         problem = (f"it holds the object of key {str(meta.get('key'))[:12]}..., not of its "
                    f"file name's key {key[:12]}... (copied or swapped)")
     if problem is not None:
-        _reject(path, problem)
+        _reject(path, f"is corrupt: {problem}")
         return None
     for field, want in (expect or {}).items():
         if meta.get(field) != want:  # a valid entry, reached through a wrong alias: keep it
@@ -105,9 +106,13 @@ def get(key: str, expect: dict | None = None) -> bytes | None:
 
 
 def _reject(path: Path, problem: str) -> None:
-    """Warn, remove whatever is at ``path`` (file or folder) so the rewrite can succeed."""
-    warnings.warn(f"kernel cache entry {path} is corrupt: {problem}; recompiling",
+    """Warn, remove whatever is at ``path`` (file, link or folder) so the rewrite can succeed."""
+    warnings.warn(f"kernel cache entry {path} {problem}; recompiling",
                   CacheCorruptionWarning, stacklevel=3)
+    _remove(path)
+
+
+def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -124,15 +129,12 @@ def put(key: str, payload: bytes, meta: dict | None = None) -> Path:
 def get_alias(fast: str) -> str | None:
     """The object key an alias points to, or None (absent, malformed, or another key's alias)."""
     path = store_dir() / f"{fast}{_ALIAS}"
-    try:
-        text = path.read_bytes().strip()
-    except FileNotFoundError:
+    blob, problem = read_entry(path)
+    if blob is None:
+        if problem is not None:  # not a file of ours (a folder, a FIFO, a link, someone
+            _remove(path)        # else's): a quiet miss, cleared for the rewrite
         return None
-    except OSError:  # a folder or unreadable file in the alias's place: clear it for the rewrite
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        return None
-    match = _ALIAS_LINE.fullmatch(text)
+    match = _ALIAS_LINE.fullmatch(blob.strip())
     if match is None or match.group(1).decode("ascii") != fast:
         return None
     return match.group(2).decode("ascii")
@@ -161,25 +163,16 @@ def _write_atomic(name: str, blob: bytes) -> Path:
 
 
 def ensure_private_dir() -> Path:
-    """Create the store folder (and the cache folder above it) mode 0700; tighten them when
-    they are ours and group- or world-writable. Returns the store folder."""
+    """Create the store folder (and the cache folder above it) mode 0700 (an existing one was
+    checked and tightened by `store_dir`). Returns the store folder."""
     directory = store_dir()
     for folder in (directory.parent, directory):
         folder.parent.mkdir(parents=True, exist_ok=True)  # e.g. ~/.cache: the usual mode
         try:
             folder.mkdir(mode=_DIR_MODE)  # the umask can only remove bits from 0700
         except FileExistsError:
-            _tighten(folder)
+            pass
     return directory
-
-
-def _tighten(folder: Path) -> None:
-    try:
-        info = folder.stat()
-        if info.st_uid == os.getuid() and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            os.chmod(folder, _DIR_MODE)
-    except OSError:
-        pass  # not ours to change; the write that follows reports a real problem
 
 
 def encode(payload: bytes, meta: dict) -> bytes:
@@ -207,13 +200,8 @@ def decode(blob: bytes) -> tuple[bytes | None, str | None]:
 
 def read_meta(path: Path) -> dict:
     """The JSON metadata of an entry ({} if unreadable)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(_HEAD.size)
-            meta_len = _HEAD.unpack(head)[4]
-            return _meta_of(head + fh.read(meta_len))
-    except (OSError, struct.error):
-        return {}
+    blob, _ = read_entry(path)
+    return _meta_of(blob) if blob is not None else {}
 
 
 def _meta_of(blob: bytes) -> dict:
@@ -230,10 +218,7 @@ def cache_info() -> dict:
     directory = store_dir()
     entries = sorted(directory.glob(f"*{_SUFFIX}")) if directory.is_dir() else []
     size = sum(_size(p) for p in entries)
-    try:
-        journal = (directory / "journal").read_bytes()
-    except OSError:
-        journal = b""
+    journal = read_entry(directory / "journal")[0] or b""
     return {"dir": str(directory), "entries": len(entries), "bytes": size,
             "hits": journal.count(b"h"), "misses": journal.count(b"m")}
 
@@ -259,7 +244,8 @@ def cache_clear() -> int:
 def _journal(mark: bytes) -> None:
     # One byte per event with O_APPEND: concurrent processes never interleave partial records.
     try:
-        fd = os.open(store_dir() / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(store_dir() / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                     | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)  # a FIFO there must not block
     except OSError:
         return
     try:

@@ -56,6 +56,7 @@ from .toolchain import Toolchain, arch_of, default_cpu, find_toolchain, host_arc
 
 MANIFEST = "library.json"
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_PREFIX = 64  # + a kernel's symbol suffix and ".o" stays far below a file name's 255 bytes
 
 
 @dataclass
@@ -155,6 +156,10 @@ def build_library(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path,
                   cpu: str | None = None, features: str = "") -> Library:
     """Compile, link and document ``specs`` as one library (see the module docstring), as
     release builds: a debug spec goes in as its `KernelSpec.release` (no error record)."""
+    if len(prefix) > MAX_PREFIX:  # before any file: a too-long name left half a library
+        raise UsageError(f"--prefix {prefix[:24]!r}...: {len(prefix)} characters, at most "
+                         f"{MAX_PREFIX} (it begins the library's file names and every symbol; "
+                         "the default comes from the pipeline's name)")
     if not _PREFIX.fullmatch(prefix):
         raise UsageError(f"--prefix {prefix!r}: must be a C identifier (letters, digits, _)")
     tools = find_toolchain(triple)

@@ -26,7 +26,7 @@ from .calib import Calibration, image_size_hint, load_calibration
 from .images import check_size, png_size, read_image
 from .labels import LABEL_COLUMNS, LABELS_DIR, label_path, read_labels
 from .points import check_scan_sizes, clamp_reflectance, read_points
-from .timestamps import read_timestamps
+from .timestamps import longest_gap, read_timestamps
 
 IMAGE_STREAM = "image_02"
 LIDAR_STREAM = "velodyne_points"
@@ -149,21 +149,18 @@ class Drive:
     def __len__(self) -> int:
         return len(self.pairs)
 
-    def longest_gap(self, factor: float = 10.0, floor_s: float = 1.0) -> str | None:
-        """The longest pause between consecutive frames, described with its place, when it is
-        longer than ``floor_s`` and ``factor`` times the median frame period; else None.
+    def longest_gap(self) -> str | None:
+        """The longest pause between consecutive frames (`timestamps.longest_gap`), described
+        with its place, or None.
 
         A paced replay (``--rate 1``) waits through such a gap as the recording did: the
         replay source warns with this text before frame 0 so a wait is never silent.
         """
-        scans = np.array([self.lidar.stamps[scan] for scan, _ in self.pairs], dtype=np.int64)
-        if scans.size < 2:
+        found = longest_gap(np.array([self.lidar.stamps[scan] for scan, _ in self.pairs],
+                                     dtype=np.int64))
+        if found is None:
             return None
-        steps = np.diff(scans)
-        worst = int(np.argmax(steps))
-        gap_s, median_s = steps[worst] / 1e9, float(np.median(steps)) / 1e9
-        if gap_s <= max(floor_s, factor * median_s):
-            return None
+        worst, gap_s, median_s = found
         first, second = self.pairs[worst][0], self.pairs[worst + 1][0]
         return (f"a {gap_s:.1f} s gap between frames {worst} and {worst + 1} "
                 f"({self.lidar.folder / 'timestamps.txt'} lines {first + 1} and {second + 1}; "

@@ -6,6 +6,9 @@ int64 nanoseconds (years 1970 to 2262) and strictly increase down the file: a li
 earlier than the one before it is an error naming the file and both lines (a reversed,
 shuffled or duplicated stream would otherwise replay in the wrong order or pair the wrong
 camera image with a scan).
+
+`longest_gap` finds a pause in a stream's stamps long enough that a paced replay would seem to
+hang in it; every drive format (KITTI folders, bags) describes its own with it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import calendar
 import re
 import time
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import DriveError
 
@@ -86,3 +91,19 @@ def write_timestamps(path: Path, stamps: list[int]) -> None:
     """Write ns timestamps as a KITTI ``timestamps.txt`` (one line each, trailing newline)."""
     Path(path).write_text("".join(format_timestamp(ns) + "\n" for ns in stamps),
                           encoding="utf-8")
+
+
+def longest_gap(stamps_ns: np.ndarray, factor: float = 10.0,
+                floor_s: float = 1.0) -> tuple[int, float, float] | None:
+    """(frame before the gap, gap in s, median frame period in s) for the longest step between
+    consecutive frame stamps (int64 ns), when it is longer than ``floor_s`` and ``factor``
+    times the median period; else None (also for fewer than two frames)."""
+    stamps = np.asarray(stamps_ns, dtype=np.int64)
+    if stamps.size < 2:
+        return None
+    steps = np.diff(stamps)
+    worst = int(np.argmax(steps))
+    gap_s, median_s = steps[worst] / 1e9, float(np.median(steps)) / 1e9
+    if gap_s <= max(floor_s, factor * median_s):
+        return None
+    return worst, float(gap_s), median_s

@@ -48,6 +48,9 @@ def decode_array(entry: dict, where: str) -> np.ndarray | None:
     return values.reshape(shape)
 
 
+MAX_FRAME = 10**9  # 3 years of frames at 10 Hz: more is not a frame index a run wrote
+
+
 def read_run(path: str | Path) -> list[RunFrame]:
     """Every frame of a jsonl run output, in file order; InputError naming the file and line."""
     path = Path(path)
@@ -65,7 +68,7 @@ def read_run(path: str | Path) -> list[RunFrame]:
         where = f"{path}:{number}"
         try:
             doc = json.loads(line)
-            frame = RunFrame(int(doc["frame"]), int(doc["timestamp_ns"]),
+            frame = RunFrame(_frame_number(doc["frame"], frames, where), int(doc["timestamp_ns"]),
                              {k: int(v) for k, v in doc.get("stamps", {}).items()},
                              {k: int(v) for k, v in doc.get("stale", {}).items()})
             outputs = doc["outputs"]
@@ -76,6 +79,18 @@ def read_run(path: str | Path) -> list[RunFrame]:
             frame.outputs[name] = decode_array(entry, f"{where}: output '{name}'")
         frames.append(frame)
     return frames
+
+
+def _frame_number(value, before: list[RunFrame], where: str) -> int:
+    """A line's ``frame``: a whole number from 0 to `MAX_FRAME`, larger than the line before's
+    (a run writes its frames in order), else InputError naming the line."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_FRAME:
+        raise InputError(f"{where}: frame must be a whole number from 0 to {MAX_FRAME:,} (a "
+                         f"frame index of the run), got {str(value)[:40]}")
+    if before and value <= before[-1].index:
+        raise InputError(f"{where}: frame {value} after frame {before[-1].index}: a run "
+                         "output lists its frames in increasing order")
+    return value
 
 
 def record_path(run_output: str | Path) -> Path:

@@ -52,6 +52,14 @@ def discover(arguments: list[str]) -> list[DriveRef]:
 
 
 def _expand(argument: str, base: Path, where: str) -> list[Path]:
+    try:
+        return _expand_path(argument, base, where)
+    except OSError as exc:  # an unreadable folder on the way: one line, never a traceback
+        raise UsageError(f"{where}: cannot read {exc.filename or argument} "
+                         f"({(exc.strerror or str(exc)).lower()})") from None
+
+
+def _expand_path(argument: str, base: Path, where: str) -> list[Path]:
     if not argument.strip():
         raise UsageError(f"{where}: empty drive path")
     if argument.startswith("@"):

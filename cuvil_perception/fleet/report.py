@@ -105,6 +105,24 @@ def _drive(row: dict, spec, method: str) -> DriveResult:
     return result
 
 
+def row_problem(row: dict) -> str | None:
+    """What keeps the report from reading a finished drive's row (a hand-edited results file:
+    a field missing, of another type), or None. Reads it exactly as `build_report` will."""
+    if row.get("status") != "ok":
+        return None
+    try:
+        if not isinstance(row.get("name"), str):
+            raise TypeError("'name' is not a string")
+        _drive(row, None, "all")
+        for key in ("latency", "reference_latency"):
+            if row.get(key):
+                latency.recorder([row[key]])
+                latency.stage_infos(row[key])
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def _stage_score(entry: dict) -> StageScore:
     classes = [ClassAP(c["class_id"], c["class"], math.nan if c["ap"] is None else c["ap"],
                        c["num_gt"], c["num_det"], c["tp"], np.asarray(c["scores"], np.float64),

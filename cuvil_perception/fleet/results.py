@@ -12,9 +12,11 @@ drive is recorded, so an interrupted fleet (Ctrl-C, a killed driver, a lost mach
 file whose complete lines are all valid. A torn last line (the driver killed mid-write) is
 dropped when the file is resumed.
 
-``--resume`` keeps the ``ok`` rows whose (drive path, fingerprint, pipeline hash) match a drive
-of this fleet and runs the rest; failed rows are run again. Without ``--resume`` an existing
-results file is an error: the fleet never writes over a file it did not make.
+Rows are read as the report reads them (`report.row_problem`): a hand-edited row that the
+report could not use is a usage error naming its line. ``--resume`` keeps the ``ok`` rows whose
+(drive path, fingerprint, pipeline hash) match a drive of this fleet and runs the rest; failed
+rows are run again. Without ``--resume`` an existing results file is an error: the fleet never
+writes over a file it did not make.
 """
 
 from __future__ import annotations
@@ -82,6 +84,12 @@ def read_results(path: str | Path) -> list[dict]:
     return _read(Path(path), truncate_torn=False)
 
 
+def _row_problem(row: dict) -> str | None:
+    from .report import row_problem  # the report's own reading of a row (it imports eval/rt)
+
+    return row_problem(row)
+
+
 def _read(path: Path, truncate_torn: bool) -> list[dict]:
     try:
         data = path.read_bytes()
@@ -103,6 +111,11 @@ def _read(path: Path, truncate_torn: bool) -> list[dict]:
         if not isinstance(row, dict) or not {"drive", "fingerprint", "pipeline_hash",
                                              "status"} <= set(row):
             raise UsageError(f"{path}:{number}: not a drive row")
+        problem = _row_problem(row)
+        if problem is not None:
+            raise UsageError(f"{path}:{number}: drive row {str(row.get('name'))[:60]!r} is not "
+                             f"what a fleet writes ({problem[:120]}); delete that line and "
+                             "--resume runs the drive again")
         rows.append(row)
     if not complete:
         raise UsageError(f"{path}: empty, not a fleet results file")

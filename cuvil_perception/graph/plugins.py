@@ -10,7 +10,10 @@ broken package does not take every pipeline down.
 
 A stage may also name its op by import path, ``op: my_pkg.ops:GroundRemoval``, with no
 installation step: the module is imported (first from ``sys.path``, then from the pipeline
-file's directory) and the class registered under its ``name``.
+file's directory) and the class registered under its ``name``. Importing a module runs its
+code, as ``python -c "import my_pkg.ops"`` would, in every verb that reads the pipeline
+(``inspect`` and ``compile`` too): name only modules you trust. A module whose code raises or
+calls ``sys.exit`` while importing is an `OpImportError` naming it (exit 2 through the CLI).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def load_entry_points(register) -> list[str]:
     for ep in found:
         try:
             obj = ep.load()
-        except Exception as exc:  # a broken third-party plugin: warn, keep the others
+        except (Exception, SystemExit) as exc:  # a broken third-party plugin: warn, keep the
+            # others (one that calls sys.exit while importing must not end the command)
             warnings.warn(f"op plugin '{ep.name}' ({ep.value}) failed to load: "
                           f"{type(exc).__name__}: {exc}", stacklevel=3)
             continue
@@ -67,22 +71,35 @@ def resolve_path(path: str, register, base_dir: Path | None = None):
 
 def _import(module_name: str, base_dir: Path | None):
     try:
-        return importlib.import_module(module_name)
+        return _run_module(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         if base_dir is None or not module_name.startswith(missing.split(".")[0]):
             raise OpImportError(f"cannot import '{module_name}': {exc}") from None
     sys.path.insert(0, str(base_dir))  # the pipeline file's directory, for this import only
     try:
-        return importlib.import_module(module_name)
+        return _run_module(module_name)
     except ImportError as exc:
         raise OpImportError(f"cannot import '{module_name}' (also looked in {base_dir}): "
                             f"{exc}") from None
-    except Exception as exc:  # the module itself raised while importing
-        raise OpImportError(f"importing '{module_name}' failed: {type(exc).__name__}: "
-                            f"{exc}") from None
     finally:
         sys.path.remove(str(base_dir))
+
+
+def _run_module(module_name: str):
+    """Import ``module_name``, which runs its code (in ``inspect`` too): what that code does
+    besides failing to find a module (raise, ``sys.exit``) is an `OpImportError` naming the
+    module, never a silent exit or a traceback."""
+    try:
+        return importlib.import_module(module_name)
+    except ImportError:
+        raise
+    except SystemExit as exc:
+        raise OpImportError(f"importing '{module_name}' ran its code, which called "
+                            f"sys.exit({exc.code!r}); an op module must not exit") from None
+    except Exception as exc:  # the module itself raised while importing
+        raise OpImportError(f"importing '{module_name}' failed: its code raised "
+                            f"{type(exc).__name__}: {exc}") from None
 
 
 def _register_class(obj, where: str, register):

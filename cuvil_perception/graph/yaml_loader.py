@@ -3,8 +3,9 @@
 Top-level fields and stage fields are listed in ``PIPELINE_FIELDS`` / ``STAGE_FIELDS`` (also the
 table in docs/pipeline-yaml.md); unknown keys are rejected with a "did you mean".
 
-Only plain YAML data is accepted (`compose_strict`): explicit tags other than the core schema's
-(``!!python/object``, ``!custom``, ...), merge keys (``<<``), nesting deeper than `MAX_DEPTH`
+Only plain YAML data is accepted (`compose_strict`): explicit tags (``!!python/object``,
+``!custom``, and the core ones too: ``!!float``, ``!!str``; a value's type is what it reads as),
+values the core schema does not resolve to, merge keys (``<<``), nesting deeper than `MAX_DEPTH`
 and integers longer than `MAX_INT_DIGITS` digits are refused with file:line:column before any
 value is constructed, so no user code runs and no deep recursion happens.
 """
@@ -93,11 +94,12 @@ def compose_strict(text: str, filename: str, error=None) -> yaml.Node | None:
     field)`` (default: `PipelineError`), ``field`` being the dotted path of the bad value.
 
     Checks nesting depth on the parser's event stream (the composer recurses, so a 3000-deep
-    file must be refused before it), then tags, merge keys and integer sizes on the nodes.
+    file must be refused before it) and notes where a tag is written out, then refuses those
+    tags, merge keys and integer sizes on the nodes.
     """
     error = error or (lambda message, loc, field: PipelineError(message, loc, None, field))
     try:
-        _check_depth(text, filename, error)
+        explicit = _check_depth(text, filename, error)
         root = yaml.compose(text, Loader=StrictLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -105,13 +107,22 @@ def compose_strict(text: str, filename: str, error=None) -> yaml.Node | None:
         raise error(f"YAML syntax error: {exc.problem or exc}", loc, None) from None
     except yaml.YAMLError as exc:
         raise error(f"YAML syntax error: {exc}", Location(filename), None) from None
-    _check_nodes(root, filename, error)
+    _check_nodes(root, filename, error, explicit)
     return root
 
 
-def _check_depth(text: str, filename: str, error) -> None:
+_KIND = {yaml.ScalarEvent: yaml.ScalarNode, yaml.MappingStartEvent: yaml.MappingNode,
+         yaml.SequenceStartEvent: yaml.SequenceNode}
+
+
+def _check_depth(text: str, filename: str, error) -> set[tuple]:
+    """Refuse nesting deeper than `MAX_DEPTH`; returns the nodes (character index of their
+    start, node class) whose tag is written out in the text."""
     path: list[str] = []  # keys / indices of the open collections, for the message
+    explicit: set[tuple] = set()
     for event in yaml.parse(text, Loader=StrictLoader):
+        if getattr(event, "tag", None) is not None:
+            explicit.add((event.start_mark.index, _KIND[type(event)]))
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             if len(path) >= MAX_DEPTH:
                 raise error(f"nesting deeper than {MAX_DEPTH} levels",
@@ -121,9 +132,10 @@ def _check_depth(text: str, filename: str, error) -> None:
             path.pop()
         elif isinstance(event, yaml.ScalarEvent) and path and not path[-1]:
             path[-1] = event.value  # roughly the first key: enough to find the place
+    return explicit
 
 
-def _check_nodes(root: yaml.Node | None, filename: str, error) -> None:
+def _check_nodes(root: yaml.Node | None, filename: str, error, explicit: set[tuple]) -> None:
     stack, seen = ([(root, "")] if root is not None else []), set()
     while stack:  # iterative: aliases may share nodes, `seen` visits each once
         node, path = stack.pop()
@@ -134,9 +146,10 @@ def _check_nodes(root: yaml.Node | None, filename: str, error) -> None:
         if node.tag == _CORE + "merge":
             raise error("YAML merge keys ('<<') are not supported: write the fields out", loc,
                         field)
-        if node.tag not in ALLOWED_TAGS:
+        if node.tag not in ALLOWED_TAGS or (node.start_mark.index, type(node)) in explicit:
             raise error(f"YAML tag '{node.tag.replace(_CORE, '!!')}' is not allowed (plain "
-                        f"strings, numbers, booleans, null, lists and mappings only)", loc, field)
+                        f"strings, numbers, booleans, null, lists and mappings only; write "
+                        f"the value without a tag)", loc, field)
         if node.tag == _CORE + "int":
             digits = sum(ch.isdigit() for ch in node.value)
             if digits > MAX_INT_DIGITS:

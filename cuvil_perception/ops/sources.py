@@ -96,7 +96,7 @@ class Replay(Source):
         if self.skipped:
             ctx.warning(f"replay {path}: {self.skipped} LiDAR scan(s) had no camera image "
                         f"within {self.p['sync_tolerance_ms']:g} ms and were skipped")
-        gap = self.drive.longest_gap() if hasattr(self.drive, "longest_gap") else None
+        gap = self.drive.longest_gap()  # every drive format: a paced wait is never silent
         if gap is not None:
             ctx.warning(f"replay {path}: {gap}; a paced replay (--rate > 0) waits through it "
                         f"(--rate 0 does not)")

@@ -111,9 +111,12 @@ def bench_pipeline(pipeline, spec: BudgetSpec, replay=None, frames=None, repeat:
         _redirect_sinks(pipeline, Path(scratch))
         for _ in range(repeat):
             for reference_stages in ((), references) if references else ((),):
+                # the sinks write into bench's own scratch folder: each run replaces the last
+                # one's files, whatever a (user's) sink writes in them
                 options = RunOptions(frames=frames, workers=workers, rate=0.0,
                                      enforce_deadlines=False, write_record=False, warn=warn,
-                                     progress=progress, reference_stages=reference_stages)
+                                     progress=progress, reference_stages=reference_stages,
+                                     overwrite=True)
                 result = run_pipeline(pipeline, options)
                 runs.append(result)
                 (timed if reference_stages else clean).merge(result.recorder)

@@ -35,7 +35,7 @@ from .placement import intra_op_threads, opencv_threads, placement_lines
 from .policy import DeadlinePolicy, load_decisions
 from .prewarm import compile_counters, prewarm_ops
 from .record_build import build_record
-from .run_files import RecordFile, plan
+from .run_files import RecordFile, hold_outputs, plan
 from .run_state import RunState
 from .scheduler import Scheduler
 from .signals import sigterm_as_interrupt, stop_signal
@@ -61,6 +61,7 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
         else None
     record_path = plan(pipeline, options)
     record = RecordFile(record_path, pipeline, options) if record_path is not None else None
+    locks = hold_outputs(pipeline, options)  # exit 2 when another run writes one of them
     with sigterm_as_interrupt():
         try:
             if record is not None:
@@ -70,6 +71,8 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
             if record is not None and not record.finished:
                 _abort_record(record, exc)
             raise
+        finally:
+            locks.release()
 
 
 def _abort_record(record, exc: BaseException) -> None:
@@ -188,11 +191,15 @@ def _schedule(scheduler) -> None:
     state.wall_s = time.perf_counter() - wall0
 
 
+MIN_RATE, MAX_RATE = 1e-3, 1e3  # paced replay: 1 frame a 100 s .. 10 kHz at a 10 Hz drive
+
+
 def _check_options(options: RunOptions, stages) -> None:
     if options.frames is not None and options.frames < 1:
         raise UsageError(f"--frames must be at least 1, got {options.frames}")
-    if options.rate < 0:
-        raise UsageError(f"--rate must be >= 0 (0 = as fast as possible), got {options.rate}")
+    if not (options.rate == 0 or MIN_RATE <= options.rate <= MAX_RATE):  # NaN fails both
+        raise UsageError(f"--rate must be 0 (as fast as possible) or from {MIN_RATE:g} to "
+                         f"{MAX_RATE:g} (times recorded real time), got {options.rate:g}")
     if options.workers is not None and options.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {options.workers}")
     by_id = {s.id: s for s in stages}

@@ -3,7 +3,8 @@ record over the run's life (written at the start, refreshed while frames go thro
 with how the run ended).
 
 Order, from ``run_pipeline``: ``plan(pipeline, options)`` applies the output-path policy and
-returns the record path before anything is opened; ``RecordFile.start`` writes the record with
+returns the record path before anything is opened; ``hold_outputs`` locks every output for the
+run's life (a second run on one of them stops there); ``RecordFile.start`` writes the record with
 ``status: "running"`` (replacing a previous run's record, and removing stale records beside the
 run's other run logs, so ``render`` can never pick up an older run's drive); ``progress``
 rewrites it at most once a second; ``finish`` writes the full record with its final status.
@@ -20,8 +21,9 @@ from pathlib import Path
 
 from ..graph import Sink
 from ..graph.roles import run_logs
-from ..output_files import is_previous_output
+from ..output_files import SINK_KINDS, is_previous_output
 from .lifecycle import is_source, sink_outputs
+from .output_lock import OutputLocks, hold
 from .output_policy import Claim, check_outputs
 from .record import default_record_path, machine, pipeline_section, versions, write_record
 
@@ -60,13 +62,15 @@ def run_outputs(pipeline, options) -> tuple[list[Claim], Path | None]:
     for output in sink_outputs(pipeline):
         folders = getattr(classes[output["stage"]], "folder_params", ())
         found.append(Claim(f"stage '{output['stage']}' ({output['op']}.{output['param']})",
-                           Path(output["path"]), folder=output["param"] in folders))
+                           Path(output["path"]), folder=output["param"] in folders,
+                           kind=SINK_KINDS.get(output["op"], "")))
     record = None
     if options.write_record:
         record = Path(options.record or default_record_path(pipeline, sink_outputs(pipeline)))
-        found.append(Claim("--record" if options.record else "the run record", record))
+        found.append(Claim("--record" if options.record else "the run record", record,
+                           kind="record"))
     if options.trace is not None:
-        found.append(Claim("--trace", Path(options.trace)))
+        found.append(Claim("--trace", Path(options.trace), kind="trace"))
     found.extend(options.extra_outputs)
     return found, record
 
@@ -77,6 +81,12 @@ def plan(pipeline, options) -> Path | None:
     outputs, record = run_outputs(pipeline, options)
     check_outputs(outputs, run_inputs(pipeline, options), overwrite=options.overwrite)
     return record
+
+
+def hold_outputs(pipeline, options) -> OutputLocks:
+    """Lock every output of the run for its life (`output_lock`): `OutputPathError` (rule
+    ``busy``, exit 2) naming the other run's pid when another run writes one of them."""
+    return hold(run_outputs(pipeline, options)[0])
 
 
 def pipeline_hash(pipeline) -> str:

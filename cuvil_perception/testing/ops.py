@@ -270,7 +270,8 @@ class ExitOp(Op):
 
 @register
 class LinesSink(Sink):
-    """One JSON object per frame: ``{"frame", "timestamp_ns", "stale", "inputs": {port: list}}``."""
+    """One JSON object per frame: ``{"frame", "timestamp_ns", "stamps", "stale", "inputs":
+    {port: list}}``, compact like the ``jsonl`` sink's lines."""
 
     name = "test.lines"
     params = (Param("path", Path, doc="output file (created or truncated)"),)
@@ -281,10 +282,12 @@ class LinesSink(Sink):
         self.file = self.path.open("w", encoding="utf-8")
 
     def process(self, inputs, frame):
-        line = {"frame": frame.index, "timestamp_ns": frame.timestamp_ns,
+        line = {"frame": frame.index, "timestamp_ns": int(frame.timestamp_ns),
+                "stamps": {k: int(v) for k, v in sorted(frame.stamps.items())},
                 "stale": dict(sorted(frame.stale.items())),
                 "inputs": {k: v.tolist() for k, v in sorted(inputs.items())}}
-        self.file.write(json.dumps(line) + "\n")
+        # the jsonl sink's compact header, so a rerun recognises the file as ours
+        self.file.write(json.dumps(line, separators=(",", ":")) + "\n")
         self.file.flush()
         return {}
 

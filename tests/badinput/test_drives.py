@@ -233,7 +233,10 @@ def test_no_drive_names_the_stage_and_param(tmp_path):
     assert_one_line_error(result, "p.yaml:2:", "stage 'drive'", "params.path", "--replay")
 
 
-def test_an_hour_long_gap_is_announced_before_frame_0(drive):
+@pytest.mark.parametrize("fmt", ["kitti", "mcap"])
+def test_an_hour_long_gap_is_announced_before_frame_0(drive, fmt):
+    """Every drive format (a KITTI folder, a bag) names a long stamp gap before frame 0, so a
+    paced replay never waits through it silently."""
     path = _stamps(drive)
     lines = _lines(path)
     for number in (3, 4):  # shift frames 2 and 3 by one hour: one gap between frames 1 and 2
@@ -247,11 +250,15 @@ def test_an_hour_long_gap_is_announced_before_frame_0(drive):
         cam_lines[number - 1] = f"{cam_lines[number - 1][:11]}{hour:02d}" \
                                 f"{cam_lines[number - 1][13:]}"
     camera.write_text("\n".join(cam_lines) + "\n")
-    result = cli("run", "p.yaml", "--replay", str(drive), cwd=drive.parent)
+    recording, place = drive, "lines 2 and 3"
+    if fmt == "mcap":
+        recording, place = drive.parent / "drive.mcap", "messages #2 and #3"
+        assert cli("convert", str(drive), str(recording)).code == 0
+    result = cli("run", "p.yaml", "--replay", str(recording), cwd=drive.parent)
     assert result.code == 0 and not result.crash, result
-    gap = [line for line in result.stderr.splitlines() if "gap" in line]
+    gap = [line for line in result.stderr.splitlines() if "s gap between" in line]
     assert len(gap) == 1, result.stderr
-    assert "a 3600.1 s gap between frames 1 and 2" in gap[0] and "lines 2 and 3" in gap[0]
+    assert "a 3600.1 s gap between frames 1 and 2" in gap[0] and place in gap[0], gap
 
 
 def test_reflectance_out_of_range_is_clamped_and_named(drive):

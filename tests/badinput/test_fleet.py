@@ -137,3 +137,80 @@ def test_make_drive_count_into_a_file(tmp_path):
     result = cli("make-drive", str(tmp_path / "a-file"), "--count", "2", "--frames", "1")
     assert_one_line_error(result, "a-file", "not a folder")
     assert_unchanged(before)
+
+
+def test_two_fleets_on_one_out_the_second_is_refused(drives, tmp_path):
+    """A fleet holds its OUT folder for its life (`rt.output_lock`): a second fleet there
+    stops before writing anything, naming the first one's pid."""
+    import os
+
+    from cuvil_perception.rt.output_lock import hold
+    from cuvil_perception.rt.output_policy import Claim
+
+    out = tmp_path / "out"
+    with hold([Claim("--out", out, folder=True)]):
+        result = cli("fleet", "eval", str(FUSION), str(drives[0]), "--out", str(out))
+    assert_one_line_error(result, "output-path rule 'busy'", str(out), f"pid {os.getpid()}")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("pattern", ["locked/drive_0", "locked/*/drive_*", "locked/**/*.mcap"])
+def test_a_drive_path_through_an_unreadable_folder_is_one_line(drives, tmp_path, monkeypatch,
+                                                               pattern):
+    """What an unprivileged user meets on a folder they cannot read (the tests run as root,
+    which reads everything, so the folder's stat calls are made to fail as they would)."""
+    import errno
+    import os
+    import pathlib
+
+    locked = tmp_path / "locked"
+    (locked / "a").mkdir(parents=True)
+    real_stat, real_scandir = pathlib.Path.stat, os.scandir
+
+    def stat(self, *args, **kwargs):
+        if str(self).startswith(str(locked) + os.sep):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_stat(self, *args, **kwargs)
+
+    def scandir(path="."):
+        if os.fspath(path).startswith(str(locked)):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(pathlib.Path, "stat", stat)
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = cli("fleet", "eval", str(FUSION), pattern, "--out", str(tmp_path / "out"),
+                 cwd=tmp_path)
+    assert_one_line_error(result, pattern)
+    assert not (tmp_path / "out").exists()
+
+
+_HEADER = '{"format": "cuvil-fleet-results/1", "mode": "eval", "pipeline": "p.yaml"}\n'
+_LATENCY = {"stages": [{"id": "s", "op": "o", "tag": "compute", "deadline_ms": None}],
+            "e2e_deadline_ms": None, "wall_ns": {"s": [1]}, "cpu_ns": {"s": [1]},
+            "e2e_ns": [1]}
+EDITED_ROWS = {
+    "latency-without-wall-ns": ({"latency": {k: v for k, v in _LATENCY.items()
+                                             if k != "wall_ns"}}, "KeyError: 'wall_ns'"),
+    "latency-a-list": ({"latency": [1, 2]}, "TypeError"),
+    "wall-ns-text": ({"latency": dict(_LATENCY, wall_ns={"s": ["fast"]})}, "ValueError"),
+    "scores-without-classes": ({"scores": [{"stage": "s", "op": "o", "metric": "bev"}]},
+                               "KeyError: 'classes'"),
+    "name-missing": ({"name": None}, "'name' is not a string"),
+}
+
+
+@pytest.mark.parametrize("row", list(EDITED_ROWS), ids=list(EDITED_ROWS))
+def test_a_hand_edited_results_row_on_resume_is_one_line(drives, tmp_path, row):
+    import json
+
+    change, fragment = EDITED_ROWS[row]
+    line = dict({"drive": str(drives[0]), "name": "drive_0000", "fingerprint": "f",
+                 "pipeline_hash": "h", "status": "ok", "latency": _LATENCY}, **change)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.jsonl").write_text(_HEADER + json.dumps(line) + "\n")
+    before = snapshot(tmp_path)
+    result = cli("fleet", "eval", str(FUSION), str(drives[0]), "--out", str(out), "--resume")
+    assert_one_line_error(result, "results.jsonl:2", fragment, "--resume runs the drive again")
+    assert_unchanged(before)

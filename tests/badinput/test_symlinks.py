@@ -10,6 +10,7 @@ and the link is left as it was.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,8 @@ def test_make_drive_force_replaces_a_linked_stream_folder_not_its_target(work, s
     """--force removes OUT's drive entries; one that is a symlink loses the link, and the
     folder it points at (the user's data) is left whole."""
     out = work / "out"
-    out.mkdir()
+    assert cli("make-drive", str(out), "--frames", "1", cwd=work).code == 0
+    shutil.rmtree(out / "velodyne_points")  # the user links their own scans in its place
     (out / "velodyne_points").symlink_to(source / "velodyne_points")
     scans = sorted((source / "velodyne_points" / "data").iterdir())
     result = cli("make-drive", str(out), "--frames", "1", "--force", cwd=work)

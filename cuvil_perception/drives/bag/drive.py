@@ -26,6 +26,7 @@ from ..calib import Calibration
 from ..labels import LABEL_COLUMNS
 from ..points import clamp_reflectance
 from ..reader import DriveFrame, synchronise
+from ..timestamps import longest_gap
 from .backend import BagFile, Damage
 from .image import compressed_to_bgr, image_to_bgr
 from .pointcloud import pointcloud2_to_points
@@ -153,6 +154,20 @@ class BagDrive:
 
     def __len__(self) -> int:
         return len(self.pairs)
+
+    def longest_gap(self) -> str | None:
+        """The longest pause between consecutive frames (`timestamps.longest_gap`), described
+        with its place, or None: the replay source announces it before frame 0, as for a
+        KITTI drive, so a paced replay never waits through it silently."""
+        found = longest_gap(np.array([self.lidar.stamps[scan] for scan, _ in self.pairs],
+                                     dtype=np.int64))
+        if found is None:
+            return None
+        worst, gap_s, median_s = found
+        return (f"a {gap_s:.1f} s gap between frames {worst} and {worst + 1} "
+                f"({self.topics['points']} messages #{self.pairs[worst][0] + 1} and "
+                f"#{self.pairs[worst + 1][0] + 1}, {self.stamp} stamps; median frame period "
+                f"{median_s * 1e3:.0f} ms)")
 
     def _restart(self) -> None:
         self._reader = self.bag.messages({self.topics["points"], self.topics["image"]})

@@ -1,0 +1,57 @@
+"""Bad-input catalogue, CLI numbers and names with no natural bound: a replay rate of 1e-300
+(the pacing arithmetic overflowed), a 5,000-character library prefix (the file system refused
+the name half-way through writing the library), an output name longer than a file system
+takes. Each is one line, exit 2, and nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuvil_perception.drives.synth import make_drive
+
+from ._runner import REPO, assert_one_line_error, cli
+
+PIPELINE = ("pipeline: bounds\nstages:\n  - {id: drive, op: replay}\n"
+            "  - {id: out, op: jsonl, inputs: {points: drive/points}, params: {path: out.jsonl}}\n")
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("bounds")
+    make_drive(work / "drive", 2, seed=14)
+    (work / "p.yaml").write_text(PIPELINE)
+    return work
+
+
+@pytest.mark.parametrize("rate", ["1e-300", "1e-4", "5e-324", "1e300", "1001"])
+def test_run_rate_out_of_range(work, rate):
+    result = cli("run", str(work / "p.yaml"), "--replay", str(work / "drive"), "--rate", rate,
+                 "--out", str(work / f"r{rate}.jsonl"), cwd=work)
+    assert_one_line_error(result, "--rate", "from 0.001 to 1000")
+    assert not (work / f"r{rate}.jsonl").exists()
+
+
+@pytest.mark.parametrize("rate", ["0", "0.001", "1000"])
+def test_run_rate_at_the_bounds_runs(work, rate):
+    result = cli("run", str(work / "p.yaml"), "--replay", str(work / "drive"), "--frames", "1",
+                 "--rate", rate, "--out", str(work / "ok.jsonl"), "--no-shed", cwd=work)
+    assert result.code == 0, result.stderr
+
+
+@pytest.mark.parametrize("prefix", ["p" * 5000, "p" * 65])
+def test_library_prefix_too_long_writes_nothing(tmp_path, prefix):
+    out = tmp_path / "lib"
+    result = cli("compile", str(REPO / "configs" / "lidar_pillars.yaml"), "--target",
+                 "x86_64-linux-gnu", "--library", str(out), "--prefix", prefix)
+    assert_one_line_error(result, "--prefix", f"{len(prefix)} characters", "at most 64")
+    assert not out.exists()
+
+
+def test_an_output_name_longer_than_the_file_system_takes(work):
+    name = "n" * 300 + ".jsonl"
+    result = cli("run", str(work / "p.yaml"), "--replay", str(work / "drive"), "--out",
+                 str(work / name), cwd=work)
+    assert_one_line_error(result, "file name too long")
+    assert not any(len(p.name) > 255 for p in work.iterdir())
