@@ -147,7 +147,7 @@ def test_discover_globs_lists_and_duplicates(drives, tmp_path):
 def test_results_file_drops_a_torn_line_and_refuses_a_foreign_file(tmp_path):
     path = tmp_path / "results.jsonl"
     results = ResultsFile(path, {"mode": "eval"}, resume=False)
-    row = {"drive": "/d", "fingerprint": "f", "pipeline_hash": "h", "status": "ok"}
+    row = {"drive": "/d", "name": "d", "fingerprint": "f", "pipeline_hash": "h", "status": "ok"}
     results.append(row)
     results.close()
     with open(path, "a") as handle:
