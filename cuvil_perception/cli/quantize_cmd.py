@@ -68,7 +68,7 @@ def quantize_cmd(model: str, drive: str, out: str | None, frames: int, overwrite
         raise UsageError(f"--calibrate {drive}: no such drive folder")
     inputs = [Claim("MODEL", source), Claim("--calibrate drive", Path(drive), folder=True)]
     if evaluate is not None:
-        scored = labelled_drive(Path(evaluate), "--evaluate")  # fails before the long part
+        scored = labelled_drive(evaluate, "--evaluate")  # fails before the long part
         inputs.append(Claim("--evaluate drive", Path(evaluate), folder=True))
     check_outputs([Claim("--out", target)], inputs, overwrite=overwrite)
 

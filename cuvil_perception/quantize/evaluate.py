@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..drives import Drive
-from ..errors import UsageError
+from ..errors import DriveError, UsageError
 from ..eval.ap import ClassAP, mean_ap
 from ..eval.scoring import score_2d, score_bev
 
@@ -68,12 +68,15 @@ class Gap:
         return self.fp32.median_ms / self.int8.median_ms
 
 
-def labelled_drive(path: Path, what: str) -> Drive:
-    """The drive at ``path``; UsageError naming ``what`` (the option) unless it is a drive
-    folder with frames and labels (DriveError, a user error too, for a broken one)."""
-    if not Path(path).is_dir():
-        raise UsageError(f"{what} {path}: no such drive folder")
-    drive = Drive(Path(path))
+def labelled_drive(path: str, what: str) -> Drive:
+    """The drive at ``path``; UsageError naming ``what`` (the option) and the path unless it is
+    a drive folder with frames and labels."""
+    if not str(path).strip() or not Path(path).is_dir():
+        raise UsageError(f"{what} {path!r}: no such drive folder")
+    try:
+        drive = Drive(Path(path))
+    except DriveError as exc:
+        raise UsageError(f"{what} {path}: {exc}") from None
     if len(drive) < 1:
         raise UsageError(f"{what} {path}: the drive has no frames")
     if not drive.has_labels:
