@@ -96,7 +96,8 @@ def score_models(kind: str, paths: list[Path], drive: Drive, frames: int | None 
                  progress=None) -> list[ModelScore]:
     """Each model of ``paths`` over the first ``frames`` frames of ``drive`` (all: None),
     interleaved; ``progress(done, total)`` after each frame."""
-    models = [_load(kind, Path(p)) for p in paths]
+    loaded = [_load(kind, Path(p)) for p in paths]
+    models = [detect for detect, _ in loaded]
     total = min(frames or len(drive), len(drive))
     outputs = [[] for _ in models]
     cpu_ms = np.zeros((len(models), total))
@@ -113,33 +114,26 @@ def score_models(kind: str, paths: list[Path], drive: Drive, frames: int | None 
             outputs[which].append(result + (frame.labels,))
         if progress is not None:
             progress(index + 1, total)
-    return [ModelScore(Path(p), _score(kind, out, model), cpu_ms[i])
-            for i, (p, out, model) in enumerate(zip(paths, outputs, models))]
+    return [ModelScore(Path(p), _score(kind, out, xy_range), cpu_ms[i])
+            for i, (p, out, (_, xy_range)) in enumerate(zip(paths, outputs, loaded))]
 
 
 def _load(kind: str, path: Path):
-    """frame -> detections tuple (without labels), for one model file."""
+    """(frame -> detections tuple without the labels, the BEV x/y range or None) of a file."""
     if kind == "yolo":
         from ..ops.yolo.model import YoloV8
 
         yolo = YoloV8.from_onnx(path, runtime="onnxruntime", threads=1)
         yolo.open()
-        detect = lambda frame: (yolo.detect(frame.image),)  # noqa: E731
-    else:
-        from ..ops.pillars.model import PointPillars
+        return (lambda frame: (yolo.detect(frame.image),)), None
+    from ..ops.pillars.model import PointPillars
 
-        pillars = PointPillars.from_onnx(path, runtime="onnxruntime", threads=1).open()
-        detect = lambda frame: pillars.detect(frame.points)  # noqa: E731
-        detect.xy_range = _xy_range(pillars.config.point_cloud_range)
-    return detect
+    pillars = PointPillars.from_onnx(path, runtime="onnxruntime", threads=1).open()
+    x0, y0, _, x1, y1, _ = pillars.config.point_cloud_range
+    return (lambda frame: pillars.detect(frame.points)), (x0, y0, x1, y1)
 
 
-def _xy_range(point_cloud_range) -> tuple:
-    x0, y0, _, x1, y1, _ = point_cloud_range
-    return (x0, y0, x1, y1)
-
-
-def _score(kind: str, outputs: list[tuple], model) -> list[ClassAP]:
+def _score(kind: str, outputs: list[tuple], xy_range) -> list[ClassAP]:
     if kind == "yolo":
         return score_2d(outputs)
-    return score_bev(outputs, xy_range=model.xy_range)
+    return score_bev(outputs, xy_range=xy_range)
