@@ -32,14 +32,16 @@ into a saturating int16 (``machine_info.Cpu.int8_saturates``). With 8-bit weight
 reach 2 x 255 x 127 = 64 770 > 32 767: large activations were clipped, and the 8-bit YOLO lost
 0.23 mAP there (0.846 -> 0.620 on the model card's seed-3000 drive) while scoring like fp32 on
 AVX-512 VNNI. With |w| <= 64 a pair is at most 2 x 255 x 64 = 32 640: exact, so AVX2 and VNNI
-give the same integers. How: ORT's ``reduce_range`` alone maps a symmetric per-channel weight
-onto [-64, 64] (in QDQ it narrows only the weights; activations keep the full uint8 range);
-``seven_bit_overrides`` pins each output channel's range (``TensorQuantOverrides``) so that the
-step is max(-min(w) / 64, max(w) / 63): the channel's most negative weight may use -64, its
-largest positive one at most 63, as two's complement 7-bit. Activations stay full-range uint8
-(U8S8, ORT's fast x86 path). Measured on the demo YOLO (MODEL_CARD.md, AVX-512 VNNI): this
-keeps fp32's mAP within 0.01 on two held-out drives; S8S8 activations were 3x slower, and
-percentile or entropy calibration, 40 frames or a float first conv changed nothing beyond noise.
+give the same integers. How: symmetric per-channel int8 weights use [-127, 127]; ORT's
+``reduce_range`` maps them onto [-64, 64] instead (in QDQ it narrows only the weights:
+activations keep the full uint8 range; +64 is still exact). ``seven_bit_overrides`` goes with
+it and pins each output channel's range (``TensorQuantOverrides``) so that the step is
+max(-min(w) / 64, max(w) / 63): the weights fit the signed 7-bit range [-64, 63] (the property
+the tests check, a bound that names the bits), the most negative weight may still use -64.
+Activations stay full-range uint8 (U8S8, ORT's fast x86 path). Measured on the demo YOLO
+(MODEL_CARD.md, AVX-512 VNNI): within 0.01 of fp32's mAP on two held-out drives, as plain
+``reduce_range``; S8S8 activations were 3x slower, and percentile or entropy calibration, 40
+frames or a float first conv changed nothing beyond the drives' noise.
 """
 
 from __future__ import annotations
