@@ -17,6 +17,7 @@ large activations clips (2 x 255 x 127 > 32 767); with weights in the signed 7-b
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,8 @@ def _one_conv(weight: int) -> bytes:
 
 @pytest.fixture
 def emulator():
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(f"emulates an x86-64 CPU for this x86-64 Python; this is {platform.machine()}")
     if qemu_x86_64() is None:
         pytest.skip("qemu-x86_64 (Debian qemu-user) is not installed: make setup installs it")
 
