@@ -5,6 +5,7 @@ verbs refuse bad input with one line."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -128,19 +129,54 @@ def test_quantize_verb_writes_once_and_refuses_to_overwrite(tmp_path):
     (["{model}", "--calibrate", "{tmp}/nodrive"], ["nodrive", "no such drive folder"]),
     (["{notmodel}", "--calibrate", "{drive}", "--out", "{tmp}/o.onnx"], ["notmodel.onnx"]),
     (["{yaml}", "--calibrate", "{drive}", "--out", "{tmp}/o.onnx"], ["x.yaml"]),
+    # --evaluate DRIVE: checked before the calibration starts
+    (["{model}", "--calibrate", "{drive}", "--out", "{tmp}/o.onnx", "--evaluate",
+      "{tmp}/nodrive"], ["--evaluate", "nodrive", "no such drive folder"]),
+    (["{model}", "--calibrate", "{drive}", "--out", "{tmp}/o.onnx", "--evaluate", ""],
+     ["--evaluate", "no such drive folder"]),
+    (["{model}", "--calibrate", "{drive}", "--out", "{tmp}/o.onnx", "--evaluate", "{yaml}"],
+     ["--evaluate", "x.yaml", "no such drive folder"]),
+    (["{model}", "--calibrate", "{drive}", "--out", "{tmp}/o.onnx", "--evaluate",
+      "{unlabelled}"], ["--evaluate", "unlabelled", "no labels"]),
+    (["{model}", "--calibrate", "{drive}", "--out", "{tmp}/o.onnx", "--evaluate", "{empty}"],
+     ["--evaluate", "empty"]),
+    (["{model}", "--calibrate", "{drive}", "--out", "{tmp}/o.onnx", "--evaluate"],
+     ["--evaluate", "requires an argument"]),
 ])
 def test_quantize_bad_input_is_one_line(tmp_path, args, fragments):
     model = tmp_path / "m.onnx"
     model.write_bytes(PILLARS.read_bytes())
     (tmp_path / "notmodel.onnx").write_bytes(b"\x00garbage")
     (tmp_path / "x.yaml").write_text("pipeline: x\n")
+    unlabelled, empty = tmp_path / "unlabelled", tmp_path / "empty"
+    shutil.copytree(DRIVE, unlabelled, ignore=shutil.ignore_patterns("labels"))
+    empty.mkdir()
     values = dict(model=model, drive=DRIVE, tmp=tmp_path, notmodel=tmp_path / "notmodel.onnx",
-                  yaml=tmp_path / "x.yaml")
+                  yaml=tmp_path / "x.yaml", unlabelled=unlabelled, empty=empty)
     before = snapshot(tmp_path)
     result = cli("quantize", *[a.format(**values) for a in args])
     assert_one_line_error(result, *fragments)
     assert_unchanged(before)
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_quantize_names_the_cpu_and_evaluate_gives_the_ap_change_and_speed(tmp_path):
+    from cuvil_perception.machine_info import cpu
+
+    out = tmp_path / "y.int8.onnx"
+    result = cli("quantize", "builtin:yolov8_cuvil_demo.onnx", "--calibrate", str(DRIVE),
+                 "--frames", "1", "--out", str(out), "--evaluate", str(DRIVE))
+    assert result.code == 0, result.stderr
+    assert "int8 weights in [-64, 63] (7-bit" in result.stdout
+    assert cpu().describe() in result.stdout  # the ISA it ran on
+    lines = result.stdout.splitlines()
+    assert any(line.startswith(f"evaluated on {DRIVE}: 8 frame(s)") for line in lines)
+    mean = next(line for line in lines if "2D mAP@0.5" in line)
+    fp32, int8, change = (float(mean.split()[i].strip("()")) for i in (3, 5, 6))
+    assert 0.5 < fp32 <= 1 and abs(int8 - fp32) < 0.1 and change == pytest.approx(
+        int8 - fp32, abs=0.0015)
+    speed = next(line for line in lines if line.startswith("  speed:"))
+    assert speed.endswith(f"on {cpu().isa}") and ("x faster" in speed or "x slower" in speed)
 
 
 def test_eval_compares_the_int8_model_with_fp32_side_by_side(int8, tmp_path):

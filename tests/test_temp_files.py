@@ -66,7 +66,7 @@ MAKE_DRIVE_CHILD = """
 import sys, time
 import cuvil_perception.drives.synth as synth
 from cuvil_perception.cli.app import main
-def stall(folder, frames, seed):
+def stall(folder, frames, seed, progress=None):
     (folder / "half-written").write_bytes(b"x")
     print("written", flush=True)
     time.sleep(120)
