@@ -87,11 +87,8 @@ def _print_gap(kind: str, fp32: Path, int8: Path, drive, name: str) -> None:
     from ..machine_info import cpu
     from ..quantize.evaluate import compare_int8
 
-    def progress(done: int, total: int) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"\revaluating: frame {done}/{total}", nl=done == total, err=True)
-
-    gap = compare_int8(kind, fp32, int8, drive, progress=progress)
+    with counter("evaluating: frame") as progress:
+        gap = compare_int8(kind, fp32, int8, drive, progress=progress)
     metric = "2D" if gap.metric == "2d" else "BEV"
     click.echo(f"evaluated on {name}: {gap.frames} frame(s), fp32 and int8 interleaved, one "
                f"ONNX Runtime thread, on {cpu().describe()}")
