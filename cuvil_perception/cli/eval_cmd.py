@@ -49,8 +49,9 @@ from .set_option import set_option
 def eval_cmd(pipeline, replay, out, sets, frames, iou_threshold, interpolation, min_height,
              workers, overwrite, compare) -> None:
     """Score the detector stages of PIPELINE against a drive's labels (AP per class)."""
-    from ..eval import METHOD_NAMES, compare_models, evaluate_pipeline, parse_swaps
+    from ..eval import parse_swaps
     from ..graph import apply_cli_sources, load_pipeline
+    from ..rt.output_lock import hold
 
     def load():
         return apply_cli_sources(load_pipeline(pipeline, validate=False), replay=replay,
@@ -58,34 +59,41 @@ def eval_cmd(pipeline, replay, out, sets, frames, iou_threshold, interpolation, 
 
     p = load()
     swaps = parse_swaps(compare, p)
+    outputs = _check_out(p, Path(out), overwrite, swaps) if out else []
     errors = Console(stderr=True)
-    if out:
-        _check_out(p, Path(out), overwrite, swaps)
 
     def warn(message: str) -> None:
         errors.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
     options = dict(frames=frames, iou_threshold=iou_threshold, method=interpolation,
                    min_height=min_height, workers=workers, warn=warn)
+    with hold(outputs):  # another eval writing the same --out: exit 2 naming its pid
+        _evaluate(p, load, swaps, Path(out) if out else None, options)
+
+
+def _evaluate(p, load, swaps: dict, out: Path | None, options: dict) -> None:
+    """Score (or compare, with ``swaps``), print the table and write ``out``."""
+    from ..eval import METHOD_NAMES, compare_models, evaluate_pipeline
+
     console = Console()
+    title = f"AP@{options['iou_threshold']:g}, {METHOD_NAMES[options['method']]}"
     if swaps:
         with counter("eval, as configured then swapped: frame") as progress:
             comparison = compare_models(load, swaps, progress=progress, **options)
         report = comparison.base
         console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} "
-                      f"frames, AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}",
-                      highlight=False)
+                      f"frames, {title}", highlight=False)
         console.print(compare_table(comparison))
         if out:
-            _write(console, Path(out), comparison.as_dict(), comparison.timing_dict())
+            _write(console, out, comparison.as_dict(), comparison.timing_dict())
         return
     with counter("eval: frame") as progress:
         report = evaluate_pipeline(p, progress=progress, **options)
     console.print(f"[bold]{report.pipeline}[/bold] on {report.drive}: {report.frames} frames, "
-                  f"AP@{iou_threshold:g}, {METHOD_NAMES[interpolation]}", highlight=False)
+                  f"{title}", highlight=False)
     console.print(score_table(report))
     if out:
-        _write(console, Path(out), report.as_dict(), report.timing_dict())
+        _write(console, out, report.as_dict(), report.timing_dict())
 
 
 def timing_path(out: Path) -> Path:
@@ -104,8 +112,9 @@ def _write(console, out: Path, scores: dict, timing: dict) -> None:
     console.print(f"  scores  {path}\n  timing  {times}", highlight=False)
 
 
-def _check_out(pipeline, out: Path, overwrite: bool, swaps: dict) -> None:
-    """The output-path policy for --out, before the (long) evaluation starts."""
+def _check_out(pipeline, out: Path, overwrite: bool, swaps: dict) -> list:
+    """The output-path policy for --out, before the (long) evaluation starts; the checked
+    claims (the scores and their timing file), to lock for the evaluation's life."""
     from ..graph.roles import drive_param
     from ..rt import Claim, check_outputs
 
@@ -116,9 +125,10 @@ def _check_out(pipeline, out: Path, overwrite: bool, swaps: dict) -> None:
         path = stage.params.get(param) if param else None
         if path:
             inputs.append(Claim(f"stage '{stage.id}' drive", Path(path), folder=True))
-    check_outputs([Claim("--out", out, kind="scores"),
-                   Claim("--out's timing file", timing_path(out), kind="scores")],
-                  inputs, overwrite=overwrite)
+    outputs = [Claim("--out", out, kind="scores"),
+               Claim("--out's timing file", timing_path(out), kind="scores")]
+    check_outputs(outputs, inputs, overwrite=overwrite)
+    return outputs
 
 
 def score_table(report) -> Table:

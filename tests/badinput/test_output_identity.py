@@ -118,6 +118,17 @@ def test_two_runs_on_one_out_the_second_is_refused(work):
     assert record["status"] == "completed" and record["run"]["pid"] == first.pid
 
 
+def test_eval_into_scores_another_eval_holds_is_refused(work):
+    """eval --out holds its scores file (and the timing file beside it) for the evaluation's
+    life: a second eval writing there meanwhile stops before evaluating, naming the holder."""
+    scores = work / "scores.json"
+    with hold([Claim("--out", scores, kind="scores")]):
+        result = cli("eval", str(work / "p.yaml"), "--out", str(scores), cwd=work)
+    assert_one_line_error(result, "output-path rule 'busy'", "scores.json", f"pid {os.getpid()}")
+    assert not scores.exists()
+    assert not lock_path(scores.resolve()).exists()
+
+
 def test_a_verb_never_replaces_another_kind_of_output(work):
     """Outputs carry a kind: eval's scores never silently replace a run's detections, a trace
     never a run record, a run's JSONL never eval's scores (``--overwrite`` lifts the rule)."""
