@@ -103,6 +103,46 @@ def test_a_corrupt_or_foreign_cache_entry_is_a_miss(tmp_path, garbage):
     assert json.loads(path.read_text())["stages"]["slow"]["ms"] == 30.0  # rewritten
 
 
+@pytest.mark.parametrize("planted", ["fifo", "link", "loose"])
+def test_a_cache_entry_not_ours_alone_is_never_read_and_never_hangs(tmp_path, planted):
+    """Deadline entries are read as kernel cache entries are (compile.cache_trust.read_entry):
+    a FIFO in an entry's place does not block, a link is not followed, a file others can write
+    is not trusted (its 1 ms would make every frame miss): each is a miss, measured again."""
+    import os
+
+    run(auto_pipeline(tmp_path / "a.jsonl"))
+    [path] = (tmp_path / "cache").glob("deadlines-v1/*.json")
+    entry = json.loads(path.read_text())
+    entry["stages"]["slow"]["ms"] = 1.0
+    path.unlink()
+    if planted == "fifo":
+        os.mkfifo(path)
+    elif planted == "link":
+        (tmp_path / "elsewhere.json").write_text(json.dumps(entry))
+        path.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        path.write_text(json.dumps(entry))
+        path.chmod(0o666)
+    again = run(auto_pipeline(tmp_path / "b.jsonl"))
+    assert again.deadlines["slow"]["source"] == "measured"
+    assert again.deadlines["slow"]["ms"] == 30.0
+
+
+def test_cache_clear_removes_the_measured_deadlines(tmp_path):
+    from click.testing import CliRunner
+
+    from cuvil_perception.cli.app import cli
+
+    run(auto_pipeline(tmp_path / "a.jsonl"))
+    assert len(deadline_cache.entries()) == 1
+    info = CliRunner().invoke(cli, ["cache", "info"])
+    assert "deadlines: 1 measured pipeline(s)" in info.output
+    cleared = CliRunner().invoke(cli, ["cache", "clear"])
+    assert cleared.exit_code == 0 and "removed 1 measured deadline entry" in cleared.output
+    assert deadline_cache.entries() == []
+    assert run(auto_pipeline(tmp_path / "b.jsonl")).deadlines["slow"]["source"] == "measured"
+
+
 def test_a_cached_value_that_is_not_a_positive_number_or_is_malformed_is_a_miss(tmp_path):
     run(auto_pipeline(tmp_path / "a.jsonl"))
     [path] = (tmp_path / "cache").glob("deadlines-v1/*.json")

@@ -25,7 +25,7 @@ import math
 import time
 from pathlib import Path
 
-from .. import config
+from ..compile.cache_trust import read_entry, store_root
 from ..errors import OutputWriteError
 from ..output_files import write_text_atomic
 
@@ -52,15 +52,36 @@ def key_fields(pipeline, intra_op_threads: int) -> dict:
 
 
 def entry_path(key: dict) -> Path:
+    """Where ``key``'s entry lives, in the cache folder the kernel cache trusts
+    (``compile.cache_trust.store_root``: this user's alone, or a private one)."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
-    return config.cache_dir() / SUBDIR / f"{digest}.json"
+    return store_root(SUBDIR) / SUBDIR / f"{digest}.json"
+
+
+def entries() -> list[Path]:
+    """Every stored entry (for ``cache info`` / ``cache clear``)."""
+    return sorted((store_root(SUBDIR) / SUBDIR).glob("*.json"))
+
+
+def clear() -> int:
+    """Remove every stored entry; how many were removed (the next run measures again)."""
+    removed = 0
+    for path in entries():
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
 
 
 def load(key: dict) -> dict[str, dict]:
-    """``{stage id: entry}`` stored under ``key``; {} on any kind of miss."""
+    """``{stage id: entry}`` stored under ``key``; {} on any kind of miss (read as kernel cache
+    entries are: never through a link, never blocking on a FIFO, this user's files only)."""
+    data, _problem = read_entry(entry_path(key))
     try:
-        entry = json.loads(entry_path(key).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        entry = json.loads(data.decode("utf-8")) if data is not None else None
+    except (UnicodeDecodeError, ValueError):
         return {}
     if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key \
             or not isinstance(entry.get("stages"), dict):
