@@ -87,3 +87,18 @@ def assert_unchanged(before: dict[Path, str]) -> None:
     for path, digest in before.items():
         assert path.is_file(), f"{path} was removed"
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} was changed"
+
+
+# A replay of a drive into a JSONL run log: the smallest pipeline whose output rules matter.
+REPLAY_JSONL = ("pipeline: replay\nstages:\n  - {id: drive, op: replay}\n"
+                "  - {id: out, op: jsonl, inputs: {points: drive/points}, "
+                "params: {path: out.jsonl}}\n")
+
+
+def replay_work(folder: Path, frames: int, seed: int) -> Path:
+    """``folder`` with a synthetic ``drive`` (``frames`` frames) and ``p.yaml`` (REPLAY_JSONL)."""
+    from cuvil_perception.drives.synth import make_drive
+
+    make_drive(folder / "drive", frames, seed=seed)
+    (folder / "p.yaml").write_text(REPLAY_JSONL)
+    return folder

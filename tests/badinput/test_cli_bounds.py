@@ -9,19 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from cuvil_perception.drives.synth import make_drive
-
-from ._runner import REPO, assert_one_line_error, cli
-
-PIPELINE = ("pipeline: bounds\nstages:\n  - {id: drive, op: replay}\n"
-            "  - {id: out, op: jsonl, inputs: {points: drive/points}, params: {path: out.jsonl}}\n")
-
+from ._runner import REPO, assert_one_line_error, cli, replay_work
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("bounds")
-    make_drive(work / "drive", 2, seed=14)
-    (work / "p.yaml").write_text(PIPELINE)
+    replay_work(work, 2, seed=14)
     return work
 
 

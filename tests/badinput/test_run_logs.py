@@ -10,19 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cuvil_perception.drives.synth import make_drive
-
-from ._runner import assert_one_line_error, cli
-
-PIPELINE = ("pipeline: logs\nstages:\n  - {id: drive, op: replay}\n"
-            "  - {id: out, op: jsonl, inputs: {points: drive/points}, params: {path: out.jsonl}}\n")
-
+from ._runner import assert_one_line_error, cli, replay_work
 
 @pytest.fixture(scope="module")
 def run_log(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("run-logs")
-    make_drive(work / "drive", 3, seed=13)
-    (work / "p.yaml").write_text(PIPELINE)
+    replay_work(work, 3, seed=13)
     assert cli("run", str(work / "p.yaml"), "--replay", str(work / "drive"), cwd=work).code == 0
     return work / "out.jsonl"
 
