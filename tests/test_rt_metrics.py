@@ -12,7 +12,7 @@ from cuvil_perception.cli import main
 from cuvil_perception.errors import UsageError
 from cuvil_perception.graph import Pipeline
 from cuvil_perception.rt import RunOptions, read_record, run_pipeline
-from cuvil_perception.rt.metrics import MetricsServer, parse_address
+from cuvil_perception.rt.metrics_server import MetricsServer, parse_address
 
 
 def replay_pipeline(repo_root, out) -> Pipeline:
@@ -67,7 +67,7 @@ def test_scrape_during_and_after_a_replay_matches_the_record(repo_root, tmp_path
         len(dropped) == record["actions"]["drop"] == 8
     assert after[("cuvil_frames_dropped_total", (("reason", "live_skip"),))] == \
         record["live_skipped"]
-    assert after[("cuvil_compiles_after_frame0", ())] == \
+    assert after[("cuvil_compiles_after_frame0_total", ())] == \
         record["compile"]["compiles_after_frame0"] == 0
     assert after[("cuvil_e2e_latency_seconds_count", ())] == len(record["e2e"])
     assert after[("cuvil_frame_sensor_age_seconds_count", ())] == len(record["e2e"])
