@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp
 APT_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers libgl1 libglib2.0-0 libgomp1 \
-	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user prometheus
 DEMO_OUT := runs/demo
 
 .PHONY: demo test setup system-deps node-client bench clean
@@ -43,7 +43,9 @@ node-client:
 	else echo "node-client: no npm here; tests/test_foxglove_live.py skips its npm-client test"; fi
 
 # Open3D needs libusb at import time and Vulkan + Mesa for offscreen rendering; `compile --library`
-# links aarch64 libraries with the cross gcc, and tests run them under qemu-user.
+# links aarch64 libraries with the cross gcc, and tests run them under qemu-user; prometheus
+# gives promtool (tests/test_rt_metrics.py checks every scrape and the Grafana dashboard's
+# queries with it) and the server benchmarks/prometheus_scrape.py runs.
 system-deps:
 	@missing=""; for pkg in $(APT_PACKAGES); do \
 		dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \

@@ -61,11 +61,16 @@ from .set_option import set_option
                    "run goes on.")
 @foxglove_option
 @click.option("--metrics", metavar="[HOST:]PORT",
-              help="Serve Prometheus metrics at http://HOST:PORT/metrics during the run "
-                   "(HOST defaults to 127.0.0.1).")
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics from start-up (state "
+                   "starting during prewarm) to the end of the run (HOST defaults to "
+                   "127.0.0.1).")
+@click.option("--metrics-linger", type=click.FloatRange(0.0, 600.0), default=5.0,
+              show_default=True, metavar="SECONDS",
+              help="With --metrics: keep serving the final counts this long after the last "
+                   "frame, so Prometheus scrapes them (0 to 600; Ctrl-C ends it at once).")
 def run_cmd(pipeline, replay, camera, out, sets, frames, workers, rate, trace, record, decisions,
             enforce_deadlines, no_deadlines, no_shed, overwrite, summary, viz, rt_fifo, metrics,
-            foxglove) -> None:
+            metrics_linger, foxglove) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
     Deadlines: a paced replay (--rate > 0) and a live camera act on misses (on_miss,
@@ -80,9 +85,8 @@ def run_cmd(pipeline, replay, camera, out, sets, frames, workers, rate, trace, r
     error, a refused output path or a failed write (disk full); 130 interrupted by Ctrl-C, 143
     terminated by SIGTERM (outputs, record and table are still written).
     """
-    from ..rt import Claim, RunOptions, run_pipeline
-    from ..rt.metrics import serve_for_run
-    from ..rt.signals import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE
+    from ..rt import Claim, RunOptions
+    from ..rt.metrics_server import serve_for_run
 
     if enforce_deadlines and no_deadlines:
         raise UsageError("give --enforce-deadlines or --no-deadlines, not both")
@@ -107,7 +111,17 @@ def run_cmd(pipeline, replay, camera, out, sets, frames, workers, rate, trace, r
                          decisions=decisions, warn=warn, note=note_line, overwrite=overwrite,
                          extra_outputs=viz_claims, shed=not no_shed)
     note = functools.partial(errors.print, highlight=False, soft_wrap=True)
-    with serve_for_run(metrics, options, note), _progress(options) as options.progress:
+    # the endpoint outlives the run by --metrics-linger: the table prints before the linger
+    with serve_for_run(metrics, options, note, p.name, metrics_linger):
+        _run_and_report(p, options, console, summary, viz, warn, errors)
+
+
+def _run_and_report(p, options, console, summary, viz, warn, errors) -> None:
+    """Run, print the result table (and --summary / --viz); exit 130/143 if interrupted."""
+    from ..rt import run_pipeline
+    from ..rt.signals import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE
+
+    with _progress(options) as options.progress:
         try:
             result = run_pipeline(p, options)
         except DeadlineFailure as failure:

@@ -31,7 +31,8 @@ from .budgets import Budget, BudgetFileError, BudgetSpec, load_budgets, parse_bu
 from .clock import MonotonicClock
 from .executor import run_pipeline
 from .knobs import RtKnobs, parse_knobs
-from .metrics import MetricsServer, RunMetrics
+from .metrics import RunMetrics
+from .metrics_server import MetricsServer
 from .options import RunOptions, RunResult
 from .output_policy import Claim, check_outputs
 from .placement import intra_op_threads, placement_lines, usable_cores

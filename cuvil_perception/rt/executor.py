@@ -125,6 +125,8 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
             _schedule(scheduler)
     finally:
         failed_write = close_ops(all_ops(instances), state.warn)
+        if options.monitor is not None:
+            options.monitor.finish()
     if failed_write is not None and state.error is None:
         state.error = failed_write  # a sink's last background write failed: the run did too
     state.compile = {"before_frame0": counters, "after_run": compile_counters()}

@@ -22,7 +22,18 @@ timing waits microseconds at most. Exposed (all names prefixed ``cuvil_``)::
                                               deadline_drop (frames with a drop decision;
                                               a keep_late frame is not dropped)
     queue_depth{queue}                        source read-ahead queues, in_flight frames
-    compiles_after_frame0                     must stay 0 (kernels are prewarmed)
+    compiles_after_frame0_total               counter; must stay 0 (kernels are prewarmed)
+    run_state{pipeline,state}                 1 for the run's state, 0 for the others:
+                                              starting (prewarm, warm-up passes), running,
+                                              finished (the last frame is out; the endpoint
+                                              lingers so the final counts get scraped)
+    build_info{version,pipeline,cpu,isa}      always 1; join on it to label other series
+
+Before frame 0 a scrape already answers: run_state, build_info and the process metrics
+(``process_*`` from prometheus-client's ProcessCollector - CPU seconds, resident memory, open
+fds, start time - and ``python_info``), never an empty body. Latency buckets run 100 us .. the
+first 1-2.5-5 bound at or above max(10 s, 10 x the pipeline's ``e2e_deadline_ms``), so a median
+far past the budget still lands in a finite bucket.
 
 The counts equal the run record's (``frames``, ``actions``, ``live_skipped``, timings per stage,
 ``compile.compiles_after_frame0``); tests/test_rt_metrics.py checks that on a replay.
@@ -32,31 +43,41 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
-from typing import Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 
-from ..errors import UsageError
+from .. import __version__
+from ..machine_info import cpu
 from .prewarm import compile_counters
 
-#: histogram bucket bounds, seconds (100 us .. 2.5 s: kernels to a slow backbone)
-BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-           1.0, 2.5)
-DEFAULT_HOST = "127.0.0.1"
+RUN_STATES = ("starting", "running", "finished")
+#: the top bucket is at least this, seconds, whatever the e2e budget
+MIN_TOP_BUCKET_S = 10.0
+
+
+def latency_buckets(e2e_budget_ms: float | None) -> tuple[float, ...]:
+    """Bucket bounds in seconds: 1, 2.5, 5 per decade from 100 us up to the first bound at or
+    above max(10 s, 10 x ``e2e_budget_ms``) (None: no e2e budget)."""
+    top = max(MIN_TOP_BUCKET_S, 10 * (e2e_budget_ms or 0) / 1e3)
+    bounds, decade = [], 1e-4
+    while not bounds or bounds[-1] < top:
+        bounds.extend(round(decade * step, 12) for step in (1, 2.5, 5))
+        decade *= 10
+    return tuple(b for i, b in enumerate(bounds) if i == 0 or bounds[i - 1] < top)
 
 
 class _Histogram:
-    """Cumulative buckets + sum per label tuple, fed with raw observations."""
+    """Cumulative buckets + sum per label tuple, fed with raw observations (seconds)."""
 
-    def __init__(self):
+    def __init__(self, buckets: tuple[float, ...]):
+        self.buckets = buckets
         self.series: dict[tuple, list] = {}
 
     def observe(self, labels: tuple, value_s: float) -> None:
-        entry = self.series.setdefault(labels, [[0] * (len(BUCKETS) + 1), 0.0])
-        slot = next((i for i, bound in enumerate(BUCKETS) if value_s <= bound), len(BUCKETS))
+        entry = self.series.setdefault(labels, [[0] * (len(self.buckets) + 1), 0.0])
+        slot = next((i for i, bound in enumerate(self.buckets) if value_s <= bound),
+                    len(self.buckets))
         entry[0][slot] += 1
         entry[1] += value_s
 
@@ -64,7 +85,7 @@ class _Histogram:
         family = HistogramMetricFamily(name, doc, labels=label_names)
         for labels, (counts, total) in sorted(self.series.items()):
             cumulative, running = [], 0
-            for bound, count in zip(BUCKETS + (float("inf"),), counts):
+            for bound, count in zip(self.buckets + (float("inf"),), counts):
                 running += count
                 cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
             family.add_metric(list(labels), cumulative, total)
@@ -72,34 +93,61 @@ class _Histogram:
 
 
 class RunMetrics:
-    """A prometheus-client collector over one run's state; ``attach`` is the executor hook."""
+    """A prometheus-client collector over one run's state, from the first scrape on:
+    ``attach`` (the executor hook, before frame 0) and ``finish`` (the caller, after the last
+    frame) move the run through `RUN_STATES`. ``pipeline``: the name build_info and run_state
+    carry (attach fills it in when empty)."""
 
-    def __init__(self):
+    def __init__(self, pipeline: str = ""):
         self._lock = threading.Lock()
         self._run = None
+        self.pipeline = pipeline
+        self.state = "starting"
         self._seen = {"timings": 0, "e2e": 0, "decisions": 0}
-        self._stage = _Histogram()
-        self._e2e = _Histogram()
-        self._age = _Histogram()
         self._decisions: dict[tuple, int] = {}
         self._dropped: set[int] = set()  # frames with a "drop" decision (stage or e2e)
 
     def attach(self, scheduler, recorder, policy, counters: dict | None = None) -> None:
         """Called by ``run_pipeline`` once, after prewarm and before frame 0; ``counters`` is
         the compile-counter snapshot the run record counts "after frame 0" from."""
+        pipeline = scheduler.state.pipeline
+        buckets = latency_buckets(pipeline.e2e_deadline_ms)
         with self._lock:
+            self.pipeline = self.pipeline or pipeline.name
+            self._stage, self._e2e, self._age = (_Histogram(buckets) for _ in range(3))
             self._run = (scheduler, recorder, policy)
             self._compiles0 = (counters or compile_counters())["compiles"]
             # live camera stamps are wall-clock ns: the offset maps the run clock onto them
             self._wall_offset = time.time_ns() - scheduler.clock.now_ns()
+            self.state = "running"
+
+    def finish(self) -> None:
+        """The last frame is out: scrapes from now on say ``finished`` (counts stay final)."""
+        with self._lock:
+            self.state = "finished"
 
     def collect(self):
         with self._lock:
+            yield from self._identity()
             if self._run is None:
                 return
             scheduler, recorder, policy = self._run
             self._fold(scheduler, recorder, policy)
             yield from self._families(scheduler)
+
+    def _identity(self):
+        """run_state and build_info: what even a scrape during prewarm gets."""
+        state = GaugeMetricFamily("cuvil_run_state", "1 for the run's current state (starting: "
+                                  "prewarm and warm-up; running; finished: last frame out)",
+                                  labels=["pipeline", "state"])
+        for name in RUN_STATES:
+            state.add_metric([self.pipeline, name], 1 if name == self.state else 0)
+        yield state
+        host = cpu()
+        info = GaugeMetricFamily("cuvil_build_info", "cuvil-perception version, pipeline and "
+                                 "CPU (always 1)", labels=["version", "pipeline", "cpu", "isa"])
+        info.add_metric([__version__, self.pipeline, host.model, host.isa], 1)
+        yield info
 
     def _fold(self, scheduler, recorder, policy) -> None:
         """Feed the entries added since the last scrape (slices of append-only lists)."""
@@ -157,62 +205,6 @@ class RunMetrics:
             depth.add_metric([f"source:{stage_id}"], reader.queue.qsize())
         depth.add_metric(["in_flight"], len(scheduler.frames))
         yield depth
-        yield GaugeMetricFamily("cuvil_compiles_after_frame0", "kernel compilations after "
-                                "frame 0 (should be 0)",
-                                value=compile_counters()["compiles"] - self._compiles0)
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``"9100"`` -> (127.0.0.1, 9100); ``"0.0.0.0:9100"``; ``"[::1]:9100"``. Port 0 picks a free
-    one. A malformed value is a UsageError naming --metrics."""
-    host, port = DEFAULT_HOST, text.strip()
-    if port.startswith("["):
-        host, _, port = port[1:].partition("]")
-        port = port.removeprefix(":") if port.startswith(":") else "?"
-    elif ":" in port:
-        host, _, port = port.rpartition(":")
-    if not port.isdigit() or not host or int(port) > 65535:
-        raise UsageError(f"--metrics {text!r}: expected [HOST:]PORT with PORT 0..65535 "
-                         f"(HOST defaults to {DEFAULT_HOST})")
-    return host, int(port)
-
-
-class MetricsServer:
-    """prometheus-client's HTTP server on ``address`` serving one `RunMetrics`."""
-
-    def __init__(self, address: str):
-        self.host, port = parse_address(address)
-        self.metrics = RunMetrics()
-        registry = CollectorRegistry()
-        registry.register(self.metrics)
-        try:
-            self._server, self._thread = start_http_server(port, self.host, registry=registry)
-        except OSError as exc:
-            raise UsageError(f"--metrics {address}: cannot listen on {self.host}:{port} "
-                             f"({exc.strerror or exc})") from None
-        self.port = self._server.server_port
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-@contextmanager
-def serve_for_run(address: str | None, options, note) -> Iterator[MetricsServer | None]:
-    """``run --metrics``: serve while the block runs (``options.monitor`` set); ``note`` gets
-    the URL. None: nothing is served."""
-    if address is None:
-        yield None
-        return
-    server = MetricsServer(address)
-    options.monitor = server.metrics
-    note(f"metrics at {server.url}")
-    try:
-        yield server
-    finally:
-        server.close()
+        yield CounterMetricFamily("cuvil_compiles_after_frame0", "kernel compilations after "
+                                  "frame 0 (should stay 0)",
+                                  value=compile_counters()["compiles"] - self._compiles0)

@@ -40,7 +40,8 @@ class RunOptions:
         deadline (``rt.admission``); acts only with enforced deadlines at ``rate > 0`` or live.
     monitor: an observer with ``attach(scheduler, recorder, policy, counters)``, called once
         before frame 0 (``counters``: the compile counters the record's ``compiles_after_frame0``
-        counts from); it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
+        counts from), and ``finish()`` once after the last frame, sinks closed (also when the
+        run fails); it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
     overwrite: let outputs replace existing files and folders that cuvil-perception did not
         write (output-path rule ``not-ours``); inputs and the run's own outputs stay protected.
     deadline_cache: read and fill the per-machine cache of ``deadline_ms: auto`` values

@@ -48,3 +48,21 @@ def test_an_output_name_longer_than_the_file_system_takes(work):
                  str(work / name), cwd=work)
     assert_one_line_error(result, "file name too long")
     assert not any(len(p.name) > 255 for p in work.iterdir())
+
+
+@pytest.mark.parametrize("linger", ["nan", "inf", "-inf", "-1", "601", "1e300", "", "soon"])
+def test_run_metrics_linger_out_of_range(work, linger):
+    result = cli("run", str(work / "p.yaml"), "--replay", str(work / "drive"), "--metrics",
+                 "127.0.0.1:0", "--metrics-linger", linger, "--out",
+                 str(work / f"linger{linger}.jsonl"), cwd=work)
+    assert_one_line_error(result, "--metrics-linger")
+    assert not (work / f"linger{linger}.jsonl").exists()
+
+
+@pytest.mark.parametrize("linger", ["0", "0.05"])
+def test_run_metrics_linger_in_range_runs(work, linger):
+    result = cli("run", str(work / "p.yaml"), "--replay", str(work / "drive"), "--frames", "1",
+                 "--metrics", "127.0.0.1:0", "--metrics-linger", linger, "--out",
+                 str(work / "linger_ok.jsonl"), "--no-shed", cwd=work)
+    assert result.code == 0, result.stderr
+    assert ("--metrics-linger" in result.stderr) == (linger != "0")
