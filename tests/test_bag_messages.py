@@ -11,6 +11,7 @@ from cuvil_perception.drives.bag import (TfTree, compressed_to_bgr, image_to_bgr
                                          matrix_to_quaternion, pointcloud2_to_points,
                                          points_to_pointcloud2, quaternion_to_matrix,
                                          rigid_extrinsic)
+from cuvil_perception.drives.bag.pointcloud import cloud_rule
 from cuvil_perception.drives.bag.tf import camera_info_calibration
 from cuvil_perception.drives.bag.write import _Msgs
 from cuvil_perception.errors import DriveError
@@ -62,9 +63,12 @@ def test_pointcloud2_integer_intensity_and_scale(dtype):
     msg = T["sensor_msgs/msg/PointCloud2"](
         header=_header(), height=1, width=points.shape[0], fields=fields, is_bigendian=big,
         point_step=step, row_step=step * points.shape[0], data=packed.reshape(-1), is_dense=True)
-    got, _ = pointcloud2_to_points(msg, intensity_scale=1 / 255)
+    got, _ = pointcloud2_to_points(msg)  # by convention: uint8, and uint16 up to 255: / 255
     np.testing.assert_array_equal(got[:, :3], points[:, :3])
-    np.testing.assert_array_equal(got[:, 3], levels.astype(np.float32) * np.float32(1 / 255))
+    np.testing.assert_array_equal(got[:, 3], levels.astype(np.float32) / np.float32(255))
+    explicit = cloud_rule(msg, intensity_scale=0.5)
+    got, _ = pointcloud2_to_points(msg, rule=explicit)
+    np.testing.assert_array_equal(got[:, 3], levels.astype(np.float32) * np.float32(0.5))
 
 
 def test_pointcloud2_missing_intensity_padding_and_organised_with_nan():

@@ -12,7 +12,7 @@ from .reader import Drive, drive_image_size
 
 def open_recording(path: Path, sync_tolerance_ms: float = 50.0, *,
                    topics: dict[str, str] | None = None, stamp: str = "header",
-                   intensity_scale: float = 1.0):
+                   intensity_scale: float | None = None):
     """``BagDrive`` when ``path`` holds a bag, else the KITTI-raw ``Drive`` (the bag options
     apply to bags only); DriveError for a file that is neither."""
     if is_bag(path):

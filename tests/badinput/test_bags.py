@@ -22,7 +22,10 @@ ROWS = [
     ("intensity_scale", 0.0, "must be in (0, 1e+06]"),
     ("intensity_scale", 1e300, "must be in (0, 1e+06]"),
     ("intensity_scale", "x", "must be a number"),
-    ("intensity_scale", None, "must be a number"),
+    ("intensity_scale", "auto", "must be a number"),  # null (the default) is the convention
+    ("intensity_scale", "/255", "must be a number"),
+    ("intensity_scale", [1.0], "must be a number"),
+    ("intensity_scale", True, "must be a number"),
     ("stamp", "wall", "must be one of 'header', 'log'"),
     ("stamp", "", "must be one of 'header', 'log'"),
     ("stamp", 1, "must be a string"),
