@@ -212,3 +212,30 @@ def test_intensity_types_without_a_convention_are_refused(tmp_path, kind):
         BagDrive(bag)
     drive = BagDrive(bag, intensity_scale=1 / 255)  # an explicit scale reads any type
     assert 0.0 < drive.read(0).points[:, 3].max() <= 1.0
+
+
+def test_later_scans_never_change_the_rule(tmp_path):
+    """Scan 0 has NaN intensities only (it decides nothing), scan 1 is 0..1 (decides: as
+    stored), scan 2 holds 0..255 values: they are clamped and warned about, not rescaled."""
+    written = []
+
+    def strength(points):  # called once per scan, in drive order
+        n = points.shape[0]
+        values = [np.full(n, np.nan), np.linspace(0, 1, n)][len(written)] \
+            if len(written) < 2 else np.full(n, 200.0)
+        written.append(n)
+        return values
+
+    LAYOUTS["changing"] = (16, XYZ + [("intensity", "f4", 12, strength)])
+    try:
+        bag = write_layout_bag(tmp_path / "changing.mcap", "changing")
+    finally:
+        del LAYOUTS["changing"]
+    drive = BagDrive(bag)
+    assert drive.intensity.divisor is None and drive.intensity.factor is None
+    assert ("as stored (max 1 in message 1, the first scan with a finite intensity: 0..1)"
+            in drive.notes[-1]), drive.notes
+    assert drive.read(0).points.shape[0] == 0  # NaN intensity rows are not measurements
+    assert drive.read(1).clamped_points == 0
+    frame = drive.read(2)
+    assert frame.clamped_points == frame.points.shape[0] and frame.points[:, 3].max() == 1.0

@@ -142,7 +142,8 @@ class BagDrive:
     def _first_cloud(self, scan: _Scan, msg) -> None:
         """Take the LiDAR frame from the first cloud, and the intensity rule from the first
         cloud that decides it (one whose rule needs values must have a finite one)."""
-        where = f"{self.path}: {self.topics['points']} message {len(scan.stamps['points']) - 1}"
+        ordinal = len(scan.stamps["points"]) - 1
+        where = f"{self.path}: {self.topics['points']} message {ordinal}"
         if scan.lidar_frame is None:
             scan.lidar_frame = str(msg.header.frame_id)
         scan.last_cloud = msg
@@ -151,7 +152,9 @@ class BagDrive:
             values = intensity_values(msg, where)
             if not np.isfinite(values).any():
                 return
-        scan.intensity = decide(msg, values, self.intensity_scale, where)
+        first = ("the first scan" if ordinal == 0 else
+                 f"message {ordinal}, the first scan with a finite intensity")
+        scan.intensity = decide(msg, values, self.intensity_scale, where, first)
 
     def _header_stamp(self, raw: bytes, topic: str) -> int:
         try:

@@ -76,10 +76,11 @@ def needs_values(msg, scale: float | None) -> bool:
     return scale is None and field is not None and int(field.datatype) in NEEDS_VALUES
 
 
-def decide(msg, values: np.ndarray | None, scale: float | None, where: str) -> IntensityRule:
-    """The rule for the topic whose first scan (with a finite intensity) is ``msg``;
-    ``values`` are its intensity values as stored (None or empty: none finite). ``scale`` is
-    the explicit ``intensity_scale`` (None: decide by convention)."""
+def decide(msg, values: np.ndarray | None, scale: float | None, where: str,
+           scan: str = "the first scan") -> IntensityRule:
+    """The rule for the topic whose first scan (with a finite intensity) is ``msg``, named
+    ``scan`` in the rule's text; ``values`` are its intensity values as stored (None or empty:
+    none finite). ``scale`` is the explicit ``intensity_scale`` (None: by convention)."""
     field = intensity_field(msg)
     if field is None:
         names = ", ".join(f.name for f in msg.fields)
@@ -93,7 +94,7 @@ def decide(msg, values: np.ndarray | None, scale: float | None, where: str) -> I
                              text=f"{what} x {scale:g} (intensity_scale)")
     finite = values[np.isfinite(values)] if values is not None and values.size else values
     top = float(finite.max()) if finite is not None and finite.size else None
-    seen = f"max {top:g} in the first scan" if top is not None else "no finite value"
+    seen = f"max {top:g} in {scan}" if top is not None else "no finite value"
     if code == 2:
         return IntensityRule(field.name, divisor=255.0, text=f"{what} / 255 (uint8 0..255)")
     if code == 4:
