@@ -185,8 +185,9 @@ def test_intensity_scale_reaches_a_shipped_config_through_set(tmp_path, twins):
     assert any("field 'reflectivity' (uint8) x 1 (intensity_scale)" in n for n in notes), notes
     assert any("clamped" in w for w in warnings), warnings
     assert as_stored != twins["8bit"][:len(as_stored)]
-    by_hand, _, _ = detections(bag, tmp_path / "b.jsonl", frames=2,
-                               sets=(f"drive.intensity_scale={1 / 255!r}",))
+    by_hand, notes, _ = detections(bag, tmp_path / "b.jsonl", frames=2,
+                                   sets=(f"drive.intensity_scale={1 / 255!r}",))
+    assert any("(uint8) x 0.00392157 (intensity_scale)" in n for n in notes), notes
     back_to_auto, notes, _ = detections(bag, tmp_path / "c.jsonl", frames=2,
                                         sets=("drive.intensity_scale=null",))
     assert back_to_auto == twins["8bit"][:len(back_to_auto)]
