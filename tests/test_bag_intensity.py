@@ -240,3 +240,15 @@ def test_later_scans_never_change_the_rule(tmp_path):
     assert drive.read(1).clamped_points == 0
     frame = drive.read(2)
     assert frame.clamped_points == frame.points.shape[0] and frame.points[:, 3].max() == 1.0
+
+
+def test_intensity_scale_means_the_same_on_a_kitti_folder():
+    """null: a .bin as stored (0..1 by its format, no note); a number multiplies it, as for a
+    bag, and the run's note says so."""
+    as_stored = Drive(DRIVE).read(0)
+    halved = Drive(DRIVE, intensity_scale=0.5)
+    assert halved.notes == [f"{DRIVE}: reflectance x 0.5 (intensity_scale)"]
+    frame = halved.read(0)
+    np.testing.assert_array_equal(frame.points[:, 3], as_stored.points[:, 3] * np.float32(0.5))
+    np.testing.assert_array_equal(frame.points[:, :3], as_stored.points[:, :3])
+    assert Drive(DRIVE).notes == []

@@ -80,7 +80,9 @@ def test_pointcloud2_integer_intensity_and_scale(dtype):
     (">f4", 90.0, 255.0, "(float32) / 255 (max 90 in the first scan: the 0..255 convention)"),
     ("<u1", 3, 255.0, "field 'intensity' (uint8) / 255 (uint8 0..255)")])
 def test_intensity_rule_by_datatype_and_first_scan_values(dtype, top, divisor, text):
-    points = np.abs(_cloud(20))  # x, y, z are stored as dtype too: in reach when unsigned
+    # x, y, z are stored as dtype too: small and positive (own generator: RNG's sequence
+    # is the later tests')
+    points = np.random.default_rng(7).uniform(1, 50, (20, 4)).astype(np.float32)
     points[:, 3] = np.linspace(0, top, 20)
     msg = points_to_pointcloud2(T, points, _header(), dtype=dtype)
     rule = cloud_rule(msg)
@@ -92,7 +94,9 @@ def test_intensity_rule_by_datatype_and_first_scan_values(dtype, top, divisor, t
 
 
 def test_reflectivity_when_there_is_no_intensity_and_0_without_either():
-    points = np.abs(_cloud(10))
+    # x, y, z are stored as dtype too: small and positive (own generator: RNG's sequence
+    # is the later tests')
+    points = np.random.default_rng(7).uniform(1, 50, (10, 4)).astype(np.float32)
     points[:, 3] = np.arange(10) * 20
     msg = points_to_pointcloud2(T, points, _header(), fields=("x", "y", "z", "reflectivity"),
                                 dtype="<u2")

@@ -22,7 +22,8 @@ int8, int16, int32, uint32  no convention: DriveError asking for ``intensity_sca
 ==========================  ==============================================================
 
 An explicit ``intensity_scale`` (the ``replay`` / ``bag`` param, ``--set
-drive.intensity_scale=F``) replaces the rule for any datatype: stored value x F. Division is
+drive.intensity_scale=F``) replaces the rule for any datatype: stored value x F (a KITTI
+``.bin`` is scaled the same way, see ``reader.Drive``). Division is
 exact IEEE float32 division (``/ 255``, not ``* (1/255)``), so a 0..1 reflectance written as
 ``r * 255`` reads back as the same float32 ``r``.
 """
