@@ -11,6 +11,7 @@ from cuvil_perception.drives.bag import (TfTree, compressed_to_bgr, image_to_bgr
                                          matrix_to_quaternion, pointcloud2_to_points,
                                          points_to_pointcloud2, quaternion_to_matrix,
                                          rigid_extrinsic)
+from cuvil_perception.drives.bag.pointcloud import cloud_rule
 from cuvil_perception.drives.bag.tf import camera_info_calibration
 from cuvil_perception.drives.bag.write import _Msgs
 from cuvil_perception.errors import DriveError
@@ -62,9 +63,49 @@ def test_pointcloud2_integer_intensity_and_scale(dtype):
     msg = T["sensor_msgs/msg/PointCloud2"](
         header=_header(), height=1, width=points.shape[0], fields=fields, is_bigendian=big,
         point_step=step, row_step=step * points.shape[0], data=packed.reshape(-1), is_dense=True)
-    got, _ = pointcloud2_to_points(msg, intensity_scale=1 / 255)
+    got, _ = pointcloud2_to_points(msg)  # by convention: uint8, and uint16 up to 255: / 255
     np.testing.assert_array_equal(got[:, :3], points[:, :3])
-    np.testing.assert_array_equal(got[:, 3], levels.astype(np.float32) * np.float32(1 / 255))
+    np.testing.assert_array_equal(got[:, 3], levels.astype(np.float32) / np.float32(255))
+    explicit = cloud_rule(msg, intensity_scale=0.5)
+    got, _ = pointcloud2_to_points(msg, rule=explicit)
+    np.testing.assert_array_equal(got[:, 3], levels.astype(np.float32) * np.float32(0.5))
+
+
+@pytest.mark.parametrize("dtype,top,divisor,text", [
+    ("<u2", 4000, 65535.0, "field 'intensity' (uint16) / 65535 (max 4000 in the first scan: the "
+                           "full 16-bit range)"),
+    ("<u2", 255, 255.0, "(uint16) / 255 (max 255 in the first scan: an 8-bit value"),
+    ("<f8", 1.0, None, "field 'intensity' (float64) as stored (max 1 in the first scan: 0..1)"),
+    ("<f4", 1.5, 255.0, "(float32) / 255 (max 1.5 in the first scan: the 0..255 convention)"),
+    (">f4", 90.0, 255.0, "(float32) / 255 (max 90 in the first scan: the 0..255 convention)"),
+    ("<u1", 3, 255.0, "field 'intensity' (uint8) / 255 (uint8 0..255)")])
+def test_intensity_rule_by_datatype_and_first_scan_values(dtype, top, divisor, text):
+    # x, y, z are stored as dtype too: small and positive (own generator: RNG's sequence
+    # is the later tests')
+    points = np.random.default_rng(7).uniform(1, 50, (20, 4)).astype(np.float32)
+    points[:, 3] = np.linspace(0, top, 20)
+    msg = points_to_pointcloud2(T, points, _header(), dtype=dtype)
+    rule = cloud_rule(msg)
+    assert rule.field == "intensity" and rule.divisor == divisor and text in rule.text
+    got, _ = pointcloud2_to_points(msg)
+    stored = points[:, 3].astype(dtype).astype(np.float32)
+    expected = stored / np.float32(divisor) if divisor else stored
+    np.testing.assert_array_equal(got[:, 3], expected)
+
+
+def test_reflectivity_when_there_is_no_intensity_and_0_without_either():
+    # x, y, z are stored as dtype too: small and positive (own generator: RNG's sequence
+    # is the later tests')
+    points = np.random.default_rng(7).uniform(1, 50, (10, 4)).astype(np.float32)
+    points[:, 3] = np.arange(10) * 20
+    msg = points_to_pointcloud2(T, points, _header(), fields=("x", "y", "z", "reflectivity"),
+                                dtype="<u2")
+    assert "field 'reflectivity' (uint16) / 255" in cloud_rule(msg).text
+    np.testing.assert_array_equal(pointcloud2_to_points(msg)[0][:, 3],
+                                  np.float32(np.arange(10) * 20) / np.float32(255))
+    bare = points_to_pointcloud2(T, points[:, :3], _header(), fields=("x", "y", "z"))
+    assert cloud_rule(bare).text.startswith("no intensity field (intensity/i/reflectance/"
+                                            "reflectivity; fields: x, y, z): intensity 0")
 
 
 def test_pointcloud2_missing_intensity_padding_and_organised_with_nan():

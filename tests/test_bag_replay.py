@@ -187,7 +187,9 @@ def test_bag_clouds_are_cleaned_like_kitti_scans(tmp_path):
     """A bag is no back door for garbage: out-of-reach rows dropped, reflectance clamped."""
     cloud = np.array([[5, 1, 0, 1e30], [2e3, 0, 0, 0.5], [4, 2, 0, -3], [6, 0, 0, 0.25]],
                      np.float32)
-    drive = BagDrive(_custom_bag(tmp_path / "bad", _sensor_messages(cloud=cloud)))
+    # as stored (by convention this first scan's max 1e30 would mean 0..255: / 255)
+    drive = BagDrive(_custom_bag(tmp_path / "bad", _sensor_messages(cloud=cloud)),
+                     intensity_scale=1.0)
     frame = drive.read(0)
     assert (frame.dropped_points, frame.clamped_points) == (1, 2)
     np.testing.assert_array_equal(frame.points[:, 3], [1.0, 0.0, 0.25])

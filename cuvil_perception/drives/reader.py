@@ -119,11 +119,17 @@ class Drive:
     """A KITTI raw drive opened for reading (lists files, reads timestamps and calibration).
 
     ``len(drive)`` is the number of synchronised frames; ``drive.skipped`` counts LiDAR scans
-    that had no camera image within ``sync_tolerance_ms``.
+    that had no camera image within ``sync_tolerance_ms``. A ``.bin`` holds reflectance 0..1 by
+    its format: ``intensity_scale`` None reads it as stored, a number multiplies it (the
+    ``replay`` param, as for a bag; ``notes`` then says so).
     """
 
-    def __init__(self, path: Path, sync_tolerance_ms: float = 50.0):
+    def __init__(self, path: Path, sync_tolerance_ms: float = 50.0,
+                 intensity_scale: float | None = None):
         self.path = Path(path)
+        self.intensity_scale = intensity_scale
+        self.notes = [] if intensity_scale is None else [
+            f"{self.path}: reflectance x {intensity_scale:g} (intensity_scale)"]
         if not self.path.is_dir():
             raise DriveError(f"{self.path}: no such drive folder")
         self.lidar = open_stream(self.path, LIDAR_STREAM, ".bin")
@@ -174,6 +180,8 @@ class Drive:
         """Load synchronised frame ``index`` (0 <= index < len(self))."""
         scan, image_index = self.pairs[index]
         points, dropped = read_points(self.lidar.files[scan])
+        if self.intensity_scale is not None:
+            points[:, 3] *= np.float32(self.intensity_scale)
         clamped = clamp_reflectance(points)
         image_file = self.camera.files[image_index]
         image = read_image(image_file)

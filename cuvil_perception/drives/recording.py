@@ -12,9 +12,10 @@ from .reader import Drive, drive_image_size
 
 def open_recording(path: Path, sync_tolerance_ms: float = 50.0, *,
                    topics: dict[str, str] | None = None, stamp: str = "header",
-                   intensity_scale: float = 1.0):
-    """``BagDrive`` when ``path`` holds a bag, else the KITTI-raw ``Drive`` (the bag options
-    apply to bags only); DriveError for a file that is neither."""
+                   intensity_scale: float | None = None):
+    """``BagDrive`` when ``path`` holds a bag, else the KITTI-raw ``Drive`` (``topics`` and
+    ``stamp`` apply to bags only; ``intensity_scale`` to both); DriveError for a file that is
+    neither."""
     if is_bag(path):
         from .bag import BagDrive
 
@@ -23,7 +24,7 @@ def open_recording(path: Path, sync_tolerance_ms: float = 50.0, *,
     if Path(path).is_file():
         raise DriveError(f"{path}: neither a drive folder (KITTI raw layout) nor a ROS bag or "
                          "MCAP file (judged by its first bytes)")
-    return Drive(path, sync_tolerance_ms)
+    return Drive(path, sync_tolerance_ms, intensity_scale=intensity_scale)
 
 
 def recording_image_size(path: Path, topics: dict[str, str] | None = None

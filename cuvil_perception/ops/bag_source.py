@@ -3,8 +3,10 @@ source uses to tell a bag from a KITTI-raw folder by content (``--replay FILE`` 
 
 ``bag`` has the ports of ``replay`` (image, points, P2, R0_rect, Tr_velo_to_cam, labels,
 dropped_points; labels are empty: bags carry no ground truth) plus the parameters that only
-make sense for a bag: which topic feeds which stream, which clock stamps them, and the
-intensity scale. See ``drives/bag`` for the message types and how topics are chosen.
+make sense for a bag: which topic feeds which stream and which clock stamps them. The intensity
+rule (``intensity_scale``, null: by the field's type and values, see ``drives/bag/intensity``)
+is a ``replay`` param, so ``--replay BAG --set drive.intensity_scale=F`` works on the shipped
+configs too. See ``drives/bag`` for the message types and how topics are chosen.
 """
 
 from __future__ import annotations
@@ -13,15 +15,13 @@ from pathlib import Path
 
 from ..drives.recording import open_recording as drives_open_recording
 from ..drives.recording import recording_image_size as drives_image_size
-from ..graph import Param, ParamProblem, Range, register
+from ..graph import Param, ParamProblem, register
 from .sources import Replay
-
-MAX_INTENSITY_SCALE = 1e6
 
 
 def _bag_options(params: dict) -> dict:
     return {"topics": dict(params.get("topics") or {}), "stamp": params.get("stamp", "header"),
-            "intensity_scale": params.get("intensity_scale", 1.0)}
+            "intensity_scale": params.get("intensity_scale")}
 
 
 def open_recording(path: Path, params: dict):
@@ -50,10 +50,7 @@ class Bag(Replay):
               "stream left out takes the only topic of its type"),
         Param("stamp", str, "header", "message time: header (header.stamp) or log (the bag's "
               "record time)", choices=("header", "log")),
-        Param("intensity_scale", float, 1.0, "factor on the intensity field (1/255 for "
-              "drivers that publish 0..255)",
-              range=Range(0.0, MAX_INTENSITY_SCALE, low_open=True)),
-    ) + tuple(p for p in Replay.params if p.name != "path")  # sync_tolerance_ms, loop
+    ) + tuple(p for p in Replay.params if p.name != "path")  # intensity_scale, sync..., loop
 
     def check(self) -> None:
         super().check()

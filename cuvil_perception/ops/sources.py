@@ -16,6 +16,8 @@ from ..drives.labels import LABEL_COLUMNS
 from ..errors import CameraError, DriveError, UsageError
 from ..graph import Param, ParamProblem, PortSpec, Range, RunContext, Sample, Source, register
 
+MAX_INTENSITY_SCALE = 1e6
+
 
 @register
 class Replay(Source):
@@ -36,6 +38,11 @@ class Replay(Source):
     params = (
         Param("path", Path, None, "drive folder (KITTI raw layout) or a ROS bag / MCAP file; "
               "--replay sets it", optional=True),
+        Param("intensity_scale", float, None, "null: intensity to 0..1 by convention (a "
+              ".bin as stored; a bag by its field's type and values: uint8 and 0..255 floats "
+              "/255, see docs/bags.md); a number multiplies the stored value instead",
+              optional=True,
+              range=Range(0.0, MAX_INTENSITY_SCALE, low_open=True)),
         Param("sync_tolerance_ms", float, 50.0,
               "max |camera time - scan time| for a pair, in ms", range=Range(0.0, 10_000.0),
               unit="ms"),
@@ -89,7 +96,7 @@ class Replay(Source):
         if path is None:  # open() without preflight (the Python API)
             raise UsageError("no drive given: pass --replay DRIVE or set params.path")
         self.drive = self.preflight()
-        for note in getattr(self.drive, "notes", ()):  # which topics a bag gave: not a problem
+        for note in getattr(self.drive, "notes", ()):  # topics, intensity rule: not problems
             ctx.info(note)
         self.skipped = self.drive.skipped
         self._ctx, self._clamp_warned = ctx, False

@@ -22,7 +22,10 @@ ROWS = [
     ("intensity_scale", 0.0, "must be in (0, 1e+06]"),
     ("intensity_scale", 1e300, "must be in (0, 1e+06]"),
     ("intensity_scale", "x", "must be a number"),
-    ("intensity_scale", None, "must be a number"),
+    ("intensity_scale", "auto", "must be a number"),  # null (the default) is the convention
+    ("intensity_scale", "/255", "must be a number"),
+    ("intensity_scale", [1.0], "must be a number"),
+    ("intensity_scale", True, "must be a number"),
     ("stamp", "wall", "must be one of 'header', 'log'"),
     ("stamp", "", "must be one of 'header', 'log'"),
     ("stamp", 1, "must be a string"),
@@ -151,3 +154,81 @@ def test_mcap_sink_rejects_inputs_it_cannot_draw(tmp_path):
 def test_run_foxglove_bad_address_is_one_line_exit_2(address):
     result = cli("run", "configs/fusion.yaml", "--foxglove", address, "--frames", "1", cwd=REPO)
     assert_one_line_error(result, "params.live", "port must be")
+
+
+INTENSITY_ROWS = [row for row in ROWS if row[0] == "intensity_scale"]
+
+
+@pytest.mark.parametrize("param,value,message", INTENSITY_ROWS)
+def test_replay_intensity_scale_is_checked_like_the_bag_ops(param, value, message):
+    """``intensity_scale`` is a ``replay`` param too (``--replay BAG`` on a shipped config)."""
+    p = Pipeline("bad")
+    p.add("drive", "replay", **{param: value})
+    with pytest.raises(PipelineError) as info:
+        p.validate()
+    assert f"stage 'drive': field 'params.{param}'" in str(info.value) and message in str(
+        info.value)
+
+
+@pytest.mark.parametrize("verb", ["inspect", "run"])
+@pytest.mark.parametrize("value,message", [
+    (".nan", "must be a finite number"), (".inf", "must be a finite number"),
+    ("-1", "must be in (0, 1e+06]"), ("0", "must be in (0, 1e+06]"),
+    ("1e300", "must be in (0, 1e+06]"), ("auto", "must be a number"),
+    ("/255", "must be a number"), ("[1]", "must be a number")])
+def test_set_intensity_scale_bad_values_are_one_line_exit_2(verb, value, message):
+    before = snapshot(REPO / "configs")
+    result = cli(verb, "configs/lidar_pillars.yaml", "--set", f"drive.intensity_scale={value}",
+                 cwd=REPO)
+    assert_one_line_error(result, "--set drive.intensity_scale", message)
+    assert_unchanged(before)
+
+
+def _int_intensity_bag(path, dtype: str):
+    """A ROS 2 MCAP (rosbags) of 2 synchronised frames whose clouds store every field, the
+    intensity included, as ``dtype``."""
+    import numpy as np
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from cuvil_perception.drives import load_calibration
+    from cuvil_perception.drives.bag import points_to_pointcloud2
+    from cuvil_perception.drives.bag.image import bgr_to_image
+    from cuvil_perception.drives.bag.write import _Msgs
+
+    msgs, calib = _Msgs(ros1=False), load_calibration(REPO / "datasets" / "sample_drive")
+    kinds = {"points": "sensor_msgs/msg/PointCloud2", "image": "sensor_msgs/msg/Image",
+             "info": "sensor_msgs/msg/CameraInfo", "tf": "tf2_msgs/msg/TFMessage"}
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conns = {k: writer.add_connection(f"/{k}", t, typestore=msgs.store)
+                 for k, t in kinds.items()}
+
+        def put(key, stamp, msg):
+            writer.write(conns[key], stamp, msgs.serialize(msg, kinds[key]))
+
+        tf = msgs.tf_static(msgs.header(0, "cam"), calib.Tr_velo_to_cam)
+        tf.transforms[0].child_frame_id = "lidar"
+        put("tf", 1, tf)
+        for k in range(2):
+            t = 1_000_000_000 + k * 100_000_000
+            cloud = np.array([[5, 1, 0, 20], [8, -2, 0, 100]], np.float32)
+            put("points", t, points_to_pointcloud2(msgs.types, cloud, msgs.header(t, "lidar"),
+                                                   dtype=dtype))
+            header = msgs.header(t, "cam")
+            put("image", t, bgr_to_image(msgs.types, np.zeros((4, 6, 3), np.uint8), header))
+            put("info", t, msgs.camera_info(header, calib, (6, 4)))
+    return path
+
+
+@pytest.mark.parametrize("verb", ["inspect", "run"])
+@pytest.mark.parametrize("dtype,name", [("<i1", "int8"), ("<i2", "int16"), ("<i4", "int32"),
+                                        ("<u4", "uint32")])
+def test_intensity_types_without_a_convention_are_one_line_exit_2(tmp_path, verb, dtype, name):
+    bag = _int_intensity_bag(tmp_path / "int.mcap", dtype)
+    before = snapshot(bag)
+    out = ("--out", str(tmp_path / "o.jsonl")) if verb == "run" else ()
+    result = cli(verb, "configs/lidar_pillars.yaml", "--replay", str(bag), *out, cwd=REPO)
+    assert_one_line_error(result, f"{bag}: /points message 0: PointCloud2 field 'intensity' "
+                          f"({name}): no convention gives its scale",
+                          "--set drive.intensity_scale=")
+    assert_unchanged(before)
+    assert not (tmp_path / "o.jsonl").exists()

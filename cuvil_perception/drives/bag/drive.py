@@ -6,7 +6,9 @@ CameraInfo (P2, R0_rect, image size) and the tf tree (LiDAR-to-camera extrinsic,
 point cloud's frame to the camera's). Scans and images are paired with ``reader.synchronise``,
 the rule (and tolerance) the KITTI reader uses. ``read(k)`` then streams the bag and decodes only
 the messages frame k needs; reading in order (what the replay source does) reads the bag once
-more, front to back.
+more, front to back. The opening scan also decides how the cloud's intensity becomes 0..1
+reflectance (`intensity.IntensityRule`, from the first scan with a finite intensity value),
+once for the whole replay, and adds it to ``notes``.
 
 A bag damaged part-way (truncated, corrupt chunk) keeps the frames whose messages lie before
 the damage; ``damage`` describes where it is, and the replay source reports it after them.
@@ -29,7 +31,8 @@ from ..reader import DriveFrame, synchronise
 from ..timestamps import longest_gap
 from .backend import BagFile, Damage
 from .image import compressed_to_bgr, image_to_bgr
-from .pointcloud import pointcloud2_to_points
+from .intensity import IntensityRule, decide, needs_values
+from .pointcloud import intensity_values, pointcloud2_to_points
 from .tf import TfTree, camera_info_calibration
 from .topics import select_topics, tf_topics
 
@@ -53,21 +56,24 @@ class _Scan:
         self.stamps: dict[str, list[int]] = {"points": [], "image": []}
         self.camera_info = None
         self.lidar_frame: str | None = None
+        self.intensity: IntensityRule | None = None  # decided by the first scan with a value
+        self.last_cloud = None  # the last cloud seen while undecided (none had a value)
         self.tf = TfTree()
 
 
 class BagDrive:
     """A bag opened as a drive; same interface as ``reader.Drive`` (``len``, ``read``, ``calib``,
-    ``skipped``, ``image_size``, ``lidar.stamps``). ``notes`` tell which topics were chosen."""
+    ``skipped``, ``image_size``, ``lidar.stamps``). ``notes`` tell which topics were chosen
+    and the intensity rule (``intensity_scale`` None: by convention, see `intensity`)."""
 
     def __init__(self, path: Path, sync_tolerance_ms: float = 50.0,
                  topics: dict[str, str] | None = None, stamp: str = "header",
-                 intensity_scale: float = 1.0):
+                 intensity_scale: float | None = None):
         self.path = Path(path)
         if stamp not in STAMP_SOURCES:
             raise DriveError(f"{self.path}: stamp must be 'header' or 'log', got {stamp!r}")
         self.stamp = stamp
-        self.intensity_scale = float(intensity_scale)
+        self.intensity_scale = None if intensity_scale is None else float(intensity_scale)
         self.bag = BagFile(self.path)
         try:
             self.topics, self.notes = select_topics(self.bag.topics, dict(topics or {}),
@@ -83,6 +89,10 @@ class BagDrive:
         self.camera = self._stream("image", scan)
         if self.lidar.stamps.size == 0:
             raise DriveError(self._empty_reason(f"no {self.topics['points']} message"))
+        self.intensity = scan.intensity or decide(scan.last_cloud, None, self.intensity_scale,
+                                                  self.scan_name(0))
+        self.notes.append(f"{self.path}: {self.topics['points']} intensity: "
+                          f"{self.intensity.text}")
         self.calib = self._calibration(scan)
         self.image_size = self.calib.image_size
         tolerance_ns = int(round(sync_tolerance_ms * 1e6))
@@ -120,14 +130,31 @@ class BagDrive:
             if role is not None:
                 stamp = log_ns if self.stamp == "log" else self._header_stamp(raw, topic)
                 scan.stamps[role].append(stamp)
-                if role == "points" and scan.lidar_frame is None:
-                    scan.lidar_frame = str(self._decode(topic, raw).header.frame_id)
+                if role == "points" and scan.intensity is None:
+                    self._first_cloud(scan, self._decode(topic, raw))
             elif topic == info_topic:
                 if scan.camera_info is None:
                     scan.camera_info = self._decode(topic, raw)
             else:
                 scan.tf.add(self._decode(topic, raw), f"{self.path}: {topic}")
         return scan
+
+    def _first_cloud(self, scan: _Scan, msg) -> None:
+        """Take the LiDAR frame from the first cloud, and the intensity rule from the first
+        cloud that decides it (one whose rule needs values must have a finite one)."""
+        ordinal = len(scan.stamps["points"]) - 1
+        where = f"{self.path}: {self.topics['points']} message {ordinal}"
+        if scan.lidar_frame is None:
+            scan.lidar_frame = str(msg.header.frame_id)
+        scan.last_cloud = msg
+        values = None
+        if needs_values(msg, self.intensity_scale):
+            values = intensity_values(msg, where)
+            if not np.isfinite(values).any():
+                return
+        first = ("the first scan" if ordinal == 0 else
+                 f"message {ordinal}, the first scan with a finite intensity")
+        scan.intensity = decide(msg, values, self.intensity_scale, where, first)
 
     def _header_stamp(self, raw: bytes, topic: str) -> int:
         try:
@@ -218,7 +245,7 @@ class BagDrive:
     def _points(self, raw: bytes, ordinal: int) -> tuple[np.ndarray, int]:
         where = self.scan_name(ordinal)
         msg = self.bag.deserialize(raw, self.lidar.msgtype)
-        return pointcloud2_to_points(msg, where, self.intensity_scale)
+        return pointcloud2_to_points(msg, where, self.intensity)
 
     def _image(self, raw: bytes, ordinal: int) -> np.ndarray:
         where = f"{self.path}: {self.camera.topic} message {ordinal}"

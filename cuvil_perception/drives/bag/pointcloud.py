@@ -3,11 +3,12 @@
 Reading accepts what drivers publish: fields in any order and at any offset, ``point_step``
 larger than the fields (padding), ``row_step`` larger than ``width * point_step``, big-endian
 data (``is_bigendian``), organised clouds (``height > 1``: rows are concatenated in order), and
-x/y/z/intensity stored as float32, float64, int8/uint8, int16/uint16 or int32/uint32.
-Intensity is looked up as ``intensity``, then ``i``, then ``reflectance``; a cloud without one
-gets 0. Rows with a NaN or infinite value, or a coordinate beyond ``points.MAX_REACH_M``, are
-dropped and counted by the KITTI reader's own `keep_measured` (organised clouds mark missing
-returns with NaN); reflectance is clamped by the drive, as for a ``.bin``.
+x/y/z stored as float32, float64, int8/uint8, int16/uint16 or int32/uint32. Which field is the
+intensity and how it is scaled to 0..1 is an `intensity.IntensityRule` (decided once per topic
+by ``BagDrive``; from the cloud itself when none is given). Rows with a NaN or infinite value,
+or a coordinate beyond ``points.MAX_REACH_M``, are dropped and counted by the KITTI reader's own
+`keep_measured` (organised clouds mark missing returns with NaN); reflectance is clamped by the
+drive, as for a ``.bin``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,7 @@ import numpy as np
 
 from ...errors import DriveError
 from ..points import keep_measured
-
-# sensor_msgs/PointField datatype constants -> numpy base type
-DATATYPES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
-INTENSITY_NAMES = ("intensity", "i", "reflectance")
+from .intensity import DATATYPES, IntensityRule, decide, intensity_field
 
 
 def _field_dtype(msg, where: str) -> tuple[np.dtype, str | None]:
@@ -31,7 +29,8 @@ def _field_dtype(msg, where: str) -> tuple[np.dtype, str | None]:
     if missing:
         raise DriveError(f"{where}: PointCloud2 has no field {', '.join(missing)} (fields: "
                          f"{', '.join(fields) or 'none'})")
-    intensity = next((n for n in INTENSITY_NAMES if n in fields), None)
+    found = intensity_field(msg)
+    intensity = None if found is None else found.name
     names, formats, offsets = [], [], []
     for name in ("x", "y", "z") + ((intensity,) if intensity else ()):
         field = fields[name]
@@ -50,11 +49,9 @@ def _field_dtype(msg, where: str) -> tuple[np.dtype, str | None]:
     return dtype, intensity
 
 
-def pointcloud2_to_points(msg, where: str = "PointCloud2",
-                          intensity_scale: float = 1.0) -> tuple[np.ndarray, int]:
-    """(points float32 [N, 4] C-contiguous: x, y, z in metres in the cloud's frame, intensity
-    times ``intensity_scale``; number of rows dropped: NaN/inf or out of reach). ``where`` names the
-    message in errors (file, topic, index)."""
+def _cloud(msg, where: str) -> tuple[np.ndarray, str | None]:
+    """The cloud's points as a structured array [height * width] (fields x, y, z and the
+    intensity field, as stored) and the intensity field's name (or None)."""
     width, height = int(msg.width), int(msg.height)
     step, row_step = int(msg.point_step), int(msg.row_step)
     if step <= 0 or row_step < width * step:
@@ -66,19 +63,43 @@ def pointcloud2_to_points(msg, where: str = "PointCloud2",
                          f"{width} points need {row_step * height}")
     dtype, intensity = _field_dtype(msg, where)
     if height * width == 0:
-        return np.zeros((0, 4), dtype=np.float32), 0
+        return np.zeros(0, dtype=dtype), intensity
     if row_step == width * step:
-        cloud = np.frombuffer(data, dtype=dtype, count=height * width)
-    else:  # row padding: take each row's points, skip the padding
-        rows = np.lib.stride_tricks.as_strided(data, (height, width * step), (row_step, 1))
-        cloud = np.frombuffer(np.ascontiguousarray(rows).tobytes(), dtype=dtype)
+        return np.frombuffer(data, dtype=dtype, count=height * width), intensity
+    # row padding: take each row's points, skip the padding
+    rows = np.lib.stride_tricks.as_strided(data, (height, width * step), (row_step, 1))
+    return np.frombuffer(np.ascontiguousarray(rows).tobytes(), dtype=dtype), intensity
+
+
+def intensity_values(msg, where: str = "PointCloud2") -> np.ndarray | None:
+    """The cloud's intensity values as stored ([N], the field's dtype), None without one."""
+    cloud, intensity = _cloud(msg, where)
+    return None if intensity is None else cloud[intensity]
+
+
+def cloud_rule(msg, where: str = "PointCloud2",
+               intensity_scale: float | None = None) -> IntensityRule:
+    """The intensity rule this cloud alone gives (`intensity.decide` on its own values)."""
+    return decide(msg, intensity_values(msg, where), intensity_scale, where)
+
+
+def pointcloud2_to_points(msg, where: str = "PointCloud2",
+                          rule: IntensityRule | None = None) -> tuple[np.ndarray, int]:
+    """(points float32 [N, 4] C-contiguous: x, y, z in metres in the cloud's frame, intensity
+    by ``rule`` (None: `cloud_rule` of this cloud); number of rows dropped: NaN/inf or out of
+    reach). ``where`` names the message in errors (file, topic, index). A cloud without the
+    rule's field is an error: a topic keeps one layout."""
+    cloud, intensity = _cloud(msg, where)
+    if rule is None:
+        rule = decide(msg, None if intensity is None else cloud[intensity], None, where)
+    if rule.field is not None and rule.field not in (cloud.dtype.names or ()):
+        raise DriveError(f"{where}: PointCloud2 has no field '{rule.field}', which the topic's "
+                         f"first scan had (fields: {', '.join(f.name for f in msg.fields)})")
     points = np.zeros((cloud.size, 4), dtype=np.float32)
     for column, name in enumerate("xyz"):
         points[:, column] = cloud[name]
-    if intensity is not None:
-        points[:, 3] = cloud[intensity]
-        if intensity_scale != 1.0:
-            points[:, 3] *= np.float32(intensity_scale)
+    if rule.field is not None:
+        points[:, 3] = rule.apply(cloud[rule.field])
     return keep_measured(points)
 
 
