@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from ..errors import OutputWriteError, UsageError
-from ..graph import FrameInfo, Param, ParamProblem, PortSpec, Range, RunContext, Sink, register
+from ..graph import FrameInfo, Param, PortSpec, Range, RunContext, Sink, register
 from ..output_files import LineWriter, describe_os_error, mark_folder, write_bytes_atomic
 
 

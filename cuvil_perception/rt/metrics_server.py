@@ -69,7 +69,7 @@ class MetricsServer:
             with sigterm_as_interrupt():
                 time.sleep(seconds)
         except KeyboardInterrupt:
-            pass
+            note(f"metrics at {self.url} closed early (Ctrl-C / SIGTERM during --metrics-linger)")
 
     def close(self) -> None:
         self._server.shutdown()
