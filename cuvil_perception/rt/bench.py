@@ -154,3 +154,81 @@ def _load(pipeline, replay):
     if replay is not None:
         apply_cli_sources(loaded, replay=replay)
     return loaded.validate()
+
+
+@dataclass
+class Side:
+    """One side of ``bench --vs``: its pooled timings and what its runs cost.
+
+    frames: frames through the whole pipeline over all repeats; wall_s: their summed run wall
+    time (s); peak_rss_mb: the largest per-run peak resident set (MiB) of this process, the
+    peak reset before each run (None where the kernel offers no reset)."""
+
+    report: LatencyReport
+    recorder: LatencyRecorder
+    runs: list[RunResult]
+    peak_rss_mb: float | None
+
+    @property
+    def frames(self) -> int:
+        return sum(r.frames for r in self.runs)
+
+    @property
+    def fps(self) -> float:
+        wall = sum(r.wall_s for r in self.runs)
+        return self.frames / wall if wall > 0 else 0.0
+
+
+def compare_pipelines(a, b, frames=None, repeat: int = 1, workers: int | None = None,
+                      warn=None, progress=None) -> tuple[Side, Side]:
+    """Run validated pipelines ``a`` and ``b`` interleaved (A, B, A, B, ... ``repeat`` pairs,
+    so both see the same machine load over time) and return their `Side` s."""
+    from .executor import run_pipeline
+
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    pipelines = [_load(a, None), _load(b, None)]
+    recorders, runs, peaks = [LatencyRecorder(), LatencyRecorder()], [[], []], [None, None]
+    with tempfile.TemporaryDirectory(prefix="cuvil-bench-") as scratch:
+        for i, pipeline in enumerate(pipelines):
+            _redirect_sinks(pipeline, Path(scratch) / "AB"[i])
+        for _ in range(repeat):
+            for i, pipeline in enumerate(pipelines):
+                options = RunOptions(frames=frames, workers=workers, rate=0.0,
+                                     enforce_deadlines=False, write_record=False, warn=warn,
+                                     progress=progress, overwrite=True)
+                reset = _reset_peak_rss()
+                result = run_pipeline(pipeline, options)
+                peak = _peak_rss_mb() if reset else None
+                peaks[i] = peak if peaks[i] is None else max(peaks[i], peak)
+                runs[i].append(result)
+                recorders[i].merge(result.recorder)
+    sides = []
+    for i, pipeline in enumerate(pipelines):
+        stages = run_stages(pipeline, runs[i][0])
+        report = recorders[i].report(stages, pipeline.e2e_deadline_ms)
+        sides.append(Side(report, recorders[i], runs[i], peaks[i]))
+    return sides[0], sides[1]
+
+
+def _reset_peak_rss() -> bool:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (Linux >= 4.0:
+    ``/proc/self/clear_refs`` 5); False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_mb() -> float | None:
+    """VmHWM of this process (MiB), None if /proc gives none."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
