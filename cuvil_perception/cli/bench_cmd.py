@@ -118,7 +118,7 @@ def _ab_bench(pipeline, replay, sets, vs_path, vs_sets, vs_models, plot_dir, rep
               workers, overwrite) -> None:
     """``bench A --vs B``: both sides interleaved, one A/B table, optionally the A/B plot."""
     from ..errors import PipelineError, UsageError
-    from ..graph import apply_cli_sources, load_pipeline
+    from ..graph import apply_cli_sources, load_pipeline, preflight
     from ..rt import compare_pipelines, write_ab_plot
     from ..rt.report import ab_table
 
@@ -129,9 +129,9 @@ def _ab_bench(pipeline, replay, sets, vs_path, vs_sets, vs_models, plot_dir, rep
     a = apply_cli_sources(load_pipeline(pipeline, validate=False), replay=replay, sets=sets)
     b = load_pipeline(vs_path or pipeline, validate=False)
     b_sets = tuple(sets) + tuple(vs_sets) + tuple(_model_sets(b, vs_models))
-    a.validate()
+    preflight(a.validate())  # both sides' file checks before either runs
     try:  # B's errors name its overrides as --set STAGE.PARAM: say they are B's
-        apply_cli_sources(b, replay=replay, sets=b_sets).validate()
+        preflight(apply_cli_sources(b, replay=replay, sets=b_sets).validate())
     except (UsageError, PipelineError) as e:
         raise UsageError(f"B (--vs / --vs-set / --vs-model): {e}") from None
     labels = (Path(pipeline).name, _b_label(pipeline, vs_path, vs_sets, vs_models))
