@@ -160,14 +160,17 @@ def _load(pipeline, replay):
 class Side:
     """One side of ``bench --vs``: its pooled timings and what its runs cost.
 
-    frames: frames through the whole pipeline over all repeats; wall_s: their summed run wall
-    time (s); peak_rss_mb: the largest per-run peak resident set (MiB) of this process, the
-    peak reset before each run (None where the kernel offers no reset)."""
+    frames: frames through the whole pipeline over all repeats; fps: those frames over the
+    summed run wall time. peak_rss_mb: the largest per-run peak resident set (MiB) of this
+    process, the peak (VmHWM) reset at each run's start; rss_growth_mb: the largest per-run
+    rise of that peak above the RSS at the run's start, i.e. what the run added to what was
+    already resident (interpreter, libraries). Both None where the kernel offers no reset."""
 
     report: LatencyReport
     recorder: LatencyRecorder
     runs: list[RunResult]
     peak_rss_mb: float | None
+    rss_growth_mb: float | None
 
     @property
     def frames(self) -> int:
@@ -182,52 +185,63 @@ class Side:
 def compare_pipelines(a, b, frames=None, repeat: int = 1, workers: int | None = None,
                       warn=None, progress=None) -> tuple[Side, Side]:
     """Run validated pipelines ``a`` and ``b`` interleaved (A, B, A, B, ... ``repeat`` pairs,
-    so both see the same machine load over time) and return their `Side` s."""
+    so both see the same machine load over time), after one untimed 1-frame warm-up run of
+    each, and return their `Side` s."""
     from .executor import run_pipeline
 
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     pipelines = [_load(a, None), _load(b, None)]
-    recorders, runs, peaks = [LatencyRecorder(), LatencyRecorder()], [[], []], [None, None]
+    recorders, runs = [LatencyRecorder(), LatencyRecorder()], [[], []]
+    memory: list[list[tuple[float, float]]] = [[], []]  # per run: (peak, growth) MiB
     with tempfile.TemporaryDirectory(prefix="cuvil-bench-") as scratch:
         for i, pipeline in enumerate(pipelines):
             _redirect_sinks(pipeline, Path(scratch) / "AB"[i])
+        # one untimed 1-frame run of each side first: the process's one-time costs (imports,
+        # ONNX Runtime and kernel loading) would otherwise land on A's first run only
+        for pipeline in pipelines:
+            run_pipeline(pipeline, RunOptions(frames=1, workers=workers, rate=0.0,
+                                              enforce_deadlines=False, write_record=False,
+                                              warn=warn, overwrite=True))
         for _ in range(repeat):
             for i, pipeline in enumerate(pipelines):
                 options = RunOptions(frames=frames, workers=workers, rate=0.0,
                                      enforce_deadlines=False, write_record=False, warn=warn,
                                      progress=progress, overwrite=True)
-                reset = _reset_peak_rss()
+                start_mb = _reset_peak_rss()
                 result = run_pipeline(pipeline, options)
-                peak = _peak_rss_mb() if reset else None
-                peaks[i] = peak if peaks[i] is None else max(peaks[i], peak)
+                peak_mb = _status_mb("VmHWM")
+                if start_mb is not None and peak_mb is not None:
+                    memory[i].append((peak_mb, peak_mb - start_mb))
                 runs[i].append(result)
                 recorders[i].merge(result.recorder)
     sides = []
     for i, pipeline in enumerate(pipelines):
         stages = run_stages(pipeline, runs[i][0])
         report = recorders[i].report(stages, pipeline.e2e_deadline_ms)
-        sides.append(Side(report, recorders[i], runs[i], peaks[i]))
+        peak, growth = (max(m[0] for m in memory[i]), max(m[1] for m in memory[i])) \
+            if len(memory[i]) == repeat else (None, None)
+        sides.append(Side(report, recorders[i], runs[i], peak, growth))
     return sides[0], sides[1]
 
 
-def _reset_peak_rss() -> bool:
+def _reset_peak_rss() -> float | None:
     """Reset this process's peak RSS (VmHWM) to its current RSS (Linux >= 4.0:
-    ``/proc/self/clear_refs`` 5); False where that is not possible."""
+    ``/proc/self/clear_refs`` 5) and return that RSS (MiB); None where not possible."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
-        return True
     except OSError:
-        return False
+        return None
+    return _status_mb("VmRSS")
 
 
-def _peak_rss_mb() -> float | None:
-    """VmHWM of this process (MiB), None if /proc gives none."""
+def _status_mb(field: str) -> float | None:
+    """A ``kB`` field of /proc/self/status (VmHWM, VmRSS) in MiB, None if /proc gives none."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass

@@ -54,7 +54,8 @@ def _ratio(a: str, b: str) -> str:
 
 def ab_table(a: Side, b: Side, labels: tuple[str, str] = ("A", "B")) -> Table:
     """``bench --vs``: one row per stage (the union of both sides', A's order first) and ``e2e``
-    with p50 and p99 (ms) of A and B and B/A, then frames, frames/s and peak RSS (MiB)."""
+    with p50 and p99 (ms) of A and B and B/A, then frames, frames/s, peak RSS and RSS growth
+    (MiB, see `bench.Side`)."""
     table = Table(title=f"A/B: A = {labels[0]}, B = {labels[1]} (ms; B/A)", title_justify="left")
     table.add_column("stage")
     for name in ("A p50", "B p50", "B/A", "A p99", "B p99", "B/A"):
@@ -71,9 +72,12 @@ def ab_table(a: Side, b: Side, labels: tuple[str, str] = ("A", "B")) -> Table:
         p99 = cell(a, stage, "p99"), cell(b, stage, "p99")
         table.add_row(stage, *p50, _ratio(*p50), *p99, _ratio(*p99),
                       end_section=stage == names[-1])
-    rss = ["-" if s.peak_rss_mb is None else f"{s.peak_rss_mb:.1f}" for s in (a, b)]
+    def mib(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
     for name, values in (("frames", (str(a.frames), str(b.frames))),
                          ("frames/s", (f"{a.fps:.2f}", f"{b.fps:.2f}")),
-                         ("peak RSS MiB", tuple(rss))):
+                         ("peak RSS MiB", (mib(a.peak_rss_mb), mib(b.peak_rss_mb))),
+                         ("RSS growth MiB", (mib(a.rss_growth_mb), mib(b.rss_growth_mb)))):
         table.add_row(name, *values, _ratio(*values), "", "", "")
     return table

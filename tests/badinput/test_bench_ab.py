@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ._runner import REPO, assert_one_line_error, assert_unchanged, cli, snapshot
+from ._runner import assert_one_line_error, assert_unchanged, cli, snapshot
 from .test_set_option import PILLARS
 
 # (bench arguments after p.yaml, fragments of the one error line)
