@@ -3,8 +3,12 @@
 Runs the drive ``--repeat`` times (rate 0, deadlines measured but not enforced), prints the
 per-stage timing table and the budget verdicts (stage, p50, p99, budget, verdict).
 
-Exit codes: 0 every budget holds; 1 (``rt.BREACH_EXIT_CODE``) at least one budget is breached;
-2 a usage error (bad budgets file, unknown stage, missing drive, ...).
+``bench PIPELINE --vs B.yaml`` (or ``--vs-set STAGE.PARAM=VALUE``, ``--vs-model STAGE=MODEL``):
+the A/B board instead: both sides run interleaved, one table of both sides' p50/p99, frames/s
+and RSS with B/A ratios (`rt.bench.compare_pipelines`, `rt.report.ab_table`).
+
+Exit codes: 0 every budget holds (A/B: both sides ran); 1 (``rt.BREACH_EXIT_CODE``) at least
+one budget is breached; 2 a usage error (bad budgets file, unknown stage, missing drive, ...).
 """
 
 from __future__ import annotations

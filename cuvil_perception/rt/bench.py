@@ -9,6 +9,9 @@ right after their stage on every frame (``RunOptions.reference_stages``). Ratio 
 the stage and its reference from that second run, frame by frame on the same inputs and under
 the same machine load; the clean run keeps the references' time out of ``e2e``.
 
+`compare_pipelines` is ``bench --vs``: two pipelines run interleaved (A, B, A, B, ...) with the
+same run options, each side's timings pooled, with frames/s and per-run peak RSS (`Side`).
+
 The pipeline's sinks still run (their cost is part of what is measured) but write into a
 temporary folder removed afterwards, never onto the pipeline's own output files.
 """
