@@ -26,7 +26,8 @@ reference executor), ``budgets`` + ``bench`` (latency regression), ``plot`` (PNG
 """
 
 from .admission import AdmissionControl
-from .bench import BREACH_EXIT_CODE, BudgetReport, Verdict, bench_pipeline, evaluate
+from .bench import (BREACH_EXIT_CODE, BudgetReport, Side, Verdict, bench_pipeline,
+                    compare_pipelines, evaluate)
 from .budgets import Budget, BudgetFileError, BudgetSpec, load_budgets, parse_budgets
 from .clock import MonotonicClock
 from .executor import run_pipeline
@@ -36,7 +37,7 @@ from .metrics_server import MetricsServer
 from .options import RunOptions, RunResult
 from .output_policy import Claim, check_outputs
 from .placement import intra_op_threads, placement_lines, usable_cores
-from .plot import write_plots
+from .plot import write_ab_plot, write_plots
 from .policy import ACTIONS, DeadlinePolicy
 from .record import read_record, record_status
 from .sequential import run_sequential
@@ -48,8 +49,9 @@ __all__ = [
     "Claim", "check_outputs", "record_status",
     "DeadlinePolicy", "LatencyRecorder", "LatencyReport", "MetricsServer", "MonotonicClock",
     "RtKnobs", "RunMetrics",
-    "RunOptions", "RunResult", "StageStats", "Verdict", "bench_pipeline", "evaluate",
+    "RunOptions", "RunResult", "Side", "StageStats", "Verdict", "bench_pipeline",
+    "compare_pipelines", "evaluate",
     "load_budgets", "parse_budgets", "parse_knobs", "read_record", "run_pipeline",
-    "run_sequential", "write_plots", "write_trace", "intra_op_threads", "placement_lines",
+    "run_sequential", "write_ab_plot", "write_plots", "write_trace", "intra_op_threads", "placement_lines",
     "usable_cores",
 ]

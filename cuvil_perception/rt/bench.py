@@ -9,6 +9,9 @@ right after their stage on every frame (``RunOptions.reference_stages``). Ratio 
 the stage and its reference from that second run, frame by frame on the same inputs and under
 the same machine load; the clean run keeps the references' time out of ``e2e``.
 
+`compare_pipelines` is ``bench --vs``: two pipelines run interleaved (A, B, A, B, ...) with the
+same run options, each side's timings pooled, with frames/s and per-run peak RSS (`Side`).
+
 The pipeline's sinks still run (their cost is part of what is measured) but write into a
 temporary folder removed afterwards, never onto the pipeline's own output files.
 """
@@ -154,3 +157,95 @@ def _load(pipeline, replay):
     if replay is not None:
         apply_cli_sources(loaded, replay=replay)
     return loaded.validate()
+
+
+@dataclass
+class Side:
+    """One side of ``bench --vs``: its pooled timings and what its runs cost.
+
+    frames: frames through the whole pipeline over all repeats; fps: those frames over the
+    summed run wall time. peak_rss_mb: the largest per-run peak resident set (MiB) of this
+    process, the peak (VmHWM) reset at each run's start; rss_growth_mb: the largest per-run
+    rise of that peak above the RSS at the run's start, i.e. what the run added to what was
+    already resident (interpreter, libraries). Both None where the kernel offers no reset."""
+
+    report: LatencyReport
+    recorder: LatencyRecorder
+    runs: list[RunResult]
+    peak_rss_mb: float | None
+    rss_growth_mb: float | None
+
+    @property
+    def frames(self) -> int:
+        return sum(r.frames for r in self.runs)
+
+    @property
+    def fps(self) -> float:
+        wall = sum(r.wall_s for r in self.runs)
+        return self.frames / wall if wall > 0 else 0.0
+
+
+def compare_pipelines(a, b, frames=None, repeat: int = 1, workers: int | None = None,
+                      warn=None, progress=None) -> tuple[Side, Side]:
+    """Run validated pipelines ``a`` and ``b`` interleaved (A, B, A, B, ... ``repeat`` pairs,
+    so both see the same machine load over time), after one untimed 1-frame warm-up run of
+    each, and return their `Side` s."""
+    from .executor import run_pipeline
+
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    pipelines = [_load(a, None), _load(b, None)]
+    recorders, runs = [LatencyRecorder(), LatencyRecorder()], [[], []]
+    memory: list[list[tuple[float, float]]] = [[], []]  # per run: (peak, growth) MiB
+    with tempfile.TemporaryDirectory(prefix="cuvil-bench-") as scratch:
+        for i, pipeline in enumerate(pipelines):
+            _redirect_sinks(pipeline, Path(scratch) / "AB"[i])
+        # one untimed 1-frame run of each side first: the process's one-time costs (imports,
+        # ONNX Runtime and kernel loading) would otherwise land on A's first run only
+        for pipeline in pipelines:
+            run_pipeline(pipeline, RunOptions(frames=1, workers=workers, rate=0.0,
+                                              enforce_deadlines=False, write_record=False,
+                                              warn=warn, overwrite=True))
+        for _ in range(repeat):
+            for i, pipeline in enumerate(pipelines):
+                options = RunOptions(frames=frames, workers=workers, rate=0.0,
+                                     enforce_deadlines=False, write_record=False, warn=warn,
+                                     progress=progress, overwrite=True)
+                start_mb = _reset_peak_rss()
+                result = run_pipeline(pipeline, options)
+                peak_mb = _status_mb("VmHWM")
+                if start_mb is not None and peak_mb is not None:
+                    memory[i].append((peak_mb, peak_mb - start_mb))
+                runs[i].append(result)
+                recorders[i].merge(result.recorder)
+    sides = []
+    for i, pipeline in enumerate(pipelines):
+        stages = run_stages(pipeline, runs[i][0])
+        report = recorders[i].report(stages, pipeline.e2e_deadline_ms)
+        peak, growth = (max(m[0] for m in memory[i]), max(m[1] for m in memory[i])) \
+            if len(memory[i]) == repeat else (None, None)
+        sides.append(Side(report, recorders[i], runs[i], peak, growth))
+    return sides[0], sides[1]
+
+
+def _reset_peak_rss() -> float | None:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (Linux >= 4.0:
+    ``/proc/self/clear_refs`` 5) and return that RSS (MiB); None where not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    return _status_mb("VmRSS")
+
+
+def _status_mb(field: str) -> float | None:
+    """A ``kB`` field of /proc/self/status (VmHWM, VmRSS) in MiB, None if /proc gives none."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None

@@ -131,3 +131,23 @@ def _time_axis(image: np.ndarray, y: int, left: int, right: int, span_ns: int) -
         cv2.line(image, (x, y), (x, y + 5), (0, 0, 0), 1)
         cv2.putText(image, f"{i * step:g} ms", (x - 12, y + 22), _FONT, 0.4, (60, 60, 60), 1,
                     cv2.LINE_AA)
+
+
+def write_ab_plot(directory: str | Path, a, b, labels: tuple[str, str]) -> Path:
+    """``bench --vs --plot``: ``ab_histogram.png``, A's histograms (left) beside B's (right),
+    one panel row per stage, both titled; ``a``/``b`` are `bench.Side` s."""
+    directory = Path(directory)
+    mark_folder(directory, "bench --plot")
+    images = []
+    for name, label, side in (("A", labels[0], a), ("B", labels[1], b)):
+        hist = histogram_image(side.recorder, side.report)
+        title = np.full((30, _W, 3), 255, np.uint8)
+        cv2.putText(title, f"{name}: {label}"[:100], (8, 21), _FONT, 0.6, (0, 0, 0), 1,
+                    cv2.LINE_AA)
+        images.append(np.vstack([title, hist]))
+    height = max(i.shape[0] for i in images)
+    images = [np.vstack([i, np.full((height - i.shape[0], _W, 3), 255, np.uint8)])
+              for i in images]
+    path = directory / "ab_histogram.png"
+    _write(path, np.hstack([images[0], np.zeros((height, 2, 3), np.uint8), images[1]]))
+    return path
