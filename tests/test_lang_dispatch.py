@@ -140,3 +140,25 @@ def test_open_extents_and_returned_values():
     assert total(x[:3].copy(), 3) == 3.0       # another length: the open extent is not fixed
     with pytest.raises(TypeError, match="float64"):
         total(x.astype(np.float32), 7)
+
+
+def test_static_keys_tell_apart_what_json_tells_apart():
+    from cuvil_perception.compile.lang.dispatch import static_key
+
+    pairs = [({"a": 0.0}, {"a": -0.0}), ({"a": True}, {"a": 1}), ({"a": 1}, {"a": 1.0}),
+             ({"a": (True,)}, {"a": (1,)}), ({"a": np.float64(0.0)}, {"a": np.float64(-0.0)})]
+    for one, other in pairs:
+        assert static_key(one) != static_key(other), (one, other)
+    assert static_key({"a": 1, "b": "x"}) == static_key({"a": 1, "b": "x"})
+
+
+def test_the_debug_switch_takes_another_entry(monkeypatch):
+    x, y = _fresh()
+    axpy(x, y, 1.0, 5)
+    count = len(axpy._entries)
+    monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "1")
+    y2 = np.ones_like(y)
+    axpy(x, y2, 0.5, 5)
+    axpy(x, y2, 0.5, 5)
+    assert len(axpy._entries) == count + 1
+    assert next(reversed(axpy._entries.values())).spec.error_record is not None

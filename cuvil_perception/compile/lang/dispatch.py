@@ -4,7 +4,8 @@ comparisons against the signature it resolved once.
 
 A full call (`Kernel._call_checked`) builds the spec, hashes its identity, looks the callable
 up, resolves every buffer's dtype and extents and converts addresses through ``arr.ctypes``
-(~20 us for an empty kernel, ~70 us with four arrays, AMD EPYC Zen 4 AVX-512). An entry keeps
+(12-20 us for an empty kernel, 55-105 us with four arrays; AMD EPYC Zen 4 AVX-512 VNNI,
+shared and noisy; `benchmarks/dispatch.py`). An entry keeps
 the callable and, per argument, what to compare: the exact numpy type, the dtype object
 (``is``: numpy's native-order built-in dtypes are singletons), C-contiguity, the shape (static
 extents resolved; an extent naming a scalar parameter read from this call), writeability when
@@ -14,10 +15,11 @@ scalar, a bool for an int, overlapping buffers, a non-native dtype) is a miss: t
 the full path, which raises exactly what it always raised, or runs. So the entry never refuses
 and never accepts anything the full path would refuse.
 
-A buffer's address is read from the array object itself (``PyArrayObject.data``, right after
-the object header), which costs ~0.3 us against ~1 us for ``arr.ctypes.data``; the offset is
-checked once per process against ``arr.ctypes.data`` and, if it does not match (another
-Python build), ``arr.ctypes.data`` is used.
+A buffer's address and flags are read from the array object itself (``PyArrayObject``'s data
+pointer and flags, right after the object header): ~0.2 us against ~1 us for
+``arr.ctypes.data`` and ~0.15 us for ``arr.flags``; the layout is checked once per process
+against ``arr.ctypes`` and ``arr.flags`` on probe arrays and, if it does not match (another
+Python build), those are used.
 """
 
 from __future__ import annotations
@@ -34,41 +36,53 @@ from .types import BufType, resolve_dtype
 #: the marker `Entry.convert` returns when the full path must decide.
 MISS = object()
 
-_ATOMS = (int, float, str, bool, type(None))
-_read_ptr = ctypes.c_void_p.from_address
+_EXACT = frozenset({int, str, bool, type(None)})  # equal values of one type: equal JSON
 ndarray = np.ndarray
+_C_CONTIGUOUS, _WRITEABLE = 0x1, 0x400  # NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE
 
 
-def _data_offset() -> int | None:
-    """Offset of ``PyArrayObject.data`` from the object's address, if ``id`` is the address
-    and the field is where numpy's headers put it (checked on arrays of several kinds)."""
-    offset = object.__basicsize__  # sizeof(PyObject): the data pointer follows the header
-    probes = [np.zeros(3, np.float32), np.arange(5, dtype=np.int64)[1:], np.empty(0, np.uint8)]
-    try:
-        if all(_read_ptr(id(p) + offset).value == p.ctypes.data for p in probes):
-            return offset
-    except (ValueError, OverflowError):
-        pass
-    return None
+class _Fields(ctypes.Structure):
+    """The head of numpy's ``PyArrayObject_fields`` after the object header."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("nd", ctypes.c_int),
+                ("dimensions", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("base", ctypes.c_void_p), ("descr", ctypes.c_void_p), ("flags", ctypes.c_int)]
 
 
-_OFFSET = _data_offset() if sys.implementation.name == "cpython" else None
+def _fields_reader():
+    """(``_Fields.from_address``, offset of the fields from ``id(arr)``) if ``id`` is the
+    address and the fields are where numpy's headers put them (checked on arrays of several
+    kinds: a view, an empty one, a read-only one, a non-contiguous one); else (None, 0)."""
+    if sys.implementation.name != "cpython":
+        return None, 0
+    offset = object.__basicsize__  # sizeof(PyObject): the fields follow the header
+    ro = np.zeros(4, np.float64)
+    ro.flags.writeable = False
+    probes = [np.zeros(3, np.float32), np.arange(5, dtype=np.int64)[1:], np.empty(0, np.uint8),
+              ro, np.zeros((4, 4), np.int16)[:, ::2]]
+    for p in probes:
+        f = _Fields.from_address(id(p) + offset)
+        if ((f.data or 0) != p.ctypes.data or f.nd != p.ndim
+                or bool(f.flags & _C_CONTIGUOUS) != p.flags.c_contiguous
+                or bool(f.flags & _WRITEABLE) != p.flags.writeable):
+            return None, 0
+    return _Fields.from_address, offset
 
 
-def address(arr: np.ndarray) -> int:
-    """The address of ``arr``'s first element (an exact or subclassed ndarray)."""
-    if _OFFSET is None:
-        return arr.ctypes.data
-    return _read_ptr(id(arr) + _OFFSET).value or 0
+_READ, _OFFSET = _fields_reader()
 
 
 def static_key(static: dict) -> tuple:
-    """A hashable key of the static keywords of one call: each value with its type (``1``,
-    ``1.0`` and ``True`` are different specs), containers by their repr (``(True,)`` is not
-    ``(1,)``); an unhashable value raises `TypeError` (the call then takes the full path)."""
+    """A hashable key of the static keywords of one call: the values with their types (``1``,
+    ``1.0`` and ``True`` are different specs); floats, numpy scalars and containers by their
+    repr (``-0.0`` is not ``0.0``, ``(True,)`` not ``(1,)``); an unhashable value raises
+    `TypeError` (the call then takes the full path)."""
     if not static:
         return ()
-    return tuple((k, type(v), v if type(v) in _ATOMS else repr(v)) for k, v in static.items())
+    kinds = tuple(map(type, static.values()))
+    if _EXACT.issuperset(kinds):
+        return tuple(static.items()), kinds
+    return tuple((k, type(v), v if type(v) in _EXACT else repr(v)) for k, v in static.items())
 
 
 def call_key(kernel, static: dict) -> tuple | None:
@@ -78,7 +92,7 @@ def call_key(kernel, static: dict) -> tuple | None:
     try:
         refs = kernel._refs
         key = (static_key(static), config.kernel_debug(), current(refs) if refs else ())
-        hash(key)
+        hash(key)  # (a list among the values: unhashable)
         return key
     except TypeError:
         return None
@@ -139,10 +153,16 @@ class Entry:
                     return MISS
             elif a.ndim != rank or not _extents_match(a.shape, dims, raw):
                 return MISS
-            flags = a.flags
-            if not flags.c_contiguous or not flags.writeable and pname in self.written():
+            if _READ is not None:
+                f = _READ(id(a) + _OFFSET)
+                p, flags = f.data or 0, f.flags
+                contiguous, writeable = flags & _C_CONTIGUOUS, flags & _WRITEABLE
+            else:
+                flags, p = a.flags, a.ctypes.data
+                contiguous, writeable = flags.c_contiguous, flags.writeable
+            if not contiguous or not writeable and pname in self.written():
                 return MISS
-            raw[i] = p = _read_ptr(id(a) + _OFFSET).value or 0 if _OFFSET else a.ctypes.data
+            raw[i] = p
             if align != 1 and p % align:
                 return MISS
             if spans is not None:
