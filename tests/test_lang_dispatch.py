@@ -162,3 +162,19 @@ def test_the_debug_switch_takes_another_entry(monkeypatch):
     axpy(x, y2, 0.5, 5)
     assert len(axpy._entries) == count + 1
     assert next(reversed(axpy._entries.values())).spec.error_record is not None
+
+
+def test_specialize_binds_static_values_once_and_still_checks():
+    x = np.arange(4, dtype=np.float32)
+    f32_scale = scale.specialize(T="f32", m=4)
+    y = np.zeros(4, np.float32)
+    f32_scale(x, y)
+    assert np.array_equal(y, x * 2)
+    f32_scale(x, y, k=3)
+    assert np.array_equal(y, x * 3)
+    with pytest.raises(TypeError, match="must be a C-contiguous float32"):
+        f32_scale(x.astype(np.float64), y)
+    with pytest.raises(TypeError, match="already bound"):
+        f32_scale(x, y, m=4)
+    with pytest.raises(Exception, match="unknown static parameters"):
+        scale.specialize(q=1)

@@ -30,6 +30,7 @@ import sys
 import numpy as np
 
 from ... import config
+from ...errors import KernelSourceError
 from .constants import current
 from .types import BufType, resolve_dtype
 
@@ -187,3 +188,27 @@ def _extents_match(shape: tuple, dims: tuple, raw: list) -> bool:
             return False
     return True
 
+
+
+class Specialized:
+    """``Kernel.specialize(**static)``: calls the kernel with ``static`` merged into each
+    call's keywords (a keyword given again is refused: one value per name)."""
+
+    def __init__(self, kernel, static: dict):
+        statics = kernel.params()[1]
+        unknown = sorted(set(static) - set(statics))
+        if unknown:
+            raise KernelSourceError(f"kernel {kernel.name}: specialize(): unknown static "
+                                    f"parameters {unknown}; it takes {statics}")
+        self.kernel, self.static = kernel, dict(static)
+
+    def __call__(self, *args, **static):
+        if not static:
+            return self.kernel(*args, **self.static)
+        again = sorted(set(static) & set(self.static))
+        if again:
+            raise TypeError(f"kernel {self.kernel.name}: {again} already bound by specialize()")
+        return self.kernel(*args, **self.static, **static)
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.kernel.name} specialized {self.static}>"

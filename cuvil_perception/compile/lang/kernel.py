@@ -40,7 +40,7 @@ from ..registry import get_kernel
 from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import checked_arguments, plain_static, runtime_arg_docs
-from .dispatch import MISS, Entry, call_key
+from .dispatch import MISS, Entry, Specialized, call_key
 from .constants import current, fileless_source, is_constant, reachable, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
@@ -130,6 +130,11 @@ class Kernel:
                           fastmath=self.fastmath, version=self.version,
                           source=self.source_digest(),
                           error_record=self.index_error if debug else None)
+
+    def specialize(self, **static) -> Specialized:
+        """This kernel with some static values bound once (``k = fill.specialize(h=64)``,
+        then ``k(img, w=2048)``); a name it does not take is refused here, the rest per call."""
+        return Specialized(self, static)
 
     @staticmethod
     def static_params(spec: KernelSpec) -> dict:
