@@ -126,8 +126,8 @@ def test_other_dtypes_and_static_values_take_their_own_entries():
 def test_wrong_static_values_are_refused_after_an_entry_exists():
     x = np.arange(4, dtype=np.float32)
     scale(x, np.zeros(4, np.float32), T="f32", m=4)
-    with pytest.raises(Exception, match="static parameters missing"):
-        scale(x, np.zeros(4, np.float32), T="f32")
+    with pytest.raises(Exception, match=r"static parameters missing \['T'\]"):
+        scale(x, np.zeros(4, np.float32), m=4)
     with pytest.raises(Exception, match="unknown"):
         scale(x, np.zeros(4, np.float32), T="f32", m=4, q=1)
     with pytest.raises(Exception):
@@ -178,3 +178,29 @@ def test_specialize_binds_static_values_once_and_still_checks():
         f32_scale(x, y, m=4)
     with pytest.raises(Exception, match="unknown static parameters"):
         scale.specialize(q=1)
+
+
+@kernel(name="dispatch.add_rows")
+def add_rows(x: Buf[f32, "n", 2], y: Buf[f32, "n", 2], *, n: int):
+    for i in range(n):
+        for j in range(2):
+            y[i, j] += x[i, j]
+
+
+def test_a_static_extent_is_bound_from_the_array_and_still_checked():
+    for n in (3, 5, 3):
+        x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+        y = np.ones((n, 2), np.float32)
+        add_rows(x, y)                        # n from x's first axis
+        assert np.array_equal(y, x + 1)
+    with pytest.raises(TypeError, match="has shape"):
+        add_rows(np.zeros((3, 2), np.float32), np.zeros((4, 2), np.float32))
+    with pytest.raises(TypeError, match="has shape"):
+        add_rows(np.zeros((3, 2), np.float32), np.zeros((3, 2), np.float32), n=4)
+    with pytest.raises(Exception, match=r"static parameters missing \['n'\]"):
+        add_rows(np.zeros(3, np.float32), np.zeros((3, 2), np.float32))  # not of 2 axes
+    with pytest.raises(TypeError, match="must be a C-contiguous float32 array of 2 axes"):
+        add_rows(np.zeros(3, np.float32), np.zeros((3, 2), np.float32), n=3)
+    y = np.zeros((4, 2), np.float32)
+    add_rows.specialize(n=4)(np.ones((4, 2), np.float32), y)
+    assert y.sum() == 8

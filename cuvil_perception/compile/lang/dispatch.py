@@ -99,6 +99,29 @@ def call_key(kernel, static: dict) -> tuple | None:
         return None
 
 
+def bind_extents(kernel, args: tuple, static: dict) -> dict:
+    """``static`` with each static parameter that has no default, is not given, and names an
+    extent of a buffer (``Buf[f32, "n", 4]`` and ``*, n: int``) taken from the array passed for
+    the first such buffer (when it is an array of the buffer's rank; else the call reports the
+    missing value as before). Other buffers naming it are then checked against it."""
+    plan = kernel._extents_from
+    if plan is None:
+        runtime, statics, _ = kernel.params()
+        defaults, found = kernel._defaults(), []
+        for name in statics:
+            where = next(((i, ty.dims.index(name), ty.rank) for i, (_, ty) in enumerate(runtime)
+                          if isinstance(ty, BufType) and name in ty.dims), None)
+            if where is not None and name not in defaults:
+                found.append((name, *where))
+        kernel._extents_from = plan = tuple(found)
+    for name, i, axis, rank in plan:
+        if name not in static and i < len(args):
+            a = args[i]
+            if isinstance(a, ndarray) and a.ndim == rank:
+                static = {**static, name: a.shape[axis]}
+    return static
+
+
 class Entry:
     """What one call signature resolved to; see the module docstring."""
 

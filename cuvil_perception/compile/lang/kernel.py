@@ -40,7 +40,7 @@ from ..registry import get_kernel
 from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import checked_arguments, plain_static, runtime_arg_docs
-from .dispatch import MISS, Entry, Specialized, call_key
+from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
 from .constants import current, fileless_source, is_constant, reachable, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
@@ -82,6 +82,7 @@ class Kernel:
         self._written: dict[tuple, tuple] = {}  # spec identity -> `_layout`
         self._streams: bool | None = None
         self._entries: dict[tuple, Entry] = {}  # call key -> `dispatch.Entry`
+        self._extents_from: tuple | None = None  # `dispatch.bind_extents`' plan
         self._build = _builder(self)
 
     # -- signature ----------------------------------------------------------------------
@@ -150,6 +151,7 @@ class Kernel:
     def __call__(self, *args, **static):
         """Compile (memoised) for ``static`` and run on numpy arrays / scalars: through the
         entry an earlier call with these static values built (`dispatch`), else in full."""
+        static = bind_extents(self, args, static)
         entry = self._entries.get(call_key(self, static))
         if entry is not None:
             raw = entry.convert(args)
