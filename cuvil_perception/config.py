@@ -19,6 +19,7 @@ CUVIL_KERNEL_DEBUG     ``1``: build ``@kernel`` functions bounds-checked (an out
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -58,5 +59,24 @@ def disk_cache_disabled() -> bool:
 
 
 def kernel_debug() -> bool:
-    """Bounds-checked ``@kernel`` builds for every kernel (``CUVIL_KERNEL_DEBUG``)."""
-    return _flag("CUVIL_KERNEL_DEBUG")
+    """Bounds-checked ``@kernel`` builds for every kernel (``CUVIL_KERNEL_DEBUG``). Read on
+    every ``kernel(...)`` call, so read cheaply: ``os.environ.get`` encodes the name and
+    decodes the value (~1 us); its backing dict, which every ``os.environ`` write updates, is
+    read directly where it exists, and the value parsed once per distinct text."""
+    if _ENV_DATA is None:
+        return _flag("CUVIL_KERNEL_DEBUG")
+    return _is_on(_ENV_DATA.get(_DEBUG_NAME))
+
+
+_ENV_DATA = getattr(os.environ, "_data", None)
+_DEBUG_NAME = (os.environ.encodekey("CUVIL_KERNEL_DEBUG") if hasattr(os.environ, "encodekey")
+               else None)
+if _DEBUG_NAME is None:
+    _ENV_DATA = None
+
+
+@functools.lru_cache(maxsize=16)
+def _is_on(raw) -> bool:
+    if isinstance(raw, bytes):
+        raw = os.fsdecode(raw)
+    return (raw or "").strip().lower() in ("1", "true", "yes", "on")

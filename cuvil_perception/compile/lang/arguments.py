@@ -16,6 +16,35 @@ from .source import Source, fail
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 
 
+def checked_arguments(k, spec, args: tuple) -> list:
+    """The raw arguments (addresses, Python numbers) for the callable of kernel ``k``'s
+    ``spec``, every check above made; the first failing one raises."""
+    runtime = k.params()[0]
+    if len(args) != len(runtime):
+        raise TypeError(f"kernel {k.name} takes {len(runtime)} run-time arguments, "
+                        f"got {len(args)}")
+    keep, raw = [], []
+    scalars = {p: check_scalar(k.name, p, t, a) for (p, t), a in zip(runtime, args)
+               if not isinstance(t, BufType)}
+    sizes = {**spec.static, **scalars}
+    for (pname, ty), arg in zip(runtime, args):
+        if isinstance(ty, BufType):
+            ty = resolve_dtype(ty, spec.static)
+            arr = check_buffer(k.name, pname, ty, arg, sizes)
+            if not arr.flags.writeable and pname in k.written(spec):
+                raise ValueError(f"kernel {k.name}: argument '{pname}' is a read-only "
+                                 f"array and the kernel writes it; pass a writeable copy "
+                                 f"(`{pname}.copy()`)")
+            keep.append((pname, arr))
+            raw.append(arr.ctypes.data)
+        else:
+            raw.append(scalars[pname])
+    if k.noalias:
+        check_aliasing(k.name, keep, lambda: k.written(spec))
+    check_alignment(k.name, keep, k.stream_alignment(spec))
+    return raw
+
+
 def check_buffer(kname: str, pname: str, ty: BufType, arr, sizes: dict) -> np.ndarray:
     """``arr`` if it is a C-contiguous array of ``ty``'s dtype, rank and extents (``sizes``:
     the static and scalar values extents name), else a `TypeError`."""

@@ -39,8 +39,8 @@ from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
 from ..sources import file_digest
 from ..spec import CTYPES, Arg, KernelSpec
-from .arguments import (check_aliasing, check_alignment, check_buffer, check_scalar,
-                        plain_static, runtime_arg_docs)
+from .arguments import checked_arguments, plain_static, runtime_arg_docs
+from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
 from .constants import current, fileless_source, is_constant, reachable, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
@@ -81,6 +81,8 @@ class Kernel:
         self._digests: dict[tuple, str] = {}  # current constant values -> source digest
         self._written: dict[tuple, tuple] = {}  # spec identity -> `_layout`
         self._streams: bool | None = None
+        self._entries: dict[tuple, Entry] = {}  # call key -> `dispatch.Entry`
+        self._extents_from: tuple | None = None  # `dispatch.bind_extents`' plan
         self._build = _builder(self)
 
     # -- signature ----------------------------------------------------------------------
@@ -130,6 +132,11 @@ class Kernel:
                           source=self.source_digest(),
                           error_record=self.index_error if debug else None)
 
+    def specialize(self, **static) -> Specialized:
+        """This kernel with some static values bound once (``k = fill.specialize(h=64)``,
+        then ``k(img, w=2048)``); a name it does not take is refused here, the rest per call."""
+        return Specialized(self, static)
+
     @staticmethod
     def static_params(spec: KernelSpec) -> dict:
         """``spec``'s static values as this kernel's keyword arguments (``py_func(...,
@@ -142,33 +149,27 @@ class Kernel:
 
     # -- running ------------------------------------------------------------------------
     def __call__(self, *args, **static):
-        """Compile (memoised) for ``static`` and run on numpy arrays / scalars."""
+        """Compile (memoised) for ``static`` and run on numpy arrays / scalars: through the
+        entry an earlier call with these static values built (`dispatch`), else in full."""
+        static = bind_extents(self, args, static)
+        entry = self._entries.get(call_key(self, static))
+        if entry is not None:
+            raw = entry.convert(args)
+            if raw is not MISS:
+                return entry.fn(*raw)
+        return self._call_checked(args, static)
+
+    def _call_checked(self, args: tuple, static: dict):
+        """The full call: build the spec, check every argument, run; then file a `dispatch`
+        entry for the next call with the same static values."""
         spec = self.spec(**static)
         fn = get_kernel(spec)
-        runtime, _, _ = self.params()
-        if len(args) != len(runtime):
-            raise TypeError(f"kernel {self.name} takes {len(runtime)} run-time arguments, "
-                            f"got {len(args)}")
-        keep, raw = [], []
-        scalars = {p: check_scalar(self.name, p, t, a) for (p, t), a in zip(runtime, args)
-                   if not isinstance(t, BufType)}
-        sizes = {**spec.static, **scalars}
-        for (pname, ty), arg in zip(runtime, args):
-            if isinstance(ty, BufType):
-                ty = resolve_dtype(ty, spec.static)
-                arr = check_buffer(self.name, pname, ty, arg, sizes)
-                if not arr.flags.writeable and pname in self.written(spec):
-                    raise ValueError(f"kernel {self.name}: argument '{pname}' is a read-only "
-                                     f"array and the kernel writes it; pass a writeable copy "
-                                     f"(`{pname}.copy()`)")
-                keep.append((pname, arr))
-                raw.append(arr.ctypes.data)
-            else:
-                raw.append(scalars[pname])
-        if self.noalias:
-            check_aliasing(self.name, keep, lambda: self.written(spec))
-        self._check_stream_alignment(spec, keep)
-        return fn(*raw)  # a debug build's callable supplies and checks the error record
+        raw = checked_arguments(self, spec, args)
+        out = fn(*raw)  # a debug build's callable supplies and checks the error record
+        key = call_key(self, static)  # (after `spec`: the constants it reads are known)
+        if key is not None and key not in self._entries:
+            self._entries[key] = Entry(self, spec, fn)
+        return out
 
     def written(self, spec: KernelSpec) -> frozenset:
         """Names of the buffer parameters the kernel may write for ``spec``'s static values
@@ -185,17 +186,15 @@ class Kernel:
             self._written[spec.identity()] = found
         return found
 
-    def _check_stream_alignment(self, spec: KernelSpec, arrays: list) -> None:
-        """`arguments.check_alignment` for a kernel whose code names a streaming store (found
-        once, from the code objects: no lowering for the others); a debug build checks each
-        store's own address instead."""
+    def stream_alignment(self, spec: KernelSpec) -> dict:
+        """{buffer name: alignment in bytes its streaming stores need} (empty for a kernel
+        whose code names none and for a debug build, which checks each store itself)."""
         if spec.error_record is not None:
-            return
+            return {}
         if self._streams is None:
             self._streams = any(name in f.__code__.co_names for f in reachable(self.py_func)
                                 for name in ("stream_store", "stream_fill", "stream_copy"))
-        if self._streams:
-            check_alignment(self.name, arrays, self._layout(spec)[1])
+        return self._layout(spec)[1] if self._streams else {}
 
     def index_error(self, spec: KernelSpec, record) -> KernelIndexError:
         """The exception for a debug build's error record ``(site + 1, index, extent, 0)``
