@@ -320,7 +320,7 @@ def test_metrics_count_late_results_as_the_record_does(tmp_path):
     metrics = RunMetrics()
     p = late_pipeline(tmp_path / "o.jsonl", e2e=33.0, after_ms=2.0)
     p.stage("slow").params["cost_ms"] = [1.0, 1.0, 30.0, 1.0, 1.0, 1.0, 32.0, 1.0, 1.0, 1.0]
-    result = run(p.validate(), max_in_flight=1, monitor=metrics)
+    result = run(p.validate(), max_in_flight=1, monitors=(metrics,))
     counted = {(s.labels["stage"], s.labels["kind"], s.labels["policy"]): s.value
                for family in metrics.collect() if family.name == "cuvil_deadline_decisions"
                for s in family.samples if s.name.endswith("_total")}

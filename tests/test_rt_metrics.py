@@ -53,7 +53,7 @@ def test_scrape_during_and_after_a_replay_matches_the_record(repo_root, tmp_path
 
     try:
         result = run_pipeline(replay_pipeline(repo_root, tmp_path / "out.jsonl"),
-                              RunOptions(workers=2, monitor=server.metrics, progress=progress,
+                              RunOptions(workers=2, monitors=(server.metrics,), progress=progress,
                                          enforce_deadlines=True,
                                          record=tmp_path / "record.json"))
         after = scrape(server.url)
@@ -158,7 +158,7 @@ def scrapes(repo_root, tmp_path_factory) -> dict:
 
     try:
         run_pipeline(replay_pipeline(repo_root, tmp / "out.jsonl"),
-                     RunOptions(workers=2, monitor=server.metrics, progress=progress,
+                     RunOptions(workers=2, monitors=(server.metrics,), progress=progress,
                                 enforce_deadlines=True))
         texts["finished"] = scrape_text(server.url)
     finally:

@@ -68,9 +68,13 @@ from .set_option import set_option
               show_default=True, metavar="SECONDS",
               help="With --metrics: keep serving the final counts this long after the last "
                    "frame, so Prometheus scrapes them (0 to 600; Ctrl-C ends it at once).")
+@click.option("--otlp", metavar="URL",
+              help="Export the stage spans (one trace per frame) and metrics over OTLP/HTTP "
+                   "to an OpenTelemetry collector at URL, e.g. http://127.0.0.1:4318 (needs "
+                   "the otlp extra).")
 def run_cmd(pipeline, replay, camera, out, sets, frames, workers, rate, trace, record, decisions,
             enforce_deadlines, no_deadlines, no_shed, overwrite, summary, viz, rt_fifo, metrics,
-            metrics_linger, foxglove) -> None:
+            metrics_linger, otlp, foxglove) -> None:
     """Run PIPELINE over a recorded drive or a live camera.
 
     Deadlines: a paced replay (--rate > 0) and a live camera act on misses (on_miss,
@@ -110,6 +114,11 @@ def run_cmd(pipeline, replay, camera, out, sets, frames, workers, rate, trace, r
                          enforce_deadlines=enforce, trace=trace, record=record,
                          decisions=decisions, warn=warn, note=note_line, overwrite=overwrite,
                          extra_outputs=viz_claims, shed=not no_shed)
+    if otlp is not None:
+        from ..rt.otlp import OtlpExport
+
+        options.monitors = (OtlpExport(otlp, p.name, warn),)
+        note_line(f"OTLP export to {options.monitors[0].endpoint} (traces and metrics)")
     note = functools.partial(errors.print, highlight=False, soft_wrap=True)
     # the endpoint outlives the run by --metrics-linger: the table prints before the linger
     with serve_for_run(metrics, options, note, p.name, metrics_linger):

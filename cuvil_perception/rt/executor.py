@@ -119,14 +119,14 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
                                       threads, state.deadlines)
     try:
         apply_process_knobs(knobs, state.warn)
-        if options.monitor is not None:
-            options.monitor.attach(scheduler, state.recorder, state.policy, counters)
+        for monitor in options.monitors:
+            monitor.attach(scheduler, state.recorder, state.policy, counters)
         with opencv_threads(threads):
             _schedule(scheduler)
     finally:
         failed_write = close_ops(all_ops(instances), state.warn)
-        if options.monitor is not None:
-            options.monitor.finish()
+        for monitor in options.monitors:
+            monitor.finish()
     if failed_write is not None and state.error is None:
         state.error = failed_write  # a sink's last background write failed: the run did too
     state.compile = {"before_frame0": counters, "after_run": compile_counters()}

@@ -38,10 +38,11 @@ class RunOptions:
         replays read one sample ahead).
     shed: skip frames at admission when the measured stage costs say they cannot make their
         deadline (``rt.admission``); acts only with enforced deadlines at ``rate > 0`` or live.
-    monitor: an observer with ``attach(scheduler, recorder, policy, counters)``, called once
+    monitors: observers, each with ``attach(scheduler, recorder, policy, counters)``, called once
         before frame 0 (``counters``: the compile counters the record's ``compiles_after_frame0``
         counts from), and ``finish()`` once after the last frame, sinks closed (also when the
-        run fails); it reads the run's state from its own thread (``rt.metrics.RunMetrics``).
+        run fails); each reads the run's state from its own thread (``rt.metrics.RunMetrics``,
+        ``rt.otlp.OtlpExport``).
     overwrite: let outputs replace existing files and folders that cuvil-perception did not
         write (output-path rule ``not-ours``); inputs and the run's own outputs stay protected.
     deadline_cache: read and fill the per-machine cache of ``deadline_ms: auto`` values
@@ -67,7 +68,7 @@ class RunOptions:
     max_in_flight: int | None = None
     read_ahead: int = 4
     shed: bool = True
-    monitor: Any = None
+    monitors: tuple = ()
     overwrite: bool = False
     deadline_cache: bool = True
     extra_outputs: tuple = ()

@@ -66,3 +66,13 @@ def test_run_metrics_linger_in_range_runs(work, linger):
                  str(work / "linger_ok.jsonl"), "--no-shed", cwd=work)
     assert result.code == 0, result.stderr
     assert ("--metrics-linger" in result.stderr) == (linger != "0")
+
+
+@pytest.mark.parametrize("url", ["", "127.0.0.1:4318", "grpc://127.0.0.1:4317", "http://",
+                                 "http://127.0.0.1:99999", "http://127.0.0.1:0",
+                                 "http://h:4318/?q=1", "nan", "http://" + "h" * 3000])
+def test_run_otlp_endpoint_malformed(work, url):
+    result = cli("run", str(work / "p.yaml"), "--replay", str(work / "drive"), "--otlp", url,
+                 "--out", str(work / "otlp.jsonl"), cwd=work)
+    assert_one_line_error(result, "--otlp")
+    assert not (work / "otlp.jsonl").exists()
