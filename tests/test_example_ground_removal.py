@@ -152,14 +152,33 @@ def test_entry_points_register_ops_and_a_broken_plugin_only_warns(monkeypatch):
     module = type(sys)("fake_plugin_pkg")
     module.Plugin = _Plugin
     monkeypatch.setitem(sys.modules, "fake_plugin_pkg", module)
-    eps = [metadata.EntryPoint("good", "fake_plugin_pkg:Plugin", plugins.GROUP),
-           metadata.EntryPoint("broken", "fake_missing_pkg_xyz", plugins.GROUP)]
+    builtin = list(metadata.entry_points(group=plugins.GROUP))
+    eps = builtin + [metadata.EntryPoint("good", "fake_plugin_pkg:Plugin", plugins.GROUP),
+                     metadata.EntryPoint("broken", "fake_missing_pkg_xyz", plugins.GROUP)]
     monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: eps)
     with pytest.warns(UserWarning, match="op plugin 'broken'"):
         names = plugins.load_entry_points(register)
-    assert names == ["good", "broken"]
+    assert names == [ep.name for ep in builtin] + ["good", "broken"]
     from cuvil_perception.graph import lookup
     assert lookup("test.plugin_from_entry_point") is _Plugin
+
+
+def test_a_stale_install_without_the_builtin_entry_points_says_how_to_fix_it(monkeypatch):
+    from cuvil_perception.errors import UsageError
+    from cuvil_perception.graph.op import register
+
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: [])
+    with pytest.raises(UsageError, match="declares no built-in ops.*reinstall"):
+        plugins.load_entry_points(register)
+
+
+def test_a_builtin_op_module_that_fails_to_import_is_raised_not_skipped(monkeypatch):
+    from cuvil_perception.graph.op import register
+
+    eps = [metadata.EntryPoint("gone", "cuvil_perception.ops.no_such_module", plugins.GROUP)]
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: eps)
+    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
+        plugins.load_entry_points(register)
 
 
 def test_builtin_ops_are_entry_points_and_graph_does_not_import_ops():

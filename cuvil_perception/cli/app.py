@@ -19,7 +19,8 @@ from .. import __version__
 from ..errors import CuvilError
 from .finite import require_finite
 
-# (module, attribute) of every verb; a module that is missing is skipped so partial installs work.
+# (module, attribute) of every verb: the one list of them; a module that fails to import is a
+# broken install or a bug, and says so (its traceback).
 _COMMANDS = (
     ("run_cmd", "run_cmd"),
     ("inspect_cmd", "inspect_cmd"),
@@ -119,12 +120,7 @@ def cli() -> None:
 
 def _register() -> None:
     for module_name, attr in _COMMANDS:
-        try:
-            module = importlib.import_module(f".{module_name}", __package__)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.endswith(module_name):
-                continue
-            raise
+        module = importlib.import_module(f".{module_name}", __package__)
         cli.add_command(getattr(module, attr))
 
 

@@ -5,8 +5,9 @@ entry points in the group ``cuvil_perception.ops`` (this package declares one pe
 its pyproject.toml), and loading an entry point imports its module, whose ``@register``
 decorators fill the registry; an entry point may also name an `Op` subclass directly
 (``myops = "my_pkg.ops:GroundRemoval"``), which is then registered. So graph/ never imports
-ops/. A plugin that fails to import is skipped with a warning naming the entry point, so one
-broken package does not take every pipeline down.
+ops/. A third-party plugin that fails to import is skipped with a warning naming the entry
+point, so one broken package does not take every pipeline down; a built-in one is a bug and
+raises.
 
 A stage may also name its op by import path, ``op: my_pkg.ops:GroundRemoval``, with no
 installation step: the module is imported (first from ``sys.path``, then from the pipeline
@@ -24,27 +25,34 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 
+from ..errors import UsageError
+
 GROUP = "cuvil_perception.ops"
-
-#: The built-in op modules (what pyproject.toml declares): the fallback when the installed
-#: metadata predates the entry points (an old editable install; `make setup` refreshes it).
-BUILTIN_MODULES = ("cuvil_perception.ops",)
-
 
 class OpImportError(LookupError):
     """``package.module:Class`` could not be resolved to an op; the message says why."""
 
 
+def _builtin(ep) -> bool:
+    return ep.value.startswith("cuvil_perception.")
+
+
 def load_entry_points(register) -> list[str]:
-    """Load every entry point of the group (built-in ops included); returns their names."""
+    """Load every entry point of the group; returns their names. The built-in ops are entry
+    points too (pyproject.toml lists them: the one list); none of them means a stale install
+    (a UsageError saying how to fix it), one that fails to import is a bug (raised)."""
     found = list(metadata.entry_points(group=GROUP))
-    if not any(ep.value.startswith("cuvil_perception.") for ep in found):
-        for module in BUILTIN_MODULES:
-            importlib.import_module(module)
+    if not any(_builtin(ep) for ep in found):
+        raise UsageError("the installed cuvil-perception declares no built-in ops (entry "
+                         f"points of group {GROUP!r}): its metadata predates them; reinstall "
+                         "it (make setup, or pip install -e .)")
     for ep in found:
         try:
             obj = ep.load()
-        except (Exception, SystemExit) as exc:  # a broken third-party plugin: warn, keep the
+        except (Exception, SystemExit) as exc:
+            if _builtin(ep):  # ours: a bug, with its traceback
+                raise
+            # a broken third-party plugin: warn, keep the
             # others (one that calls sys.exit while importing must not end the command)
             warnings.warn(f"op plugin '{ep.name}' ({ep.value}) failed to load: "
                           f"{type(exc).__name__}: {exc}", stacklevel=3)

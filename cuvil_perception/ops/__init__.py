@@ -1,6 +1,3 @@
-"""Built-in ops. Importing this package registers them all."""
-from . import yolo  # noqa: F401
-from . import sources, sinks, lidar  # noqa: F401
-from . import bag_source, mcap_sink  # noqa: F401
-from . import pillars  # noqa: F401
-from . import fusion  # noqa: F401
+"""Built-in ops, one module per entry point of the group ``cuvil_perception.ops`` in
+pyproject.toml: that list is the one list of them (``graph.plugins`` loads it). Importing this
+package registers nothing."""
