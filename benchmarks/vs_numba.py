@@ -1,0 +1,176 @@
+"""Our kernels against the same algorithms in numba: per call, interleaved, one thread.
+
+Per kernel: the project's native kernels (as their ops call them) and three kernels of the
+kinds users write (benchmarks/_user_kernels.py: range image, voxel centroids, letterbox,
+called through ``kernel(...)``), each beside its numba twin (_user_kernels_numba.py,
+_numba_kernels.py, _numba_pillarize.py: ``@njit``, no fastmath, the same statements). The
+outputs of both are compared (bitwise) before timing. Timing: rounds alternate the two
+(ours, numba, ours, ...), each round one call per input; the figure is the best round's mean
+per call (on a shared machine the minimum is the least noisy estimate; read the ratio).
+Inputs: the KITTI scans in ../shared/data/kitti_velodyne and the photos in
+../shared/data/yolov8 where they apply, else seeded random data.
+
+numba is an optional, benchmark-only install (``pip install -e '.[bench]'``); without it
+this prints a message and exits 0. numba runs on one thread (``@njit`` without ``parallel``;
+NUMBA_NUM_THREADS=1 is set before the import anyway).
+
+Run: ``python benchmarks/vs_numba.py [--rounds N] [NAME ...]`` (names: substrings of the
+kernel names to run; all by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _util import print_machine, print_table  # noqa: E402
+
+DATA = HERE.parents[1] / "shared" / "data"
+
+
+@dataclass
+class Case:
+    """One kernel: ``inputs`` (one call each per round), ``ours`` / ``numba`` (input -> list
+    of output arrays or numbers, copied when ``collect``)."""
+
+    name: str
+    inputs: Sequence
+    ours: Callable
+    numba: Callable
+
+
+def kitti_scans(count: int = 3) -> list[np.ndarray]:
+    """``count`` KITTI scans (float32 [N, 4]), or seeded random points in the pillar range."""
+    frames = sorted((DATA / "kitti_velodyne").glob("*.bin"))[:count]
+    if frames:
+        return [np.fromfile(f, np.float32).reshape(-1, 4) for f in frames]
+    rng = np.random.default_rng(0)
+    lo, hi = [0.0, -39.68, -3.0, 0.0], [69.12, 39.68, 1.0, 1.0]
+    return [rng.uniform(lo, hi, (20000, 4)).astype(np.float32) for _ in range(count)]
+
+
+def photos() -> list[np.ndarray]:
+    """The two photos (BGR uint8), or two seeded random images of their sizes."""
+    import cv2
+
+    found = [cv2.imread(str(p)) for p in sorted((DATA / "yolov8").glob("*.jpg"))]
+    found = [f for f in found if f is not None]
+    if found:
+        return found
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, 256, s, np.uint8) for s in ((1080, 810, 3), (375, 1242, 3))]
+
+
+def _copy(outputs) -> list:
+    return [o.copy() if isinstance(o, np.ndarray) else o for o in outputs]
+
+
+def _user_cases() -> list[Case]:
+    import _user_kernels as uk
+    import _user_kernels_numba as un
+
+    scans, images = kitti_scans(), photos()
+
+    def ri_ours(pts, state={}):
+        args, static = state.setdefault(id(pts), uk.range_image_args(pts))
+        uk.range_image(*args, **static)
+        return args[2:]
+
+    def ri_numba(pts, state={}):
+        args, _ = state.setdefault(id(pts), uk.range_image_args(pts))
+        un.range_image(*args)
+        return args[2:]
+
+    def vox_ours(pts, state={}):
+        args, static = state.setdefault(id(pts), uk.voxel_args(pts))
+        m = uk.voxel_centroids(*args, **static)
+        return [m, args[6][:m]]
+
+    def vox_numba(pts, state={}):
+        args, _ = state.setdefault(id(pts), uk.voxel_args(pts))
+        m = un.voxel_centroids(*args)
+        return [m, args[6][:m]]
+
+    def lb_ours(img, state={}):
+        args, static = state.setdefault(id(img), uk.letterbox_args(img))
+        uk.letterbox(*args, **static)
+        return [args[1]]
+
+    def lb_numba(img, state={}):
+        args, static = state.setdefault(id(img), uk.letterbox_args(img))
+        un.letterbox_call(*args, static)
+        return [args[1]]
+
+    return [Case("user: range image 64x2048", scans, ri_ours, ri_numba),
+            Case("user: voxel centroids 0.4 m", scans, vox_ours, vox_numba),
+            Case("user: letterbox 640", images, lb_ours, lb_numba)]
+
+
+def cases() -> list[Case]:
+    """Every kernel compared, project kernels first."""
+    import _numba_kernels
+
+    return _numba_kernels.project_cases(kitti_scans()) + _user_cases()
+
+
+def check(case: Case) -> None:
+    """Both sides' outputs on every input, bitwise (NaN == NaN); AssertionError otherwise."""
+    for k, item in enumerate(case.inputs):
+        ours, theirs = _copy(case.ours(item)), _copy(case.numba(item))
+        for j, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            same = np.array_equal(np.asarray(a), np.asarray(b), equal_nan=np.asarray(a).dtype.kind == "f")
+            assert same, f"{case.name}: output {j} of input {k} differs from numba's"
+
+
+def time_case(case: Case, rounds: int) -> tuple[float, float]:
+    """(ours, numba) best round's mean per call, microseconds; the two alternate."""
+    best = [float("inf"), float("inf")]
+    for _ in range(rounds):
+        for side, fn in enumerate((case.ours, case.numba)):
+            t0 = time.perf_counter()
+            for item in case.inputs:
+                fn(item)
+            per_call = (time.perf_counter() - t0) / len(case.inputs) * 1e6
+            best[side] = min(best[side], per_call)
+    return best[0], best[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*", help="substrings of kernel names to run")
+    parser.add_argument("--rounds", type=int, default=40)
+    args = parser.parse_args()
+    print_machine()
+    try:
+        import numba
+    except ImportError:
+        print("numba is not installed (optional, benchmark only: pip install -e '.[bench]'); "
+              "skipping")
+        return
+    print(f"numba {numba.__version__}, one thread")
+    rows = []
+    for case in cases():
+        if args.names and not any(n in case.name for n in args.names):
+            continue
+        check(case)
+        for _ in range(2):  # warm: compiled, loaded, caches touched
+            time_case(case, 1)
+        ours, theirs = time_case(case, args.rounds)
+        rows.append((case.name, ours, theirs, f"{ours / theirs:.2f}"))
+        print(f"  {case.name}: ours {ours:.1f} us, numba {theirs:.1f} us", flush=True)
+    print_table("ours vs numba, per call (us, best round; ratio = ours / numba, < 1 is faster)",
+                ["kernel", "ours us", "numba us", "ours / numba"], rows)
+
+
+if __name__ == "__main__":
+    main()
