@@ -146,8 +146,8 @@ def letterbox_geometry(h: int, w: int, size: int = LB_SIZE) -> dict:
                 left=int(round(dw - 0.1)), pad=LB_PAD)
 
 
-def letterbox_args(image: np.ndarray) -> tuple[tuple, dict]:
-    static = letterbox_geometry(*image.shape[:2])
+def letterbox_args(image: np.ndarray, size: int = LB_SIZE) -> tuple[tuple, dict]:
+    static = letterbox_geometry(*image.shape[:2], size)
     return (image, np.empty((3, static["size"], static["size"]), np.float32)), static
 
 
@@ -167,7 +167,8 @@ def range_image_reference(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     keep = np.flatnonzero(r > 0)
     pixel = v[keep] * RI_W + u[keep]
     order = np.lexsort((keep, r[keep], pixel))  # by pixel, then range, then scan order
-    first = np.r_[True, pixel[order][1:] != pixel[order][:-1]]
+    first = np.ones(len(order), bool)
+    first[1:] = pixel[order][1:] != pixel[order][:-1]
     depth, index = np.full(RI_H * RI_W, -1, np.float32), np.full(RI_H * RI_W, -1, np.int32)
     depth[pixel[order][first]] = r[keep][order][first]
     index[pixel[order][first]] = keep[order][first]
@@ -194,9 +195,9 @@ def voxel_reference(points: np.ndarray) -> np.ndarray:
     return sums / counts[:, None]
 
 
-def letterbox_reference(image: np.ndarray) -> np.ndarray:
+def letterbox_reference(image: np.ndarray, size: int = LB_SIZE) -> np.ndarray:
     """The [3, size, size] float32 planes ``letterbox`` defines."""
-    g = letterbox_geometry(*image.shape[:2])
+    g = letterbox_geometry(*image.shape[:2], size)
     f = np.float32
     h, w, nh, nw = g["h"], g["w"], g["nh"], g["nw"]
     sy = np.maximum((np.arange(nh, dtype=f) + f(0.5)) * (f(h) / f(nh)) - f(0.5), f(0))
