@@ -14,8 +14,10 @@ numba is an optional, benchmark-only install (``pip install -e '.[bench]'``); wi
 this prints a message and exits 0. numba runs on one thread (``@njit`` without ``parallel``;
 NUMBA_NUM_THREADS=1 is set before the import anyway).
 
-Run: ``python benchmarks/vs_numba.py [--rounds N] [NAME ...]`` (names: substrings of the
-kernel names to run; all by default).
+Run: ``python benchmarks/vs_numba.py [--rounds N] [--cpu NAME] [NAME ...]`` (names: substrings
+of the kernel names to run; all by default). ``--cpu znver3`` compiles both sides for that LLVM
+CPU with its own default features (znver3: AVX2 + FMA, no AVX-512), run on this machine: how
+the two compare on a CPU without AVX-512.
 """
 
 from __future__ import annotations
@@ -166,19 +168,35 @@ def time_case(case: Case, rounds: int) -> tuple[float, float]:
     return float(ours), float(theirs)
 
 
+def use_cpu(name: str) -> None:
+    """Both sides compile for LLVM CPU ``name`` with its default features (numba through its
+    NUMBA_CPU_* switches, read at its import; ours by replacing the host target the registry
+    asks for, benchmark only)."""
+    os.environ["NUMBA_CPU_NAME"], os.environ["NUMBA_CPU_FEATURES"] = name, ""
+    from cuvil_perception.compile import registry, target
+
+    host = target.host_target()
+    chosen = target.Target(triple=host.triple, cpu=name, features="", host=True)
+    registry.host_target = target.host_target = lambda: chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="substrings of kernel names to run")
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--cpu", help="compile both sides for this LLVM CPU name (e.g. znver3)")
     args = parser.parse_args()
     print_machine()
+    if args.cpu:
+        use_cpu(args.cpu)
     try:
         import numba
     except ImportError:
         print("numba is not installed (optional, benchmark only: pip install -e '.[bench]'); "
               "skipping")
         return
-    print(f"numba {numba.__version__}, one thread")
+    print(f"numba {numba.__version__}, one thread" +
+          (f"; code for {args.cpu} (its default features)" if args.cpu else ""))
     rows = []
     for case in cases():
         if args.names and not any(n in case.name for n in args.names):
