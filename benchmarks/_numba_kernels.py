@@ -1,5 +1,6 @@
-"""The project's native kernels beside their numba twins (_numba_twins.py, _numba_pillarize.py;
-benchmark only, see vs_numba.py): ``project_cases(scans)`` gives one vs_numba.Case per kernel.
+"""The project's native kernels beside their numba twins (_numba_twins.py, _numba_twins_bev.py,
+_numba_pillarize.py; benchmark only, see vs_numba.py): ``project_cases(scans)`` gives one
+vs_numba.Case per kernel.
 Ours is called as its op calls it: the bare callable of ``get_kernel(spec)`` (or the op's own
 bound kernel) with precomputed addresses. Inputs follow benchmarks/lang_vs_ir.py's cases: the
 KITTI scans where points go in, seeded random head maps elsewhere."""
@@ -9,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 import _numba_twins as tw
+import _numba_twins_bev as bt
 from lang_vs_ir import CONV, GRIDS, HC, NC, PC, _demo_heads
 
 from cuvil_perception.compile import get_kernel
 from cuvil_perception.ops.pillars import kernel_decode as p_decode
-from cuvil_perception.ops.pillars import kernel_head_cells as p_head_cells
 from cuvil_perception.ops.pillars import kernel_nms as p_nms
 from cuvil_perception.ops.pillars import native, native_sparse
 from cuvil_perception.ops.yolo import kernel_decode, kernel_nms, kernel_scan
@@ -160,7 +161,7 @@ def _pfn_case(Case, frames):
 
     def numba(frame):
         p, count = frame
-        tw.pillars_pfn(p.voxels, p.coords, p.num_points, count, weights, bias, outs[1],
+        bt.pillars_pfn(p.voxels, p.coords, p.num_points, count, weights, bias, outs[1],
                        voxel, offset)
         return [outs[1][:count]]
     return Case("pillars.pfn", frames, ours, numba)
@@ -173,7 +174,7 @@ def _scatter_cases(Case, frames):
     for order in ("stream", "merged"):
         ours, theirs = native.ScatterKernel(PC, order), native.ScatterKernel(PC, order)
         fn = get_kernel(ours.spec)
-        twin = tw.pillars_scatter_lines if order == "stream" else tw.pillars_scatter
+        twin = bt.pillars_scatter_lines if order == "stream" else bt.pillars_scatter
         extra = (theirs.union[0], theirs.union[1]) if order == "stream" else ()
         bev = theirs.bev.reshape(PC.num_features, -1)
 
@@ -209,7 +210,7 @@ def _conv_scatter_case(Case, frames):
 
     def run_numba(frame):
         p, count = frame
-        n = tw.pillars_conv_scatter(features, p.coords, count, theirs.weights, theirs.bias,
+        n = bt.pillars_conv_scatter(features, p.coords, count, theirs.weights, theirs.bias,
                                     out2, theirs.mark, theirs.touched, theirs.prev,
                                     theirs.prev_count, total, geometry)
         return [n, theirs.out]
@@ -234,7 +235,7 @@ def _head_cells_case(Case):
         return [n, outs[0][2][:n]] + [o[outs[0][2][:n]] for o in outs[0][:2]]
 
     def run_numba(_):
-        n = tw.pillars_head_cells(cls2, parts, k.weights, k.bias, *outs[1], acc, anchors, gate)
+        n = bt.pillars_head_cells(cls2, parts, k.weights, k.bias, *outs[1], acc, anchors, gate)
         return [n, outs[1][2][:n]] + [o[outs[1][2][:n]] for o in outs[1][:2]]
     return Case("pillars.head_cells (demo frame)", [0], run_ours, run_numba)
 
