@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp
+BENCH_STAMP := $(VENV)/.stamp-bench
 APT_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers libgl1 libglib2.0-0 libgomp1 \
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user prometheus
 DEMO_OUT := runs/demo
@@ -26,7 +27,9 @@ demo: setup
 test: setup node-client
 	$(BIN)/python -m pytest -q
 
-bench: setup
+# benchmarks also install the `bench` extra (numba, the anchor of benchmarks/vs_numba.py and
+# numba_pillarize.py; both print a message and skip without it)
+bench: setup $(BENCH_STAMP)
 	for script in benchmarks/*.py; do case $$script in */_*) continue;; esac; \
 		echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
@@ -63,6 +66,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache $(NODE_CLIENT)/node_modules
