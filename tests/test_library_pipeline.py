@@ -1,0 +1,107 @@
+"""The whole-pipeline C API of ``pillars.detect`` (``<prefix>_open / _detect / _close``).
+
+The native backbone is not there yet, so ``compile --library`` refuses the pipeline (one line)
+and ``--kernels-only`` builds the kernels. What is tested of the API: every native stage of
+``detect`` (pillarize, PFN, the fused conv + scatter with its state carried over frames,
+head_cells, decode, the score sort and rotated NMS, the finite filter) on four KITTI frames in
+one handle, linked statically with ``tests/native/replay_backbone.c`` in place of the backbone
+(it replays ONNX Runtime's maps for the frame and dumps the map it was given), against
+``PointPillars`` in this process: the conv map within the conv_scatter tolerance, the boxes
+line by line (count and labels exact, floats rtol 1e-5 / atol 1e-5 as decode), on x86-64 and
+under qemu-aarch64.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from library_support import aarch64_toolchain, model, scan
+
+from cuvil_perception.compile.library import build_library, symbols_for
+from cuvil_perception.compile.prewarm import unique_specs
+from cuvil_perception.compile.toolchain import find_toolchain, host_arch
+from cuvil_perception.errors import ToolchainError
+from cuvil_perception.ops.pillars import c_detect
+from cuvil_perception.ops.pillars.c_example_detect import detect_example_files
+
+REPLAY = Path(__file__).parent / "native" / "replay_backbone.c"
+FRAMES = 4
+# nm -u of a whole-pipeline archive: libc's allocator, sort and memory calls, and sincos for
+# the NMS headings (once per candidate, not in a hot loop); the backbone and the blob are ours.
+PIPELINE_UNDEFINED = {"aligned_alloc", "calloc", "free", "memcpy", "memset", "qsort", "sincos",
+                      "sin", "cos", "_GLOBAL_OFFSET_TABLE_", "pipe_backbone",
+                      "pipe_backbone_workspace", "pipe_weights"}
+
+
+def _expected(pp, frames: list[Path], work: Path) -> list[tuple]:
+    """Run the Python pipeline frame by frame; write what the replay backbone reads."""
+    want = []
+    for i, frame in enumerate(frames):
+        bev = np.array(pp.bev(scan(frame)))
+        outputs = pp.runner.network(bev)
+        outputs[0].astype("<f4").tofile(work / f"cls_{i}.f32")
+        for k, part in enumerate(outputs[1:]):
+            part.astype("<f4").tofile(work / f"feat{k}_{i}.f32")
+        want.append((bev, pp.postprocess(*pp.runner(bev))))
+    return want
+
+
+def _library(tools, triple: str, work: Path, pp):
+    specs = [s.release() for s in pp.kernels()]
+    symbols = dict(symbols_for(unique_specs(specs), "pipe"))
+    lib = build_library(specs, triple, work / "lib", "pipe",
+                        parts=[c_detect.render(pp, symbols, "pipe")])
+    example = lib.out_dir / "example"
+    example.mkdir()
+    for name, data in detect_example_files("pipe", Path(tools.cc).name).items():
+        (example / name).write_bytes(data)
+    replay = work / "replay.o"
+    tools.run([tools.cc, "-O2", "-c", "-o", str(replay), str(REPLAY)], "compiling the replay")
+    subprocess.run(["make", "-s", "-C", str(example), "static", f"CC={tools.cc}",
+                    f"LDLIBS={replay}"], check=True, capture_output=True)
+    return lib, example / "detect"
+
+
+def _run_and_compare(tools, triple: str, work: Path, frames: list[Path]) -> None:
+    pp = model()
+    lib, exe = _library(tools, triple, work, pp)
+    undefined = subprocess.run(["nm", "-u", str(lib.static)], capture_output=True, text=True,
+                               check=True).stdout.split()
+    calls = {s for s in undefined if s not in ("U",) and not s.endswith(".o:")
+             and not s.startswith("pipe_k_")}
+    assert calls <= PIPELINE_UNDEFINED, calls - PIPELINE_UNDEFINED
+    want = _expected(pp, frames, work)
+    env = dict(os.environ, REPLAY_DIR=str(work), REPLAY_INPUT=str(want[0][0].size),
+               REPLAY_PARTS=str(len(pp.plan.feat)))
+    done = subprocess.run([*tools.emulator, str(exe), *map(str, frames)], capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    blocks = done.stdout.split("# ")[1:]
+    assert len(blocks) == len(frames)
+    for i, (block, (bev, (boxes, scores, labels))) in enumerate(zip(blocks, want)):
+        got_map = np.fromfile(work / f"input_{i}.f32", np.float32).reshape(bev.shape)
+        np.testing.assert_allclose(got_map, bev, rtol=1e-5, atol=1e-5 * np.abs(bev).max())
+        rows = [line.split() for line in block.splitlines()[1:]]
+        assert len(rows) == len(boxes), f"frame {i}"
+        assert len(rows) > 0, f"frame {i}: no boxes, nothing compared"
+        got = np.array([[float(v) for v in row[:8]] for row in rows], np.float32)
+        np.testing.assert_array_equal([int(row[8]) for row in rows], labels)
+        np.testing.assert_allclose(got[:, :7], boxes, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[:, 7], scores, rtol=1e-5, atol=1e-5)
+
+
+def test_detect_through_every_native_stage_on_the_host(tmp_path, kitti_frames):
+    try:
+        tools = find_toolchain(f"{host_arch()}-linux-gnu")
+    except ToolchainError as exc:
+        pytest.skip(str(exc))
+    _run_and_compare(tools, f"{host_arch()}-linux-gnu", tmp_path, kitti_frames[:FRAMES])
+
+
+def test_detect_through_every_native_stage_under_qemu_aarch64(tmp_path, kitti_frames):
+    tools = aarch64_toolchain()
+    _run_and_compare(tools, "aarch64-linux-gnu", tmp_path, kitti_frames[:FRAMES])
