@@ -23,7 +23,9 @@ from ..summary import count_by_class
 from ..warmup import synthetic_cloud, warm_up
 from ...geometry.bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
+from .c_detect import detect_part
 from .c_example import example_files
+from .c_example_detect import detect_example_files
 from .kernel_pfn import fold_weights, pfn_spec
 from .kernel_pillarize import pillarize_spec
 from .model import PointPillars, load_split
@@ -148,6 +150,15 @@ class PillarsDetect(Op):
             return {}
         weights, bias = fold_weights(load_split(self.p["model"]).pfn)
         return example_files(pillarize, pfn, prefix, cc, weights, bias)
+
+    def library_api(self, symbols: dict, prefix: str, cc: str):
+        """The whole-pipeline C API of a library (``compile --library``: `c_detect`), with its
+        example; refused while the backbone has no native build."""
+        # backbone: where the native backbone's LibraryPart plugs in (issue 29 item 1)
+        part = detect_part(self._detector(), symbols, prefix, backbone=None,
+                           where=self.name, model=str(self.p["model"]))
+        part.example = detect_example_files(prefix, cc)
+        return part
 
     def open(self, ctx: RunContext) -> None:
         self._ctx = ctx
