@@ -17,7 +17,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..compile.library import MANIFEST, build_library, symbols_for
+from ..compile.library import (MANIFEST, build_library, check_out_dir, check_prefix,
+                               library_target, symbols_for)
 from ..compile.prewarm import unique_specs
 from ..compile.toolchain import find_toolchain
 from ..errors import UsageError
@@ -33,8 +34,11 @@ def default_prefix(pipeline_name: str) -> str:
 def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
                   prefix: str | None, cpu: str | None, kernels_only: bool = False) -> None:
     _check_manifest(Path(out_dir))
+    check_out_dir(Path(out_dir))
     prefix = prefix or default_prefix(pipeline.name)
+    check_prefix(prefix)  # the user's mistakes first, before the pipeline's
     cc = Path(find_toolchain(triple).cc).name
+    library_target(triple, cpu)
     # Ops look their kernels up by the specs they declare; under CUVIL_KERNEL_DEBUG=1 those are
     # debug builds, and the library holds their release builds (`build_library`).
     symbols = dict(symbols_for(unique_specs(s.release() for s in specs), prefix))

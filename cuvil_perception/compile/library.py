@@ -175,12 +175,7 @@ def build_library(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path,
     """Compile, link and document ``specs`` as one library (see the module docstring), as
     release builds: a debug spec goes in as its `KernelSpec.release` (no error record).
     ``parts``: what ops add to the API (`cabi.LibraryPart`)."""
-    if len(prefix) > MAX_PREFIX:  # before any file: a too-long name left half a library
-        raise UsageError(f"--prefix {prefix[:24]!r}...: {len(prefix)} characters, at most "
-                         f"{MAX_PREFIX} (it begins the library's file names and every symbol; "
-                         "the default comes from the pipeline's name)")
-    if not _PREFIX.fullmatch(prefix):
-        raise UsageError(f"--prefix {prefix!r}: must be a C identifier (letters, digits, _)")
+    check_prefix(prefix)
     tools = find_toolchain(triple)
     target = library_target(triple, cpu, features)
     out = _prepare(Path(out_dir))
@@ -246,13 +241,28 @@ def _blob_object(tools: Toolchain, lib: Library, blobs: dict[str, bytes]) -> Pat
     return obj
 
 
-def _prepare(out: Path) -> Path:
-    """Create ``out`` (and ``out/obj``); refuse a non-empty directory we did not make."""
+def check_prefix(prefix: str) -> None:
+    """A `UsageError` unless ``prefix`` is a C identifier of at most `MAX_PREFIX` characters."""
+    if len(prefix) > MAX_PREFIX:  # before any file: a too-long name left half a library
+        raise UsageError(f"--prefix {prefix[:24]!r}...: {len(prefix)} characters, at most "
+                         f"{MAX_PREFIX} (it begins the library's file names and every symbol; "
+                         "the default comes from the pipeline's name)")
+    if not _PREFIX.fullmatch(prefix):
+        raise UsageError(f"--prefix {prefix!r}: must be a C identifier (letters, digits, _)")
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse a file, or a non-empty directory we did not make."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--library {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
         raise UsageError(f"--library {out}: directory is not empty and holds no {MANIFEST}; "
                          "choose a new or empty directory")
+
+
+def _prepare(out: Path) -> Path:
+    """Create ``out`` (and ``out/obj``) after `check_out_dir`; clear our stale files."""
+    check_out_dir(out)
     try:
         (out / "obj").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
