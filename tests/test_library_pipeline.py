@@ -50,7 +50,9 @@ def _expected(pp, frames: list[Path], work: Path) -> list[tuple]:
     return want
 
 
-def _library(tools, triple: str, work: Path, pp):
+def _library(tools, triple: str, work: Path, pp, build: bool = True):
+    """The library with its example folder, the replay object, and (``build``) the example
+    linked statically with it."""
     specs = [s.release() for s in pp.kernels()]
     symbols = dict(symbols_for(unique_specs(specs), "pipe"))
     lib = build_library(specs, triple, work / "lib", "pipe",
@@ -61,8 +63,9 @@ def _library(tools, triple: str, work: Path, pp):
         (example / name).write_bytes(data)
     replay = work / "replay.o"
     tools.run([tools.cc, "-O2", "-c", "-o", str(replay), str(REPLAY)], "compiling the replay")
-    subprocess.run(["make", "-s", "-C", str(example), "static", f"CC={tools.cc}",
-                    f"LDLIBS={replay}"], check=True, capture_output=True)
+    if build:
+        subprocess.run(["make", "-s", "-C", str(example), "static", f"CC={tools.cc}",
+                        f"LDLIBS={replay}"], check=True, capture_output=True)
     return lib, example / "detect"
 
 
@@ -95,13 +98,43 @@ def _run_and_compare(tools, triple: str, work: Path, frames: list[Path]) -> None
 
 
 def test_detect_through_every_native_stage_on_the_host(tmp_path, kitti_frames):
-    try:
-        tools = find_toolchain(f"{host_arch()}-linux-gnu")
-    except ToolchainError as exc:
-        pytest.skip(str(exc))
+    tools = _host_tools()
     _run_and_compare(tools, f"{host_arch()}-linux-gnu", tmp_path, kitti_frames[:FRAMES])
 
 
 def test_detect_through_every_native_stage_under_qemu_aarch64(tmp_path, kitti_frames):
     tools = aarch64_toolchain()
     _run_and_compare(tools, "aarch64-linux-gnu", tmp_path, kitti_frames[:FRAMES])
+
+
+@pytest.mark.parametrize("target", ["", "static"])
+def test_example_makefile_builds_and_make_run_prints_one_line_per_box(tmp_path, kitti_frames,
+                                                                      target):
+    """``make`` (the .so) or ``make static`` (the .a), then ``make run SCAN=FILE``: the
+    frame's boxes as "x y z l w h yaw score label" lines, those of the Python pipeline."""
+    tools = _host_tools()
+    pp = model()
+    lib, _ = _library(tools, f"{host_arch()}-linux-gnu", tmp_path, pp, build=False)
+    (bev, (boxes, scores, labels)), = _expected(pp, kitti_frames[:1], tmp_path)
+    example = lib.out_dir / "example"
+    replay = tmp_path / "replay.o"
+    make = ["make", "-s", "-C", str(example), f"LDLIBS={replay}"]
+    subprocess.run(make + ([target] if target else []), check=True, capture_output=True)
+    env = dict(os.environ, REPLAY_DIR=str(tmp_path), REPLAY_INPUT=str(bev.size),
+               REPLAY_PARTS=str(len(pp.plan.feat)))
+    done = subprocess.run(make + ["run", f"SCAN={kitti_frames[0]}"], capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert len(rows) == len(boxes) > 0 and all(len(row) == 9 for row in rows)
+    got = np.array([[float(v) for v in row[:8]] for row in rows], np.float32)
+    np.testing.assert_array_equal(got[:, :7], boxes)
+    np.testing.assert_array_equal(got[:, 7], scores)
+    np.testing.assert_array_equal([int(row[8]) for row in rows], labels)
+
+
+def _host_tools():
+    try:
+        return find_toolchain(f"{host_arch()}-linux-gnu")
+    except ToolchainError as exc:
+        pytest.skip(str(exc))
