@@ -23,6 +23,7 @@ from ..summary import count_by_class
 from ..warmup import synthetic_cloud, warm_up
 from ...geometry.bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
+from .c_backbone import backbone_part
 from .c_detect import detect_part
 from .c_example import example_files
 from .c_example_detect import detect_example_files
@@ -153,10 +154,13 @@ class PillarsDetect(Op):
 
     def library_api(self, symbols: dict, prefix: str, cc: str):
         """The whole-pipeline C API of a library (``compile --library``: `c_detect`), with its
-        example; refused while the backbone has no native build."""
-        # backbone: where the native backbone's LibraryPart plugs in (issue 29 item 1)
-        part = detect_part(self._detector(), symbols, prefix, backbone=None,
-                           where=self.name, model=str(self.p["model"]))
+        example; refused while the model has no native backbone (a `c_backbone.BackbonePlan`
+        as ``backbone_plan``, whose kernels are among the model's ``kernels()``)."""
+        pp = self._detector()
+        plan = getattr(pp, "backbone_plan", None)  # issue 29 item 1 sets it
+        backbone = backbone_part(plan, symbols, prefix) if plan is not None else None
+        part = detect_part(pp, symbols, prefix, backbone, where=self.name,
+                           model=str(self.p["model"]))
         part.example = detect_example_files(prefix, cc)
         return part
 
