@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import re
 import subprocess
 
 import numpy as np
@@ -180,3 +181,33 @@ def test_pfn_weights_layout_and_head_table_sizes_are_in_the_header(abi_lib, tmp_
     assert "#define ABI_PILLARS_HEAD_CELLS_FEATS_LEN 2" in block
     assert "#define ABI_PILLARS_HEAD_CELLS_WEIGHTS_LEN 8192" in block
     np.testing.assert_equal(heads.static["parts"], [64, 64])
+
+
+def test_fma_is_split_only_where_the_cpu_has_none():
+    """f32 vectors and an f64 scalar: x86-64-v2 gets mul + add (no fmaf / fma call), x86-64-v3
+    and aarch64 keep one fused instruction."""
+    from cuvil_perception.compile.codegen import compile_ir
+    from cuvil_perception.compile.fma_split import has_native_fma
+    from cuvil_perception.compile.target import Target
+
+    ir = """
+declare <8 x float> @"llvm.fma.v8f32"(<8 x float>, <8 x float>, <8 x float>)
+declare double @llvm.fma.f64(double, double, double)
+define void @k(<8 x float>* %p, double* %q) {
+  %a = load <8 x float>, <8 x float>* %p
+  %r = call <8 x float> @"llvm.fma.v8f32"(<8 x float> %a, <8 x float> %a, <8 x float> %a)
+  store <8 x float> %r, <8 x float>* %p
+  %d = load double, double* %q
+  %e = call double @llvm.fma.f64(double %d, double %d, double %d)
+  store double %e, double* %q
+  ret void
+}
+"""
+    for triple, cpu, native in (("x86_64-linux-gnu", "x86-64-v2", False),
+                                ("x86_64-linux-gnu", "x86-64-v3", True),
+                                ("aarch64-linux-gnu", "generic", True)):
+        target = Target(triple, cpu)
+        assert has_native_fma(target) == native
+        asm = compile_ir(ir, target, want_text=True).asm
+        assert re.search(r"(call\w*|bl|b|jmp)\s+fmaf?\b", asm) is None, cpu  # no libm call
+        assert ("vfmadd" in asm or "fmla" in asm or "fmadd" in asm) == native, cpu
