@@ -29,6 +29,7 @@ from cuvil_perception.ops.pillars import c_detect
 from cuvil_perception.ops.pillars.c_example_detect import detect_example_files
 
 REPLAY = Path(__file__).parent / "native" / "replay_backbone.c"
+ERRORS_PROGRAM = Path(__file__).parent / "native" / "detect_errors.c"
 FRAMES = 4
 # nm -u of a whole-pipeline archive: libc's allocator, sort and memory calls, and sincos for
 # the NMS headings (once per candidate, not in a hot loop); the backbone and the blob are ours.
@@ -138,3 +139,35 @@ def _host_tools():
         return find_toolchain(f"{host_arch()}-linux-gnu")
     except ToolchainError as exc:
         pytest.skip(str(exc))
+
+
+def test_detect_error_codes_capacity_and_stats(tmp_path, kitti_frames):
+    """open / detect / stats / close on bad arguments (NULL, negative, a config of another
+    size), a capacity of one box (ECAPACITY, the best box written), stats' pillar count."""
+    tools = _host_tools()
+    pp = model()
+    lib, _ = _library(tools, f"{host_arch()}-linux-gnu", tmp_path, pp, build=False)
+    (bev, _), = _expected(pp, kitti_frames[:1], tmp_path)
+    for name in ["cls"] + [f"feat{k}" for k in range(len(pp.plan.feat))]:
+        (tmp_path / f"{name}_1.f32").write_bytes((tmp_path / f"{name}_0.f32").read_bytes())
+    exe = tmp_path / "errors"
+    tools.run([tools.cc, "-std=c11", "-Wall", "-Werror", f"-I{lib.out_dir}", "-o", str(exe),
+               str(ERRORS_PROGRAM), str(lib.static), str(tmp_path / "replay.o"), "-lm"],
+              "linking the error checks")
+    env = dict(os.environ, REPLAY_DIR=str(tmp_path), REPLAY_INPUT=str(bev.size),
+               REPLAY_PARTS=str(len(pp.plan.feat)))
+    done = subprocess.run([str(exe), str(kitti_frames[0])], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    got = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    pillars = pp.pillarize(scan(kitti_frames[0])).count
+    assert got == {
+        "config_init": "0 1", "config_init_null": "-1", "open_null": "-1",
+        "open_bad_size": "-4 1", "open_reserved": "-4", "open": "0",
+        "detect_null_handle": "-1", "detect_null_points": "-1", "detect_null_boxes": "-1",
+        "detect_negative_n": "-2", "detect_negative_cap": "-2",
+        "capacity": f"-5 {got['capacity'].split()[1]} 1",
+        "stats": f"8 {pillars}", "stats_range": "-2",
+        "strerror": "more boxes than the caller's capacity: the first cap were written",
+        "close": "0 0"}
+    assert int(got["capacity"].split()[1]) > 1
