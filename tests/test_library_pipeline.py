@@ -8,13 +8,16 @@ one handle, linked statically with ``tests/native/replay_backbone.c`` in place o
 (it replays ONNX Runtime's maps for the frame and dumps the map it was given), against
 ``PointPillars`` in this process: the conv map within the conv_scatter tolerance, the boxes
 line by line (count and labels exact, floats rtol 1e-5 / atol 1e-5 as decode), on x86-64 and
-under qemu-aarch64.
+under qemu-aarch64; the example's Makefile (``make``, ``make static``, ``make run SCAN=``) and
+its lines against ``run``'s JSONL on the bundled drive; the error codes of the handle API.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +31,7 @@ from cuvil_perception.errors import ToolchainError
 from cuvil_perception.ops.pillars import c_detect
 from cuvil_perception.ops.pillars.c_example_detect import detect_example_files
 
+ROOT = Path(__file__).parent.parent
 REPLAY = Path(__file__).parent / "native" / "replay_backbone.c"
 ERRORS_PROGRAM = Path(__file__).parent / "native" / "detect_errors.c"
 FRAMES = 4
@@ -171,3 +175,34 @@ def test_detect_error_codes_capacity_and_stats(tmp_path, kitti_frames):
         "strerror": "more boxes than the caller's capacity: the first cap were written",
         "close": "0 0"}
     assert int(got["capacity"].split()[1]) > 1
+
+
+def test_example_lines_equal_runs_jsonl_on_the_sample_drive(tmp_path):
+    """``run configs/lidar_pillars.yaml`` on the bundled drive's first scans, and the example
+    (replayed backbone) on the same scans in one handle: the same boxes, scores and labels,
+    float32 for float32 (the JSONL prints the shortest repr of each float32)."""
+    tools = _host_tools()
+    scans = sorted((ROOT / "datasets" / "sample_drive" / "velodyne_points" / "data")
+                   .glob("*.bin"))[:2]
+    out = tmp_path / "run.jsonl"
+    done = subprocess.run([sys.executable, "-m", "cuvil_perception", "run",
+                           str(ROOT / "configs" / "lidar_pillars.yaml"), "--frames",
+                           str(len(scans)), "--out", str(out), "--no-shed"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    frames = [json.loads(line)["outputs"] for line in out.read_text().splitlines()]
+    pp = model()  # the YAML's model and params (library_support: CONFIG, HEAD)
+    lib, exe = _library(tools, f"{host_arch()}-linux-gnu", tmp_path, pp)
+    want = _expected(pp, scans, tmp_path)
+    env = dict(os.environ, REPLAY_DIR=str(tmp_path), REPLAY_INPUT=str(want[0][0].size),
+               REPLAY_PARTS=str(len(pp.plan.feat)))
+    printed = subprocess.run([str(exe), *map(str, scans)], capture_output=True, text=True,
+                             env=env, check=True).stdout
+    for frame, block in zip(frames, printed.split("# ")[1:], strict=True):
+        rows = [line.split() for line in block.splitlines()[1:]]
+        boxes = np.array(frame["boxes"]["data"], np.float32).reshape(-1, 7)
+        assert len(rows) == len(boxes) > 0
+        got = np.array([[float(v) for v in row[:8]] for row in rows], np.float32)
+        np.testing.assert_array_equal(got[:, :7], boxes)
+        np.testing.assert_array_equal(got[:, 7], np.array(frame["scores"]["data"], np.float32))
+        np.testing.assert_array_equal([int(row[8]) for row in rows], frame["labels"]["data"])

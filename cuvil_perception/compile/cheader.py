@@ -5,12 +5,14 @@ For a kernel exported as ``<prefix>_pillars_pillarize`` the header holds::
     /* pillars.pillarize  (fast-math: none)
      *   static: max_pillars=16000 ...
      *   points      in     f32[n, 4]              m (x, y, z); reflectance 0..1 - the scan
-     *   ... */
-    void prefix_pillars_pillarize(const float *points, int64_t n, float *voxels, ...);
+     *   ...
+     *   returns 0 or a negative error code */
+    int prefix_pillars_pillarize(const float *points, int64_t n, float *voxels, ...);
     #define PREFIX_PILLARS_PILLARIZE_MAX_PILLARS 16000            (every static scalar)
     #define PREFIX_PILLARS_PILLARIZE_RNG {0.0, -39.68, ...}       (static lists: an initialiser)
     #define PREFIX_PILLARS_PILLARIZE_VOXELS_LEN 512004            (elements, when static)
     #define PREFIX_PILLARS_PILLARIZE_VOXELS_BYTES 8192064
+    #define PREFIX_PILLARS_PILLARIZE_POINTS_ROW_LEN 4              (a row of an [n, 4] buffer)
 
 The fast-math note lists the kernel's own flags and those its helpers add, e.g. pillars.decode:
 ``(fast-math: none (helpers: irutil.vexp contract))`` (`compile.fastmath`).

@@ -17,7 +17,7 @@ each starting on a 64-byte boundary, in this order (offsets in floats are ``#def
 The network between the first layer and the heads is ``<prefix>_backbone`` (declared in
 `c_detect_source`): the native backbone's `LibraryPart` defines it, with its own weights.
 Until it exists, ``backbone`` is None and a library of the whole pipeline is refused
-(`BackboneMissing`); ``compile --library --kernels-only`` builds the kernels alone.
+(a `UsageError`: one line); ``compile --library --kernels-only`` builds the kernels alone.
 """
 
 from __future__ import annotations
@@ -35,10 +35,6 @@ from .model import PointPillars
 from .native_sparse import ConvScatterKernel, HeadCellsKernel
 
 ALIGN_FLOATS = 16  # 64 bytes
-
-
-class BackboneMissing(UsageError):
-    """The network between the first layer and the heads cannot be compiled natively yet."""
 
 
 def weights_blob(pp: PointPillars) -> tuple[bytes, dict[str, int]]:
@@ -74,7 +70,7 @@ def detect_part(pp: PointPillars, symbols: dict, prefix: str, backbone: LibraryP
     ``<prefix>_backbone`` (None: refused with one line naming ``where`` and ``model``)."""
     check_sparse(pp, where)
     if backbone is None:
-        raise BackboneMissing(f"{where}: the backbone of {model} cannot be compiled "
+        raise UsageError(f"{where}: the backbone of {model} cannot be compiled "
                               "natively yet (it runs in ONNX Runtime), so there is no "
                               "one-call C pipeline; use --kernels-only for the pre/post kernels")
     part = render(pp, symbols, prefix)
