@@ -211,3 +211,15 @@ define void @k(<8 x float>* %p, double* %q) {
         asm = compile_ir(ir, target, want_text=True).asm
         assert re.search(r"(call\w*|bl|b|jmp)\s+fmaf?\b", asm) is None, cpu  # no libm call
         assert ("vfmadd" in asm or "fmla" in asm or "fmadd" in asm) == native, cpu
+
+
+def test_no_mutable_global_state_backs_the_thread_safety_statement(abi_lib):
+    """The header says the library keeps no global or static mutable state: no .data / .bss
+    bytes in any object of the archive (constants live in .rodata)."""
+    sections = subprocess.run(["objdump", "-h", str(abi_lib.static)], capture_output=True,
+                              text=True, check=True).stdout
+    sizes = [int(line.split()[2], 16) for line in sections.splitlines()
+             if len(line.split()) > 2 and line.split()[1].startswith((".data", ".bss"))]
+    assert sum(sizes) == 0
+    assert "Thread safety: the library keeps no global or static mutable state" in \
+        abi_lib.header.read_text()

@@ -82,6 +82,10 @@ def _run_and_compare(tools, triple: str, work: Path, frames: list[Path]) -> None
     calls = {s for s in undefined if s not in ("U",) and not s.endswith(".o:")
              and not s.startswith("pipe_k_")}
     assert calls <= PIPELINE_UNDEFINED, calls - PIPELINE_UNDEFINED
+    sections = subprocess.run(["objdump", "-h", str(lib.static)], capture_output=True,
+                              text=True, check=True).stdout.splitlines()
+    assert not [line for line in sections if line.split()[1:2] in ([".data"], [".bss"])
+                and int(line.split()[2], 16)], "mutable global state (see the header)"
     want = _expected(pp, frames, work)
     env = dict(os.environ, REPLAY_DIR=str(work), REPLAY_INPUT=str(want[0][0].size),
                REPLAY_PARTS=str(len(pp.plan.feat)))
