@@ -174,6 +174,8 @@ def test_pfn_weights_layout_and_head_table_sizes_are_in_the_header(abi_lib, tmp_
     assert "rows 10-13 = W0 + W4 + W7" in text and "fold_weights" not in text
     assert "#define ABI_PILLARS_PFN_WEIGHTS_LEN 896" in text
     assert "#define ABI_PILLARS_PFN_OUT_ROW_LEN 64" in text
+    assert "#define ABI_PILLARS_PFN_NUM_POINTS_ROW_LEN 1" in text  # [count]: one per pillar
+    assert "#define ABI_PILLARS_NMS_COSINES_ROW_BYTES 8" in text
     from cuvil_perception.compile.cheader import kernel_block
 
     heads = model().heads.spec.release()

@@ -113,8 +113,8 @@ def _eval(node, env: dict) -> int:
 
 def buffer_len(spec: KernelSpec, arg: Arg, skip: int = 0) -> int | None:
     """Elements of ``arg``'s buffer when its shape depends only on static params, else None;
-    ``skip=1``: the elements of one row (the dims after the first)."""
-    if arg.kind != "ptr" or len(arg.shape) <= skip:
+    ``skip=1``: the elements of one row (the dims after the first; 1 for a 1-D buffer)."""
+    if arg.kind != "ptr" or not arg.shape:
         return None
     total = 1
     for dim in arg.shape[skip:]:
