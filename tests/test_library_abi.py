@@ -33,6 +33,7 @@ _PROGRAM = r"""#include <stdio.h>
 #include "abi.h"
 int main(void) {
     printf("%d %d\n", abi_version(), ABI_ABI_VERSION);
+    printf("build %d %d\n", abi_check_build(ABI_BUILD_ID), abi_check_build(ABI_BUILD_ID ^ 1));
     for (int code = 0; code >= -6; code--) printf("%d %s\n", code, abi_strerror(code));
     int64_t counts[5] = {0};
     printf("null %d\n", abi_pillars_pillarize(NULL, 0, NULL, NULL, NULL, counts, NULL, NULL,
@@ -78,7 +79,7 @@ def test_soname_symlinks_version_and_only_the_api_exported(abi_lib):
     exported = subprocess.run(["nm", "-D", "--defined-only", str(real)], capture_output=True,
                               text=True, check=True).stdout.split()[2::3]
     kernels = {symbol for _, symbol in abi_lib.symbols}
-    assert set(exported) == kernels | {"abi_version", "abi_strerror"}
+    assert set(exported) == kernels | {"abi_version", "abi_check_build", "abi_strerror"}
     lib = ctypes.CDLL(str(abi_lib.shared))
     lib.abi_strerror.restype = ctypes.c_char_p
     assert lib.abi_version() == ABI_MAJOR * 1000 + ABI_MINOR
@@ -102,12 +103,13 @@ def _program(tools, lib, work, static: bool):
 
 def _check_program(lines: list[str]) -> None:
     assert lines[0] == f"{ABI_MAJOR * 1000 + ABI_MINOR} {ABI_MAJOR * 1000 + ABI_MINOR}"
+    assert lines[1] == f"build 0 {CODES['ECONFIG']}"
     texts = {value: text for _, value, text in ERRORS}
-    for line, code in zip(lines[1:8], range(0, -7, -1)):
+    for line, code in zip(lines[2:9], range(0, -7, -1)):
         assert line == f"{code} {texts.get(code, 'unknown error code')}"
-    assert lines[8] == f"null {CODES['ENULL']}"
-    assert lines[9] == f"range {CODES['ERANGE']} {CODES['ERANGE']}"
-    assert lines[10] == "nms 1"  # one box is kept: the call went through
+    assert lines[9] == f"null {CODES['ENULL']}"
+    assert lines[10] == f"range {CODES['ERANGE']} {CODES['ERANGE']}"
+    assert lines[11] == "nms 1"  # one box is kept: the call went through
 
 
 @pytest.mark.parametrize("static", [False, True])
@@ -225,3 +227,18 @@ def test_no_mutable_global_state_backs_the_thread_safety_statement(abi_lib):
     assert sum(sizes) == 0
     assert "Thread safety: the library keeps no global or static mutable state" in \
         abi_lib.header.read_text()
+
+
+def test_build_id_tells_two_builds_apart(abi_lib, tmp_path):
+    """Another pillar budget changes the header's buffer sizes, hence its BUILD_ID; the same
+    build twice gives the same one."""
+    from cuvil_perception.ops.pillars.config import PillarConfig
+    from cuvil_perception.ops.pillars.kernel_pillarize import pillarize_spec
+
+    def build_id(lib) -> str:
+        return re.search(r"#define ABI_BUILD_ID (0x[0-9a-f]{16}ULL)", lib.header.read_text())[1]
+
+    again = build_library(pillars_specs(), TRIPLE, tmp_path / "again", "abi")
+    other = build_library([pillarize_spec(PillarConfig(max_pillars=8000))], TRIPLE,
+                          tmp_path / "other", "abi")
+    assert build_id(again) == build_id(abi_lib) != build_id(other)

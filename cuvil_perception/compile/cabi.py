@@ -6,6 +6,8 @@ and ``-fvisibility=hidden``, whose entry points alone are exported (``nm -D`` sh
 nothing else of ours):
 
     int         <prefix>_version(void);            returns <PREFIX>_ABI_VERSION
+    int         <prefix>_check_build(uint64_t id); 0 when id is the library's
+                                                   <PREFIX>_BUILD_ID, else <PREFIX>_ECONFIG
     const char *<prefix>_strerror(int code);       one line, static storage, never NULL
     int         <prefix>_<kernel>(...);            each kernel: checks its arguments (NULL
                                                    pointers, negative or too-large sizes),
@@ -15,11 +17,14 @@ plus what the op adds (the whole-pipeline ``<prefix>_open / _detect / _close`` o
 ``pillars.detect``: `LibraryPart`). Error codes are negative ``<PREFIX>_E...`` macros.
 ``ABI_MAJOR`` changes when a program compiled against an older header could misbehave with a
 newer library (the SONAME is ``lib<prefix>.so.<ABI_MAJOR>``); ``ABI_MINOR`` when only functions
-are added.
+are added. ``<PREFIX>_BUILD_ID`` is a digest of the header itself (prototypes, static
+params, buffer sizes: `build_id`): a program compiled against another build's header, whose
+buffers may be sized differently, is told so by ``<prefix>_check_build(<PREFIX>_BUILD_ID)``.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from ..errors import CompileError
@@ -34,8 +39,8 @@ ERRORS = (
     ("ENULL", -1, "a required pointer argument is NULL"),
     ("ERANGE", -2, "a size or count argument is negative or above its documented maximum"),
     ("ENOMEM", -3, "out of memory (allocating the handle's buffers)"),
-    ("ECONFIG", -4, "the config struct is of another size (header and library differ) or "
-                    "holds a value out of range"),
+    ("ECONFIG", -4, "header and library differ (another build or config struct size), or "
+                    "the config holds a value out of range"),
     ("ECAPACITY", -5, "more boxes than the caller's capacity: the first cap were written"),
 )
 THREADS = """Thread safety: the library keeps no global or static mutable state. Kernels are
@@ -64,19 +69,34 @@ def internal_symbol(prefix: str, symbol: str) -> str:
     return f"{prefix}_k_{symbol.removeprefix(prefix + '_')}"
 
 
+BUILD_ID = "@BUILD_ID@"  # replaced by `with_build_id` once the whole header is rendered
+
+
+def with_build_id(header: str) -> str:
+    """``header`` with its `BUILD_ID` placeholder replaced by the digest of the rest."""
+    digest = hashlib.sha256(header.encode()).hexdigest()[:16]
+    return header.replace(BUILD_ID, f"0x{digest}ULL")
+
+
 def abi_header(prefix: str) -> str:
-    """Version and error-code macros, the thread-safety statement, version() / strerror()."""
+    """Version, build and error-code macros, the thread-safety statement, version() /
+    check_build() / strerror()."""
     m = macro_name(prefix)
     lines = [f"/* {THREADS} */",
              f"#define {m}_ABI_VERSION_MAJOR {ABI_MAJOR}",
              f"#define {m}_ABI_VERSION_MINOR {ABI_MINOR}",
              f"#define {m}_ABI_VERSION ({m}_ABI_VERSION_MAJOR * 1000 + {m}_ABI_VERSION_MINOR)",
+             "/* This header's build: the library answers 0 to check_build(BUILD_ID) only when "
+             "it was built with the same prototypes, static params and buffer sizes. */",
+             f"#define {m}_BUILD_ID {BUILD_ID}",
              "/* Error codes: every function returns 0 (or a count) on success, one of these on "
              "failure. */"]
     lines += [f"#define {m}_{name} ({value}) /* {text} */" for name, value, text in ERRORS]
     lines += [f"/* {m}_ABI_VERSION of the library (compare its / 1000 with the header's "
               f"{m}_ABI_VERSION_MAJOR). */",
               f"int {prefix}_version(void);",
+              f"/* 0 when build_id is this library's {m}_BUILD_ID, else {m}_ECONFIG. */",
+              f"int {prefix}_check_build(uint64_t build_id);",
               "/* A one-line description of an error code (static storage, never NULL). */",
               f"const char *{prefix}_strerror(int code);"]
     return "\n".join(lines)
@@ -96,6 +116,8 @@ def api_source(prefix: str, header: str, kernels: list[tuple[KernelSpec, str]],
             f'#include "{header}"\n\n#define API __attribute__((visibility("default")))\n\n'
             f"/* the kernels' object code (hidden) */\n{internal}\n\n"
             f"API int {prefix}_version(void) {{ return {m}_ABI_VERSION; }}\n\n"
+            f"API int {prefix}_check_build(uint64_t build_id) {{\n"
+            f"    return build_id == {m}_BUILD_ID ? {m}_OK : {m}_ECONFIG;\n}}\n\n"
             f"API const char *{prefix}_strerror(int code) {{\n    switch (code) {{\n{cases}\n"
             "    default: return \"unknown error code\";\n    }\n}\n\n"
             f"{wrappers}\n{extra}")

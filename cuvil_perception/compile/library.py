@@ -50,7 +50,8 @@ from typing import Iterable
 import llvmlite.binding as llvm
 
 from ..errors import UsageError
-from .cabi import ABI_MAJOR, ABI_MINOR, LibraryPart, abi_header, api_source, internal_symbol
+from .cabi import (ABI_MAJOR, ABI_MINOR, LibraryPart, abi_header, api_source, internal_symbol,
+                   with_build_id)
 from .cheader import macro_name, render_header
 from .codegen import compile_ir
 from .optimize import DEFAULT_OPTIONS
@@ -193,13 +194,11 @@ def build_library(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path,
         objects.append(path)
     lib = Library(out, target, prefix, out / f"lib{prefix}.so", out / f"lib{prefix}.a",
                   out / f"{prefix}.h", kernels, uses)
-    lib.header.write_text(render_header(f"{macro_name(prefix)}_H",
-                                        f"{prefix}: native kernels for {target.triple} "
-                                        f"(cpu {target.cpu})", kernels,
-                                        {sym: use.describe() for sym, use in uses.items()},
-                                        abi_header(prefix),
-                                        "\n\n".join(p.header for p in parts)),
-                          encoding="utf-8")
+    header = render_header(f"{macro_name(prefix)}_H",
+                           f"{prefix}: native kernels for {target.triple} (cpu {target.cpu})",
+                           kernels, {sym: use.describe() for sym, use in uses.items()},
+                           abi_header(prefix), "\n\n".join(p.header for p in parts))
+    lib.header.write_text(with_build_id(header), encoding="utf-8")
     objects += _api_objects(tools, lib, parts)
     _link(tools, objects, lib)
     _write_manifest(lib)
@@ -296,11 +295,18 @@ def _fastmath_fields(spec: KernelSpec, use: FastMathUse | None) -> dict:
             "fastmath_emitted": list(use.emitted)}
 
 
+def _build_id(header: Path) -> str:
+    """The ``<PREFIX>_BUILD_ID`` value the header defines (`cabi.with_build_id`)."""
+    found = re.search(r"_BUILD_ID (0x[0-9a-f]+)ULL", header.read_text(encoding="utf-8"))
+    return found[1] if found else ""
+
+
 def _write_manifest(lib: Library) -> None:
     from .. import __version__
 
     manifest = {"format": "cuvil-library/1", "cuvil_perception": __version__,
                 "prefix": lib.prefix, "abi": [ABI_MAJOR, ABI_MINOR], "soname": lib.soname,
+                "build_id": _build_id(lib.header),
                 "triple": lib.target.triple, "cpu": lib.target.cpu,
                 "features": lib.target.features,
                 "llvm": ".".join(str(v) for v in llvm.llvm_version_info),

@@ -52,6 +52,10 @@ static float *read_floats(const char *path, size_t *count) {
 
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: %s scan.bin pfn_weights.f32\n", argv[0]); return 2; }
+    if (@P@_check_build(@M@_BUILD_ID) != 0) {
+        fprintf(stderr, "lib@LIB@ is not the build @HEADER@ describes\n");
+        return 1;
+    }
     size_t values, wvalues;
     float *points = read_floats(argv[1], &values);
     if (values % 4 != 0) { fprintf(stderr, "%s: not N x 4 float32\n", argv[1]); return 2; }
@@ -118,7 +122,7 @@ def example_files(pillarize: str, pfn: str, prefix: str, cc: str, weights: np.nd
     and ``pfn`` of library ``lib<prefix>``; ``weights`` float32 [14, C], ``bias`` [C]."""
     fill = {"@PILLARIZE@": pillarize, "@PFN@": pfn, "@PZ@": macro_name(pillarize),
             "@PF@": macro_name(pfn), "@HEADER@": f"{prefix}.h", "@LIB@": prefix, "@CC@": cc,
-            "@P@": prefix}
+            "@P@": prefix, "@M@": macro_name(prefix)}
     texts = {"example.c": _EXAMPLE_C, "Makefile": _MAKEFILE}
     files = {}
     for name, text in texts.items():

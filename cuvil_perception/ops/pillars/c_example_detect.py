@@ -63,9 +63,9 @@ static int detect(@P@_handle *handle, const char *path, int header) {
 
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: %s scan.bin [scan.bin ...]\n", argv[0]); return 2; }
-    if (@P@_version() / 1000 != @M@_ABI_VERSION_MAJOR) {
-        fprintf(stderr, "lib@P@ has ABI %d, this program was built for %d\n", @P@_version(),
-                @M@_ABI_VERSION);
+    if (@P@_version() / 1000 != @M@_ABI_VERSION_MAJOR || @P@_check_build(@M@_BUILD_ID) != 0) {
+        fprintf(stderr, "lib@P@ (ABI %d) is not the build @P@.h describes (ABI %d)\n",
+                @P@_version(), @M@_ABI_VERSION);
         return 1;
     }
     @P@_handle *handle = NULL;
