@@ -7,7 +7,7 @@ made it 51.3 ms against 0.94 ms on a 7,935-pillar frame (AMD EPYC Zen 4, x86-64-
 code). Exactness is not what the kernels use FMAs for (they want one instruction per
 multiply-add), so there the product and the sum round separately: results move by at most one
 rounding per step, inside every kernel's documented tolerance (PFN rtol 1e-5, atol 1e-6 x the
-largest feature; tests/test_library_fma.py holds an x86-64-v2 build to it).
+largest feature; tests/test_library_abi.py holds an x86-64-v2 build to it).
 
 How: each ``llvm.fma.<type>`` the module declares becomes a module-internal ``alwaysinline``
 function of the same type doing ``fmul`` then ``fadd`` (no fast-math flags, so LLVM never

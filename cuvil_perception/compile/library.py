@@ -24,8 +24,9 @@ but no ``library.json`` is never written into.
 
 Same results on every target: integer kernels and kernels without fast-math (pillarize, the
 scatters, NMS) give bitwise the host's outputs; PFN's explicit FMAs (``kmath.fma``) round once
-everywhere; kernels with ``contract`` (decode: the exp polynomial) may round differently where
-one target fuses a multiply-add and another does not: the tests hold PFN and decode to
+on every CPU with FMA (a multiply and an add where there is none, `fma_split`); kernels with
+``contract`` (decode: the exp polynomial) may round differently where one target fuses a
+multiply-add and another does not: the tests hold PFN and decode to
 the kernels' own tolerances (PFN rtol 1e-5 + 1e-6 x the largest feature; decode boxes and scores
 rtol/atol 1e-5, counts, labels and anchor indices exact). Measured on the ten KITTI frames,
 aarch64 (generic, under qemu-user) against this x86-64 host (znver4): bitwise equal for all
