@@ -31,7 +31,7 @@ from .spec import KernelSpec
 from .target import Target
 
 #: Bump when the way objects are produced changes in a way the fields below do not capture.
-TOOLCHAIN_EPOCH = 1
+TOOLCHAIN_EPOCH = 2  # 2: llvm.fma split into fmul + fadd on targets without FMA (fma_split)
 
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]

@@ -50,6 +50,9 @@ class Arg:
     ``"max_pillars * max_points + 4"`` or ``"count"`` (a dim naming a scalar argument means "at
     least that many rows"). ``unit`` says what the values measure (``"m"``, ``"cells"``);
     ``role`` is one of `ROLES` (``state``: kept between calls, ``scratch``: any content).
+    ``most``: for a scalar, the largest value the kernel accepts (an int or an expression over
+    the static params, e.g. ``"pre"``); a library's C entry point returns its range error above
+    it (every size scalar is also checked to be >= 0 there).
     """
 
     name: str
@@ -59,6 +62,7 @@ class Arg:
     unit: str = ""
     role: str = "in"
     doc: str = ""
+    most: str | int | None = None
 
     def check(self, kernel: str) -> None:
         """Raise `CompileError` naming ``kernel`` when the declaration is inconsistent."""
