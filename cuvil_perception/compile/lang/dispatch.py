@@ -31,6 +31,7 @@ import numpy as np
 
 from ... import config
 from ...errors import KernelSourceError
+from . import trampoline
 from .constants import current
 from .types import BufType, resolve_dtype
 
@@ -71,6 +72,9 @@ def _fields_reader():
 
 
 _READ, _OFFSET = _fields_reader()
+_LAYOUT = trampoline.layout(_OFFSET if _READ is not None else None,
+                            {name: getattr(_Fields, name).offset
+                             for name in ("data", "nd", "dimensions", "descr", "flags")})
 
 
 def static_key(static: dict) -> tuple:
@@ -125,7 +129,8 @@ def bind_extents(kernel, args: tuple, static: dict) -> dict:
 class Entry:
     """What one call signature resolved to; see the module docstring."""
 
-    __slots__ = ("fn", "spec", "count", "buffers", "scalars", "noalias", "kernel", "_written")
+    __slots__ = ("fn", "spec", "count", "buffers", "scalars", "noalias", "kernel", "_written",
+                 "native", "_keep")
 
     def __init__(self, kernel, spec, fn):
         runtime = kernel.params()[0]
@@ -149,6 +154,12 @@ class Entry:
             else:
                 scalars.append((i, False, 0, 0))
         self.buffers, self.scalars = tuple(buffers), tuple(scalars)
+        self.native, self._keep = _no_native, None
+        if _LAYOUT is not None and spec.error_record is None:  # (a debug build: its wrapper)
+            bound = trampoline.bind(fn, self.count, self.buffers, self.scalars, spec.args,
+                                    spec.ret, self.noalias, MISS, _LAYOUT)
+            if bound is not None:
+                self.native, self._keep = bound
 
     def written(self) -> frozenset:
         if self._written is None:
@@ -200,6 +211,10 @@ class Entry:
                 if end > reach:
                     reach = end
         return raw
+
+
+def _no_native(*args):
+    return MISS
 
 
 def _extents_match(shape: tuple, dims: tuple, raw: list) -> bool:

@@ -154,6 +154,9 @@ class Kernel:
         static = bind_extents(self, args, static)
         entry = self._entries.get(call_key(self, static))
         if entry is not None:
+            out = entry.native(*args)  # (`trampoline`: checks, calls, GIL released)
+            if out is not MISS:
+                return out
             raw = entry.convert(args)
             if raw is not MISS:
                 return entry.fn(*raw)
