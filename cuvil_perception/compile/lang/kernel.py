@@ -37,7 +37,7 @@ from llvmlite import ir
 from ... import config
 from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
-from ..sources import file_digest
+from ..sources import file_digest, save_index
 from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import checked_arguments, plain_static, runtime_arg_docs
 from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
@@ -151,7 +151,8 @@ class Kernel:
     def __call__(self, *args, **static):
         """Compile (memoised) for ``static`` and run on numpy arrays / scalars: through the
         entry an earlier call with these static values built (`dispatch`), else in full."""
-        static = bind_extents(self, args, static)
+        if self._extents_from != ():  # (None: not planned yet)
+            static = bind_extents(self, args, static)
         entry = self._entries.get(call_key(self, static))
         if entry is not None:
             out = entry.native(*args)  # (`trampoline`: checks, calls, GIL released)
@@ -166,12 +167,13 @@ class Kernel:
         """The full call: build the spec, check every argument, run; then file a `dispatch`
         entry for the next call with the same static values."""
         spec = self.spec(**static)
-        fn = get_kernel(spec)
+        key = call_key(self, static)  # (after `spec`: the constants it reads are known)
+        entry = Entry(self, spec) if key is not None and key not in self._entries else None
+        fn = entry.fn if entry is not None else get_kernel(spec)
         raw = checked_arguments(self, spec, args)
         out = fn(*raw)  # a debug build's callable supplies and checks the error record
-        key = call_key(self, static)  # (after `spec`: the constants it reads are known)
-        if key is not None and key not in self._entries:
-            self._entries[key] = Entry(self, spec, fn)
+        if entry is not None:
+            self._entries[key] = entry
         return out
 
     def written(self, spec: KernelSpec) -> frozenset:
@@ -339,6 +341,7 @@ def _digest_sources(fn) -> str:
         h.update(file_digest(path))
     h.update(constants.encode())
     h.update((fileless_source(fn.__code__) or "").encode())  # a notebook cell's kernel
+    save_index()  # (digests recorded for the next process, `sources`)
     return h.hexdigest()[:24]
 
 

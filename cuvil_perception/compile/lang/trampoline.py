@@ -235,21 +235,28 @@ def _c_api() -> list[int]:
         [ctypes.cast(getattr(api, n), ctypes.c_void_p).value for n in funcs]
 
 
-def bind(fn, count: int, buffers: tuple, scalars: tuple, kinds: tuple, ret: str | None,
-         noalias: bool, miss, offsets: dict):
-    """A builtin-function object calling the kernel callable ``fn`` (a release build's
-    ``CFUNCTYPE``) through the trampoline of its shape, or None (a rank above ``MAX_RANK``).
-    ``buffers``, ``scalars``: `dispatch.Entry`'s; ``kinds``: the spec's argument kinds."""
-    from ..registry import get_kernel  # (registry imports nothing of the language)
+def spec_for(kinds: tuple, buffers: tuple, ret: str | None, noalias: bool, offsets: dict):
+    """The `KernelSpec` of the trampoline for a kernel of argument ``kinds`` (the spec's) with
+    ``buffers`` (`dispatch.Entry`'s), or None when a buffer has more than ``MAX_RANK`` axes."""
     from ..spec import KernelSpec
 
-    global _new_function
-    words = [0] * (HEAD + ARG * count)
     shape = list(kinds)
-    for i, _, dtype, rank, dims, _, align in buffers:
+    for i, _, _, rank, _, _, _ in buffers:
         if rank > MAX_RANK:
             return None
         shape[i] = f"buf{rank}"
+    return KernelSpec(name="cuvil.trampoline", build=build, args=("ptr", "ptr", "i64"),
+                      ret="ptr", static={"kinds": shape, "ret": ret, "offsets": offsets,
+                                         "noalias": noalias and len(buffers) > 1})
+
+
+def bind(tramp, fn, count: int, buffers: tuple, scalars: tuple, miss) -> tuple:
+    """(a builtin-function object calling the kernel callable ``fn``, a release build's
+    ``CFUNCTYPE``, through the loaded trampoline ``tramp``; what must outlive it).
+    ``buffers``, ``scalars``: `dispatch.Entry`'s; ``miss``: the marker to return."""
+    global _new_function
+    words = [0] * (HEAD + ARG * count)
+    for i, _, dtype, rank, dims, _, align in buffers:
         at = HEAD + ARG * i
         words[at:at + 3] = [id(dtype), dtype.itemsize, align - 1]
         for d, dim in enumerate(dims):
@@ -259,10 +266,6 @@ def bind(fn, count: int, buffers: tuple, scalars: tuple, kinds: tuple, ret: str 
     header = [fn.address] + _c_api()
     header[_MISS] = id(miss)
     words[:HEAD] = header
-    spec = KernelSpec(name="cuvil.trampoline", build=build, args=("ptr", "ptr", "i64"),
-                      ret="ptr", static={"kinds": shape, "ret": ret, "offsets": offsets,
-                                         "noalias": noalias and len(buffers) > 1})
-    tramp = get_kernel(spec)
     plan = np.array([w - (1 << 64) if w >= 1 << 63 else w for w in words], np.int64).tobytes()
     method = _MethodDef(b"kernel_entry", tramp.address, _METH_FASTCALL, None)
     if _new_function is None:
@@ -270,4 +273,4 @@ def bind(fn, count: int, buffers: tuple, scalars: tuple, kinds: tuple, ret: str 
         _new_function.restype = ctypes.py_object
         _new_function.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
     native = _new_function(ctypes.addressof(method), plan, None)
-    return native, (method, tramp, fn)  # (what must outlive ``native``)
+    return native, (method, tramp, fn)  # (the plan is ``native``'s self: it keeps it)
