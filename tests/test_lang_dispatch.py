@@ -229,13 +229,31 @@ def test_the_native_entry_runs_plain_calls_and_declines_everything_else():
     assert np.array_equal(y2, want)
     declined = {name: make(*_fresh()) for name, make in BAD_CALLS.items()}
     declined.update({                         # valid, but for the Python entry to convert
-        "an int for f32": (x, y, 2, 5), "a numpy scalar": (x, y, np.float32(2), 5),
-        "a read-only input": (_read_only(x), y, 1.0, 5), "a bool for i64": (x, y, 1.0, True),
+        "a numpy scalar": (x, y, np.float32(2), 5), "a bool for i64": (x, y, 1.0, True),
+        "an int beyond int64 for f32": (x, y, 1 << 70, 5),
         "an ndarray subclass": (x.view(_Sub), y, 1.0, 5)})
+    if axpy._entries and _entry(axpy)._written is None:  # (not yet known: kept writeable)
+        declined["a read-only input"] = (_read_only(x), y, 1.0, 5)
     for name, args in declined.items():
         before = y.copy()
         assert native(*args) is MISS, name
         assert np.array_equal(y, before), name
+    y3, want = np.ones_like(y), np.ones_like(y)
+    assert native(x, y3, 2, 5) is None        # an int for f32: converted as float(2) is
+    axpy.py_func(x, want, 2.0, 5)
+    assert np.array_equal(y3, want)
+
+
+def test_the_native_entry_takes_read_only_arrays_the_kernel_only_reads_once_known():
+    x, y = _fresh()
+    axpy(x, y, 1.0, 5)
+    entry = _entry(axpy)
+    axpy(_read_only(x), np.ones_like(y), 1.0, 5)  # through the Python entry: learns `written`
+    assert entry.written() == {"y"}
+    assert entry.native(_read_only(x), np.ones_like(y), 1.0, 5) is None
+    assert entry.native(x, _read_only(y), 1.0, 5) is MISS  # the kernel writes y
+    with pytest.raises(ValueError, match="read-only"):
+        axpy(x, _read_only(y), 1.0, 5)
 
 
 class _Sub(np.ndarray):

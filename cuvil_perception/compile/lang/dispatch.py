@@ -191,8 +191,15 @@ class Entry:
                                                   self.scalars, MISS)
 
     def written(self) -> frozenset:
+        """The buffers the kernel writes (lowered once, when a read-only array is first passed;
+        the native entry is then rebuilt to take read-only arrays for the others)."""
         if self._written is None:
             self._written = self.kernel.written(self.spec)
+            if self._keep is not None:
+                read_only = frozenset(b[1] for b in self.buffers) - self._written
+                self.native, self._keep = trampoline.bind(
+                    self._keep[1], self.fn, self.count, self.buffers, self.scalars, MISS,
+                    read_only)
         return self._written
 
     def convert(self, args: tuple):

@@ -18,13 +18,16 @@ object passed as the function's ``self``:
     header: kernel, PyEval_SaveThread, PyEval_RestoreThread, miss marker, None, ndarray type,
             int type, float type, PyLong_AsLongLongAndOverflow, PyLong_FromLongLong,
             PyFloat_FromDouble, Py_IncRef
-    per argument (ARG words): dtype object, itemsize, alignment mask, low, high,
-            MAX_RANK extents (>= 0: that value; -1: any; -2 - j: the int scalar argument j)
+    per argument (ARG words): a buffer's dtype object, itemsize, alignment mask, the flags it
+            must have (C-contiguous, writeable unless the kernel is known not to write it)
+            or a scalar's low and high bounds (at 3 and 4), then MAX_RANK extents (>= 0:
+            that value; -1: any; -2 - j: the int scalar argument j)
 
 It accepts only the plainly valid: exactly ``np.ndarray`` (no subclass) of the very dtype
-object, rank and extents, C-contiguous and writeable, aligned for streaming stores, pairwise
-disjoint for a ``noalias`` kernel; exactly ``int`` in range for an int, exactly ``float`` for a
-float. Anything else returns the miss marker and the caller goes on to the Python entry and
+object, rank and extents, C-contiguous, writeable (a read-only array once the entry knows the
+kernel does not write that buffer), aligned for streaming stores, pairwise disjoint for a
+``noalias`` kernel; exactly ``int`` in range for an int, exactly ``float`` or an ``int`` within
+int64 for a float. Anything else returns the miss marker and the caller goes on to the Python entry and
 then the full path, which raise what they always raised. So the checks are those of the full
 path, never weaker.
 """
@@ -137,20 +140,40 @@ class _Gen:
         self.check(self.b.icmp_unsigned("==", tp, self.word(word)))
 
     def scalar(self, obj, i: int, kind: str):
-        """(i64 value for extents, the argument as ``kind``) of scalar argument ``i``."""
+        """(i64 value for extents, the argument as ``kind``) of scalar argument ``i``: an int
+        for an int in range; a float, or an int within int64 (converted as ``float(v)``
+        does, then to f32 as ctypes does), for a float."""
         b = self.b
-        if kind.startswith("f"):
-            self.is_type(obj, _FLOAT)
-            value = self.field(obj, self.off["fval"], u.F64)
-            return u.const_i64(0), (b.fptrunc(value, u.F32) if kind == "f32" else value)
-        self.is_type(obj, _LONG)
-        overflow = u.entry_alloca(b, u.I32, f"overflow{i}", init=ir.Constant(u.I32, 0))
+        if kind.startswith("i"):
+            self.is_type(obj, _LONG)
+            value = self._as_long(obj, i)
+            self.check(b.and_(b.icmp_signed(">=", value, self.arg_word(i, 3)),
+                              b.icmp_signed("<=", value, self.arg_word(i, 4))))
+            return value, (b.trunc(value, u.I32) if kind == "i32" else value)
+        slot = u.entry_alloca(b, u.F64, f"float{i}")
+        tp = b.ptrtoint(self.field(obj, self.off["type"], u.PTR), u.I64)
+        from_float, from_int, done = (self.fn.append_basic_block() for _ in range(3))
+        b.cbranch(b.icmp_unsigned("==", tp, self.word(_FLOAT)), from_float, from_int)
+        b.position_at_end(from_float)
+        b.store(self.field(obj, self.off["fval"], u.F64), slot)
+        b.branch(done)
+        b.position_at_end(from_int)
+        self.check(b.icmp_unsigned("==", tp, self.word(_LONG)))
+        b.store(b.sitofp(self._as_long(obj, i), u.F64), slot)
+        b.branch(done)
+        b.position_at_end(done)
+        value = b.load(slot, typ=u.F64)
+        return u.const_i64(0), (b.fptrunc(value, u.F32) if kind == "f32" else value)
+
+    def _as_long(self, obj, i: int):
+        """An exact int's value as i64; a miss when it does not fit."""
+        b = self.b
+        overflow = u.entry_alloca(b, u.I32, f"overflow{i}")
+        b.store(ir.Constant(u.I32, 0), overflow)
         fnty = ir.FunctionType(u.I64, [u.PTR, u.PTR])
         value = b.call(b.inttoptr(self.word(_AS_LONG), fnty.as_pointer()), [obj, overflow])
         self.check(b.icmp_signed("==", b.load(overflow, typ=u.I32), ir.Constant(u.I32, 0)))
-        self.check(b.and_(b.icmp_signed(">=", value, self.arg_word(i, 3)),
-                          b.icmp_signed("<=", value, self.arg_word(i, 4))))
-        return value, (b.trunc(value, u.I32) if kind == "i32" else value)
+        return value
 
     def buffer(self, obj, i: int, rank: int, slots: dict):
         """(data pointer, (start, end) as i64) of buffer argument ``i`` of ``rank`` axes."""
@@ -159,8 +182,8 @@ class _Gen:
         descr = b.ptrtoint(self.field(obj, base + self.off["descr"], u.PTR), u.I64)
         self.check(b.icmp_unsigned("==", descr, self.arg_word(i, 0)))
         self.check(b.icmp_signed("==", self.field(obj, base + self.off["nd"], u.I32), ir.Constant(u.I32, rank)))
-        flags = self.field(obj, base + self.off["flags"], u.I32)
-        need = ir.Constant(u.I32, _C_CONTIGUOUS | _WRITEABLE)
+        flags = b.sext(self.field(obj, base + self.off["flags"], u.I32), u.I64)
+        need = self.arg_word(i, 3)  # C-contiguous, and writeable unless known read only
         self.check(b.icmp_unsigned("==", b.and_(flags, need), need))
         dims = self.field(obj, base + self.off["dimensions"], u.PTR)
         size = self.arg_word(i, 1)
@@ -221,6 +244,7 @@ class _MethodDef(ctypes.Structure):
 
 
 _METH_FASTCALL = 0x80
+_METHODS: list = []  # every method definition made, for the life of the process (as engines)
 _new_function = None
 
 
@@ -250,15 +274,20 @@ def spec_for(kinds: tuple, buffers: tuple, ret: str | None, noalias: bool, offse
                                          "noalias": noalias and len(buffers) > 1})
 
 
-def bind(tramp, fn, count: int, buffers: tuple, scalars: tuple, miss) -> tuple:
+def bind(tramp, fn, count: int, buffers: tuple, scalars: tuple, miss,
+         read_only: frozenset = frozenset()) -> tuple:
     """(a builtin-function object calling the kernel callable ``fn``, a release build's
     ``CFUNCTYPE``, through the loaded trampoline ``tramp``; what must outlive it).
-    ``buffers``, ``scalars``: `dispatch.Entry`'s; ``miss``: the marker to return."""
+    ``buffers``, ``scalars``: `dispatch.Entry`'s; ``miss``: the marker to return;
+    ``read_only``: names of buffers the kernel is known not to write (they may be read-only
+    arrays; until the kernel is lowered to know, `dispatch.Entry.written`, every buffer must
+    be writeable)."""
     global _new_function
     words = [0] * (HEAD + ARG * count)
-    for i, _, dtype, rank, dims, _, align in buffers:
+    for i, pname, dtype, rank, dims, _, align in buffers:
         at = HEAD + ARG * i
-        words[at:at + 3] = [id(dtype), dtype.itemsize, align - 1]
+        need = _C_CONTIGUOUS if pname in read_only else _C_CONTIGUOUS | _WRITEABLE
+        words[at:at + 4] = [id(dtype), dtype.itemsize, align - 1, need]
         for d, dim in enumerate(dims):
             words[at + 5 + d] = -1 if dim is None else dim if type(dim) is int else -2 - dim[1]
     for i, _, low, high in scalars:
@@ -273,4 +302,5 @@ def bind(tramp, fn, count: int, buffers: tuple, scalars: tuple, miss) -> tuple:
         _new_function.restype = ctypes.py_object
         _new_function.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
     native = _new_function(ctypes.addressof(method), plan, None)
+    _METHODS.append(method)  # (``native`` points at it: kept while any caller may hold it)
     return native, (method, tramp, fn)  # (the plan is ``native``'s self: it keeps it)
