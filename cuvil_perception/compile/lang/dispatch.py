@@ -95,9 +95,8 @@ _LAYOUT = trampoline.layout(_OFFSET if _READ is not None else None,
 
 def static_key(static: dict) -> tuple:
     """A hashable key of the static keywords of one call: the values with their types (``1``,
-    ``1.0`` and ``True`` are different specs); floats, numpy scalars and containers by their
-    repr (``-0.0`` is not ``0.0``, ``(True,)`` not ``(1,)``); an unhashable value raises
-    `TypeError` (the call then takes the full path)."""
+    ``1.0`` and ``True`` are different specs); floats, numpy scalars and containers (a list
+    too) by their repr (``-0.0`` is not ``0.0``, ``(True,)`` not ``(1,)``)."""
     if not static:
         return ()
     kinds = tuple(map(type, static.values()))
@@ -108,13 +107,12 @@ def static_key(static: dict) -> tuple:
 
 def call_key(kernel, static: dict) -> tuple | None:
     """The key of a ``kernel(...)`` call: its static values, the debug switch and the current
-    values of the module constants the kernel reads (a change recompiles, `constants`); None
-    for an unhashable static value."""
+    values of the module constants the kernel reads (a change recompiles, `constants`);
+    hashable (`static_key` and `constants.current` make every part so), or None when a value
+    cannot be keyed."""
     try:
         refs = kernel._refs
-        key = (static_key(static), config.kernel_debug(), current(refs) if refs else ())
-        hash(key)  # (a list among the values: unhashable)
-        return key
+        return (static_key(static), config.kernel_debug(), current(refs) if refs else ())
     except TypeError:
         return None
 
@@ -202,6 +200,11 @@ class Entry:
                     read_only)
         return self._written
 
+    def call(self, args: tuple):
+        """Run the kernel through the Python checks (`convert`), or return `MISS`."""
+        raw = self.convert(args)
+        return MISS if raw is MISS else self.fn(*raw)
+
     def convert(self, args: tuple):
         """The raw arguments for ``fn``, or `MISS` when the full path must decide."""
         if len(args) != self.count:
@@ -266,7 +269,8 @@ def _extents_match(shape: tuple, dims: tuple, raw: list) -> bool:
 
 class Specialized:
     """``Kernel.specialize(**static)``: calls the kernel with ``static`` merged into each
-    call's keywords (a keyword given again is refused: one value per name)."""
+    call's keywords (``k = fill.specialize(h=64)``, then ``k(img, w=2048)``); a name the
+    kernel does not take is refused at once, a keyword given again per call."""
 
     def __init__(self, kernel, static: dict):
         statics = kernel.params()[1]

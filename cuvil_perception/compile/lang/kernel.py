@@ -75,12 +75,9 @@ class Kernel:
         self.__doc__, self.__name__ = fn.__doc__, fn.__name__
         self.name = name or f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
         self.fastmath, self.noalias, self.debug, self.version = fastmath, noalias, debug, version
-        self._params = None
-        self._digest = None
-        self._refs: tuple = ()
+        self._params, self._digest, self._refs, self._streams = None, None, (), None
         self._digests: dict[tuple, str] = {}  # current constant values -> source digest
         self._written: dict[tuple, tuple] = {}  # spec identity -> `_layout`
-        self._streams: bool | None = None
         self._entries: dict[tuple, Entry] = {}  # call key -> `dispatch.Entry`
         self._extents_from: tuple | None = None  # `dispatch.bind_extents`' plan
         self._build = _builder(self)
@@ -133,8 +130,7 @@ class Kernel:
                           error_record=self.index_error if debug else None)
 
     def specialize(self, **static) -> Specialized:
-        """This kernel with some static values bound once (``k = fill.specialize(h=64)``,
-        then ``k(img, w=2048)``); a name it does not take is refused here, the rest per call."""
+        """This kernel with static values bound once (`dispatch.Specialized`)."""
         return Specialized(self, static)
 
     @staticmethod
@@ -149,18 +145,17 @@ class Kernel:
 
     # -- running ------------------------------------------------------------------------
     def __call__(self, *args, **static):
-        """Compile (memoised) for ``static`` and run on numpy arrays / scalars: through the
-        entry an earlier call with these static values built (`dispatch`), else in full."""
+        """Run on numpy arrays / scalars: through the entry of these static values, else in
+        full (compiling, memoised, and filing the entry: `dispatch`)."""
         if self._extents_from != ():  # (None: not planned yet)
             static = bind_extents(self, args, static)
         entry = self._entries.get(call_key(self, static))
         if entry is not None:
             out = entry.native(*args)  # (`trampoline`: checks, calls, GIL released)
+            if out is MISS:
+                out = entry.call(args)  # (declined there: the Python checks)
             if out is not MISS:
                 return out
-            raw = entry.convert(args)
-            if raw is not MISS:
-                return entry.fn(*raw)
         return self._call_checked(args, static)
 
     def _call_checked(self, args: tuple, static: dict):
@@ -173,7 +168,7 @@ class Kernel:
         raw = checked_arguments(self, spec, args)
         out = fn(*raw)  # a debug build's callable supplies and checks the error record
         if entry is not None:
-            self._entries[key] = entry
+            self._entries[key] = entry  # (filed once the call went through)
         return out
 
     def written(self, spec: KernelSpec) -> frozenset:
