@@ -184,7 +184,11 @@ class Entry:
         if tspec is None:
             self.fn = get_kernel(spec)
             return
-        self.fn, tramp = (found.kernel for found in acquire_all([spec, tspec]))
+        try:
+            self.fn, tramp = (found.kernel for found in acquire_all([spec, tspec]))
+        except Exception:  # the kernel's own error is raised again here; a trampoline's is
+            self.fn = get_kernel(spec)  # not the caller's: the Python entry serves alone
+            return
         self.native, self._keep = trampoline.bind(tramp, self.fn, self.count, self.buffers,
                                                   self.scalars, MISS)
 
