@@ -99,6 +99,10 @@ def static_key(static: dict) -> tuple:
     too) by their repr (``-0.0`` is not ``0.0``, ``(True,)`` not ``(1,)``)."""
     if not static:
         return ()
+    if len(static) == 1:  # (the common case, ~2x cheaper: this runs on every call)
+        (name, value), = static.items()
+        if type(value) in _EXACT:
+            return name, value, type(value)
     kinds = tuple(map(type, static.values()))
     if _EXACT.issuperset(kinds):
         return tuple(static.items()), kinds
