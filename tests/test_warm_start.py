@@ -15,6 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from cuvil_perception.compile import KernelSpec, irutil as u, prewarm, registry, sources
+from cuvil_perception.compile import cache as disk
 from cuvil_perception.compile.lang import Buf, f32, kernel
 from cuvil_perception.compile.render import render
 
@@ -191,4 +192,8 @@ def test_source_digests_are_reused_from_the_index_until_the_file_changes(
     os.utime(f, ns=(info.st_atime_ns, info.st_mtime_ns))  # the ctime still moves
     sources.forget()
     assert sources.file_digest(str(f)) != first and opened
+    digests = cache_dir / disk.SUBDIR / disk.DIGESTS
+    assert digests.is_file()
+    disk.cache_clear()                        # `cache clear` takes the index with the objects
+    assert not digests.exists()
     sources.forget()
