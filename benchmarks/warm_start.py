@@ -78,11 +78,11 @@ def main(rounds: int = 10) -> None:
         runs = [child(folder, env) for _ in range(rounds)]
     if any(r["compiles"] for r in runs) or len({r["value"] for r in runs + [cold]}) != 1:
         raise SystemExit(f"a warm process compiled, or results differ: {runs}")
-    rows = [["cold (compiles)", *(f"{cold[k] * 1e3:.2f}" for k in ("import", "first", "cpu", "second"))]]
+    columns = ("import", "first", "cpu", "second")
+    rows = [["cold (compiles)", *(f"{cold[k] * 1e3:.2f}" for k in columns)]]
     for name, pick in (("median", statistics.median), ("min", min), ("max", max)):
         rows.append([f"warm, {name} of {rounds}",
-                     *(f"{pick(r[k] for r in runs) * 1e3:.2f}"
-                       for k in ("import", "first", "cpu", "second"))])
+                     *(f"{pick(r[k] for r in runs) * 1e3:.2f}" for k in columns)])
     print_table("kernel(...) in a fresh process, ms (after import numpy, cuvil_perception)",
                 ["process", "import kernel language + module", "first call",
                  "first call, CPU time", "second call"],

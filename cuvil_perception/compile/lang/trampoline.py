@@ -27,9 +27,9 @@ It accepts only the plainly valid: exactly ``np.ndarray`` (no subclass) of the v
 object, rank and extents, C-contiguous, writeable (a read-only array once the entry knows the
 kernel does not write that buffer), aligned for streaming stores, pairwise disjoint for a
 ``noalias`` kernel; exactly ``int`` in range for an int, exactly ``float`` or an ``int`` within
-int64 for a float. Anything else returns the miss marker and the caller goes on to the Python entry and
-then the full path, which raise what they always raised. So the checks are those of the full
-path, never weaker.
+int64 for a float. Anything else returns the miss marker and the caller goes on to the Python
+entry and then the full path, which raise what they always raised. So the checks are those of
+the full path, never weaker.
 """
 
 from __future__ import annotations
@@ -181,7 +181,8 @@ class _Gen:
         self.is_type(obj, _ARRAY)
         descr = b.ptrtoint(self.field(obj, base + self.off["descr"], u.PTR), u.I64)
         self.check(b.icmp_unsigned("==", descr, self.arg_word(i, 0)))
-        self.check(b.icmp_signed("==", self.field(obj, base + self.off["nd"], u.I32), ir.Constant(u.I32, rank)))
+        nd = self.field(obj, base + self.off["nd"], u.I32)
+        self.check(b.icmp_signed("==", nd, ir.Constant(u.I32, rank)))
         flags = b.sext(self.field(obj, base + self.off["flags"], u.I32), u.I64)
         need = self.arg_word(i, 3)  # C-contiguous, and writeable unless known read only
         self.check(b.icmp_unsigned("==", b.and_(flags, need), need))
