@@ -338,21 +338,3 @@ def test_threads_calling_one_kernel_at_once_get_their_own_results():
     for t in threads:
         t.join()
     assert not errors
-
-
-@kernel(name="dispatch.prewarmed")
-def prewarmed(x: Buf[f32, "n", 3], y: Buf[f32, "n", 3], *, n: int):
-    for i in range(n):
-        for j in range(3):
-            y[i, j] = x[i, j] * 2
-
-
-def test_prewarm_builds_the_native_entry_too_so_the_first_call_compiles_nothing(cache_dir):
-    from cuvil_perception.compile import prewarm
-
-    rows = prewarm([prewarmed.spec(n=4)])
-    assert [r.name for r in rows] == ["dispatch.prewarmed"]  # (the trampoline has no row)
-    before = compile_stats().compiles
-    x, y = np.ones((4, 3), np.float32), np.zeros((4, 3), np.float32)
-    prewarmed(x, y, n=4)
-    assert compile_stats().compiles == before and _entry(prewarmed) and y.sum() == 24

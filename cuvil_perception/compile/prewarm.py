@@ -36,21 +36,10 @@ def unique_specs(specs: Iterable[KernelSpec]) -> list[KernelSpec]:
 
 def prewarm(specs: Iterable[KernelSpec]) -> list[PrewarmRow]:
     """Compile or load each distinct spec once (in order) and return one row per kernel.
-    Cache hits are loaded together (`registry.acquire_all`); their rows share the load time.
-    What a spec's generator names as its companions (``build.companions(spec)``: a
-    kernel-language kernel's ``kernel(...)`` trampoline) is loaded with them, without a row;
-    one that fails to build is left to its first use."""
+    Cache hits are loaded together (`registry.acquire_all`); their rows share the load time."""
     unique = unique_specs(specs)
-    extra = unique_specs(c for spec in unique
-                         for c in getattr(spec.build, "companions", lambda s: [])(spec))
-    known = set(unique)
-    extra = [c for c in extra if c not in known]
-    try:
-        outcomes = acquire_all(unique + extra)
-    except Exception:  # a kernel's own error is raised again here
-        outcomes = acquire_all(unique)
     return [PrewarmRow(spec.name, spec.static_str(), o.status, o.compile_ms, o.load_ms)
-            for spec, o in zip(unique, outcomes)]
+            for spec, o in zip(unique, acquire_all(unique))]
 
 
 def summarize(rows: list[PrewarmRow]) -> dict:

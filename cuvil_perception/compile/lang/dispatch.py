@@ -182,7 +182,9 @@ class Entry:
         taken together (`registry.acquire_all`), so a warm start maps both objects into one
         engine (one target machine, one relocation pass: ~1-3 ms less)."""
         spec = self.spec
-        tspec = trampoline_spec(self.kernel, spec)
+        tspec = None
+        if _LAYOUT is not None and spec.error_record is None:
+            tspec = trampoline.spec_for(spec.args, self.buffers, spec.ret, self.noalias, _LAYOUT)
         if tspec is None:
             self.fn = get_kernel(spec)
             return
@@ -256,24 +258,6 @@ class Entry:
                 if end > reach:
                     reach = end
         return raw
-
-
-def companions(kernel, spec) -> list:
-    """The specs to load with ``spec`` (`prewarm`, ``build.companions``): its trampoline, so
-    a pipeline whose ops call ``kernel(...)`` compiles nothing after frame 0."""
-    tramp = trampoline_spec(kernel, spec)
-    return [tramp] if tramp is not None else []
-
-
-def trampoline_spec(kernel, spec):
-    """The spec of the trampoline ``kernel(...)`` calls ``spec``'s kernel through, or None (a
-    debug build, whose callable is a Python wrapper; an unknown object layout; a rank above
-    `trampoline.MAX_RANK`)."""
-    if _LAYOUT is None or spec.error_record is not None:
-        return None
-    ranks = {i: ty.rank for i, (_, ty) in enumerate(kernel.params()[0])
-             if isinstance(ty, BufType)}
-    return trampoline.spec_for(spec.args, ranks, spec.ret, kernel.noalias, _LAYOUT)
 
 
 def _no_native(*args):

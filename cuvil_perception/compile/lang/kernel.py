@@ -40,7 +40,7 @@ from ..registry import get_kernel
 from ..sources import file_digest, save_index
 from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import checked_arguments, plain_static, runtime_arg_docs
-from .dispatch import MISS, Entry, Specialized, bind_extents, call_key, companions
+from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
 from .constants import current, fileless_source, is_constant, reachable, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
@@ -78,7 +78,8 @@ class Kernel:
         self._params, self._digest, self._refs, self._streams = None, None, (), None
         self._digests: dict[tuple, str] = {}  # current constant values -> source digest
         self._written: dict[tuple, tuple] = {}  # spec identity -> `_layout`
-        self._entries, self._extents_from = {}, None  # `dispatch`: entries, extents' plan
+        self._entries: dict[tuple, Entry] = {}  # call key -> `dispatch.Entry`
+        self._extents_from: tuple | None = None  # `dispatch.bind_extents`' plan
         self._build = _builder(self)
 
     # -- signature ----------------------------------------------------------------------
@@ -214,7 +215,6 @@ def _builder(k: Kernel):
     build.__module__ = k.py_func.__module__
     build.__qualname__ = f"{k.py_func.__qualname__}.<kernel>"
     build.input_buffers = lambda spec: _input_buffers(k, spec)  # for library headers
-    build.companions = lambda spec: companions(k, spec)  # loaded with it (`prewarm`)
     return build
 
 

@@ -260,18 +260,19 @@ def _c_api() -> list[int]:
         [ctypes.cast(getattr(api, n), ctypes.c_void_p).value for n in funcs]
 
 
-def spec_for(kinds: tuple, ranks: dict, ret: str | None, noalias: bool, offsets: dict):
-    """The `KernelSpec` of the trampoline for a kernel of argument ``kinds`` (the spec's) whose
-    buffers are ``ranks`` ({argument index: axes}), or None when one has more than
-    ``MAX_RANK`` axes."""
+def spec_for(kinds: tuple, buffers: tuple, ret: str | None, noalias: bool, offsets: dict):
+    """The `KernelSpec` of the trampoline for a kernel of argument ``kinds`` (the spec's) with
+    ``buffers`` (`dispatch.Entry`'s), or None when a buffer has more than ``MAX_RANK`` axes."""
     from ..spec import KernelSpec
 
-    if any(rank > MAX_RANK for rank in ranks.values()):
-        return None
-    shape = [f"buf{ranks[i]}" if i in ranks else kind for i, kind in enumerate(kinds)]
+    shape = list(kinds)
+    for i, _, _, rank, _, _, _ in buffers:
+        if rank > MAX_RANK:
+            return None
+        shape[i] = f"buf{rank}"
     return KernelSpec(name="cuvil.trampoline", build=build, args=("ptr", "ptr", "i64"),
                       ret="ptr", static={"kinds": shape, "ret": ret, "offsets": offsets,
-                                         "noalias": noalias and len(ranks) > 1})
+                                         "noalias": noalias and len(buffers) > 1})
 
 
 def bind(tramp, fn, count: int, buffers: tuple, scalars: tuple, miss,
