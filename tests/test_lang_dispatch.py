@@ -211,6 +211,12 @@ def test_a_static_extent_is_bound_from_the_array_and_still_checked():
 
 
 # -- the native entry (`compile.lang.trampoline`) ----------------------------------------------
+@pytest.fixture
+def release(monkeypatch):
+    """Release builds whatever the environment says (a debug build has no native entry)."""
+    monkeypatch.delenv("CUVIL_KERNEL_DEBUG", raising=False)
+
+
 def _entry(k):
     """The kernel's release-build entry (a debug build's callable is a Python wrapper: it has
     no native entry)."""
@@ -219,7 +225,7 @@ def _entry(k):
     return entry
 
 
-def test_the_native_entry_runs_plain_calls_and_declines_everything_else():
+def test_the_native_entry_runs_plain_calls_and_declines_everything_else(release):
     x, y = _fresh()
     axpy(x, y, 1.0, 5)
     native = _entry(axpy).native
@@ -244,7 +250,7 @@ def test_the_native_entry_runs_plain_calls_and_declines_everything_else():
     assert np.array_equal(y3, want)
 
 
-def test_the_native_entry_takes_read_only_arrays_the_kernel_only_reads_once_known():
+def test_the_native_entry_takes_read_only_arrays_the_kernel_only_reads_once_known(release):
     x, y = _fresh()
     axpy(x, y, 1.0, 5)
     entry = _entry(axpy)
@@ -260,7 +266,7 @@ class _Sub(np.ndarray):
     pass
 
 
-def test_the_native_entry_returns_what_the_kernel_returns():
+def test_the_native_entry_returns_what_the_kernel_returns(release):
     x = np.arange(7, dtype=np.float64)
     total(x, 7)
     assert _entry(total).native(x, 7) == 21.0 and _entry(total).native(x[:3].copy(), 3) == 3.0
@@ -285,7 +291,7 @@ def spin(out: Buf[f64, 1], n: i64):
     out[0] = s
 
 
-def test_the_native_entry_releases_the_gil_while_the_kernel_runs():
+def test_the_native_entry_releases_the_gil_while_the_kernel_runs(release):
     """Another Python thread stamps the time between short sleeps; it can only wake while the
     kernel runs if the call released the GIL (holding it, as ``PYFUNCTYPE`` does, leaves no
     stamp in the middle half of the call)."""
