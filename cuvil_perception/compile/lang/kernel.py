@@ -37,7 +37,7 @@ from llvmlite import ir
 from ... import config
 from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
-from ..sources import file_digest
+from ..sources import file_digest, save_index
 from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import checked_arguments, plain_static, runtime_arg_docs
 from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
@@ -75,12 +75,9 @@ class Kernel:
         self.__doc__, self.__name__ = fn.__doc__, fn.__name__
         self.name = name or f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
         self.fastmath, self.noalias, self.debug, self.version = fastmath, noalias, debug, version
-        self._params = None
-        self._digest = None
-        self._refs: tuple = ()
+        self._params, self._digest, self._refs, self._streams = None, None, (), None
         self._digests: dict[tuple, str] = {}  # current constant values -> source digest
         self._written: dict[tuple, tuple] = {}  # spec identity -> `_layout`
-        self._streams: bool | None = None
         self._entries: dict[tuple, Entry] = {}  # call key -> `dispatch.Entry`
         self._extents_from: tuple | None = None  # `dispatch.bind_extents`' plan
         self._build = _builder(self)
@@ -133,8 +130,7 @@ class Kernel:
                           error_record=self.index_error if debug else None)
 
     def specialize(self, **static) -> Specialized:
-        """This kernel with some static values bound once (``k = fill.specialize(h=64)``,
-        then ``k(img, w=2048)``); a name it does not take is refused here, the rest per call."""
+        """This kernel with static values bound once (`dispatch.Specialized`)."""
         return Specialized(self, static)
 
     @staticmethod
@@ -149,26 +145,30 @@ class Kernel:
 
     # -- running ------------------------------------------------------------------------
     def __call__(self, *args, **static):
-        """Compile (memoised) for ``static`` and run on numpy arrays / scalars: through the
-        entry an earlier call with these static values built (`dispatch`), else in full."""
-        static = bind_extents(self, args, static)
+        """Run on numpy arrays / scalars: through the entry of these static values, else in
+        full (compiling, memoised, and filing the entry: `dispatch`)."""
+        if self._extents_from != ():  # (None: not planned yet)
+            static = bind_extents(self, args, static)
         entry = self._entries.get(call_key(self, static))
         if entry is not None:
-            raw = entry.convert(args)
-            if raw is not MISS:
-                return entry.fn(*raw)
+            out = entry.native(*args)  # (`trampoline`: checks, calls, GIL released)
+            if out is MISS:
+                out = entry.call(args)  # (declined there: the Python checks)
+            if out is not MISS:
+                return out
         return self._call_checked(args, static)
 
     def _call_checked(self, args: tuple, static: dict):
         """The full call: build the spec, check every argument, run; then file a `dispatch`
         entry for the next call with the same static values."""
         spec = self.spec(**static)
-        fn = get_kernel(spec)
+        key = call_key(self, static)  # (after `spec`: the constants it reads are known)
+        entry = Entry(self, spec) if key is not None and key not in self._entries else None
+        fn = entry.fn if entry is not None else get_kernel(spec)
         raw = checked_arguments(self, spec, args)
         out = fn(*raw)  # a debug build's callable supplies and checks the error record
-        key = call_key(self, static)  # (after `spec`: the constants it reads are known)
-        if key is not None and key not in self._entries:
-            self._entries[key] = Entry(self, spec, fn)
+        if entry is not None:
+            self._entries[key] = entry  # (filed once the call went through)
         return out
 
     def written(self, spec: KernelSpec) -> frozenset:
@@ -336,6 +336,7 @@ def _digest_sources(fn) -> str:
         h.update(file_digest(path))
     h.update(constants.encode())
     h.update((fileless_source(fn.__code__) or "").encode())  # a notebook cell's kernel
+    save_index()  # (digests recorded for the next process, `sources`)
     return h.hexdigest()[:24]
 
 
