@@ -44,6 +44,7 @@ from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
 from .constants import current, fileless_source, is_constant, reachable, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
+from .parallel import par_address
 from .slices import value_slices
 from .source import Source, remember
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
@@ -81,6 +82,7 @@ class Kernel:
         self._digests: dict[tuple, str] = {}  # current constant values -> source digest
         self._written: dict[tuple, tuple] = {}  # spec identity -> `_layout`
         self._streams: bool | None = None
+        self._parallel: bool | None = None
         self._entries: dict[tuple, Entry] = {}  # call key -> `dispatch.Entry`
         self._extents_from: tuple | None = None  # `dispatch.bind_extents`' plan
         self._build = _builder(self)
@@ -119,10 +121,16 @@ class Kernel:
         values = {k: plain_static(v) for k, v in {**self._defaults(), **static}.items()}
         debug = self.debug or config.kernel_debug() if debug is None else debug
         args = tuple("ptr" if isinstance(t, BufType) else PARAM_KINDS[t] for _, t in runtime)
+        parallel = self.parallel()
+        if parallel:
+            args += ("ptr",)
         if debug:
             values["_debug"] = True
             args += ("ptr",)
         docs = tuple(arg_docs) or runtime_arg_docs(runtime, values, self.py_func)
+        if parallel:
+            docs += (Arg("par", "ptr", "u64", (3,), doc="prange thread-pool record (launch, "
+                         "pool, threads); NULL runs every chunk on the calling thread"),)
         if debug:
             docs += (Arg("error_record", "ptr", "i64", (4,), role="out",
                          doc="bounds-check error record"),)
@@ -130,7 +138,8 @@ class Kernel:
                           arg_docs=docs, ret=PARAM_KINDS[ret] if ret is not None else None,
                           fastmath=self.fastmath, version=self.version,
                           source=self.source_digest(),
-                          error_record=self.index_error if debug else None)
+                          error_record=self.index_error if debug else None,
+                          threads=par_address if parallel else None)
 
     def specialize(self, **static) -> Specialized:
         """This kernel with some static values bound once (``k = fill.specialize(h=64)``,
@@ -186,6 +195,15 @@ class Kernel:
             self._written[spec.identity()] = found
         return found
 
+    def parallel(self) -> bool:
+        """Whether the kernel or a helper it can call has a ``prange`` loop (then it takes the
+        hidden thread-pool argument: `parallel`)."""
+        if self._parallel is None:
+            self._parallel = any(getattr(f, "__cuvil_prange__", False)
+                                 or "prange" in f.__code__.co_names
+                                 for f in reachable(self.py_func))
+        return self._parallel
+
     def stream_alignment(self, spec: KernelSpec) -> dict:
         """{buffer name: alignment in bytes its streaming stores need} (empty for a kernel
         whose code names none and for a debug build, which checks each store itself)."""
@@ -235,9 +253,14 @@ def render_lowerer(k: Kernel, fn_name: str, static: dict, module: ir.Module | No
     runtime, _, ret = k.params()
     src = Source.of(k.py_func)
     arg_types = [u.PTR if isinstance(t, BufType) else t.ir for _, t in runtime]
-    fn = ir.Function(module, ir.FunctionType(ret.ir if ret else u.VOID,
-                                             arg_types + ([u.PTR] if debug else [])), fn_name)
+    parallel = k.parallel()
+    hidden = [u.PTR] * (parallel + debug)
+    fn = ir.Function(module, ir.FunctionType(ret.ir if ret else u.VOID, arg_types + hidden),
+                     fn_name)
     low = Lowerer(fn, k.fastmath, debug)
+    if parallel:
+        low.par = fn.args[len(runtime)]
+        low.par.name = "par"
     env = {name: Const(value) for name, value in static.items()}
     low.frames.append(Frame(src, env, assigned_once(src.tree), ret_ty=ret))
     for (pname, ty), arg in zip(runtime, fn.args):
