@@ -300,3 +300,18 @@ def test_prange_misuse_is_a_compile_error_at_its_line():
 def test_prange_called_directly_is_range():
     assert list(prange(2, 5)) == [2, 3, 4]
     assert i32 and i64 and f32  # (the names the kernels above use)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_a_pipeline_thread_gets_its_share_of_the_cores(workers):
+    """Compute workers: the cores divided by the workers (an ONNX network's share); io: 1."""
+    from cuvil_perception.rt import RunOptions, intra_op_threads
+    from cuvil_perception.rt.knobs import RtKnobs
+    from cuvil_perception.rt.threads import StageThreads
+
+    stages = StageThreads([], [], {}, RunOptions(workers=workers), RtKnobs(), print, None)
+    try:
+        got = stages.compute.submit(parallel.thread_count).result()
+    finally:
+        stages.shutdown()
+    assert got == intra_op_threads(workers) == max(1, parallel.usable_cpus() // workers)
