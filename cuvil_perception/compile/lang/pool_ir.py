@@ -8,7 +8,7 @@ Memory layouts (all little-endian, 64-bit):
   caller's included).
 - pool: ``[0] i64 idle`` (bit k: worker k waits for work and may be taken), then one 64-byte
   mailbox per worker at ``64 + 64 k``: ``[0] i32 seq`` (the futex word: bumped for each job),
-  ``[8] ptr job``.
+  ``[8] ptr job`` (null when none is waiting to be taken).
 - job (on the launching thread's stack): ``[0] ptr chunk``, ``[8] ptr ctx``, ``[16] i64 n``
   (chunks), ``[24] i64 next`` (the next chunk to take), ``[32] i32 pending`` (helpers not yet
   done; the launcher's futex word).
@@ -16,11 +16,15 @@ Memory layouts (all little-endian, 64-bit):
 ``launch(par, chunk, ctx, n)`` runs ``chunk(ctx, c)`` for every ``c`` in ``[0, n)``: it takes up
 to ``threads - 1`` idle workers (a CAS on ``idle``; those another launch holds are not waited
 for: chunk boundaries do not depend on who runs them, so fewer helpers give the same bits),
-posts the job in their mailboxes (store, then ``seq += 1`` and a futex wake), takes chunks itself
-from the shared counter, then spins briefly and sleeps on ``pending`` until every helper is
-done. A worker sleeps on its mailbox's ``seq``; woken, it takes chunks until none is left,
-marks itself idle, and decrements ``pending`` (waking the launcher on the last one); it touches
-the job no more after that, so the job may live on the launcher's stack. A null ``par``, or one
+posts the job in their mailboxes (store, then ``seq += 1`` and a futex wake) and takes chunks
+itself from the shared counter. When none is left it takes the job back (a CAS on the
+mailbox) from every helper that has not taken it yet -- on a loaded machine a woken thread may
+wait milliseconds for a core, and the launcher must not wait for it to find nothing to do --
+and spins briefly, then sleeps on ``pending`` until the helpers that did take it are done. A
+worker sleeps on its mailbox's ``seq``; woken, it takes the job (an exchange with null: null
+means it was taken back, and it sleeps again), takes chunks until none is left, marks itself
+idle, and decrements ``pending`` (waking the launcher on the last one); it touches the job no
+more after that, so the job may live on the launcher's stack. A null ``par``, or one
 thread, runs every chunk on the calling thread in order.
 
 Waiting is a Linux futex (``syscall(SYS_futex, ...)``: 202 on x86-64, 98 on aarch64); the
@@ -171,8 +175,9 @@ def build_launch(module: ir.Module, fn_name: str, *, futex: int) -> None:
     chosen = _claim(b, pool, want)
     count = b.trunc(u.intrinsic(b, "llvm.ctpop", chosen), I32)
     b.store(count, _field(b, job, 4))
-    _post_each(b, module, pool, chosen, job)
+    _each_bit(b, chosen, lambda k, bit: _post(b, module, _mailbox(b, pool, k), job))
     b.call(run, [job])
+    _each_bit(b, chosen, lambda k, bit: _revoke(b, pool, _mailbox(b, pool, k), bit, job))
     _wait_while(b, module, _field(b, job, 4),
                 lambda v: b.icmp_unsigned("!=", v, u.const_i32(0)))
     b.ret_void()
@@ -186,36 +191,54 @@ def _smin(b, x, y):
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
-def _post_each(b: ir.IRBuilder, module: ir.Module, pool, chosen, job) -> None:
-    """For each bit k of ``chosen``: mailbox k's job = ``job``, then ``seq += 1`` and a wake."""
+def _mailbox(b: ir.IRBuilder, pool, k) -> ir.Value:
+    return _at(b, pool, b.add(u.const_i64(HEADER), b.mul(k, u.const_i64(MAILBOX))))
+
+
+def _each_bit(b: ir.IRBuilder, mask, body) -> None:
+    """``body(k, 1 << k)`` for each set bit k of ``mask``, lowest first."""
     fn = b.function
     pre = b.block
-    head, body, done = (fn.append_basic_block(f"each.{x}") for x in ("head", "body", "done"))
+    head, each, done = (fn.append_basic_block(f"bit.{x}") for x in ("head", "each", "done"))
     b.branch(head)
     b.position_at_end(head)
     rest = b.phi(I64)
-    rest.add_incoming(chosen, pre)
-    b.cbranch(b.icmp_unsigned("!=", rest, u.const_i64(0)), body, done)
-    b.position_at_end(body)
-    k = u.intrinsic(b, "llvm.cttz", rest, ir.Constant(u.I1, 1))
-    box = _at(b, pool, b.add(u.const_i64(HEADER), b.mul(k, u.const_i64(MAILBOX))))
-    b.store(job, _at(b, box, 8))
-    b.atomic_rmw("add", box, u.const_i32(1), "seq_cst")
-    _futex(b, module, box, _FUTEX_WAKE, u.const_i32(1))
+    rest.add_incoming(mask, pre)
+    b.cbranch(b.icmp_unsigned("!=", rest, u.const_i64(0)), each, done)
+    b.position_at_end(each)
+    body(u.intrinsic(b, "llvm.cttz", rest, ir.Constant(u.I1, 1)), b.and_(rest, b.neg(rest)))
     rest.add_incoming(b.and_(rest, b.sub(rest, u.const_i64(1))), b.block)
     b.branch(head)
     b.position_at_end(done)
 
 
+def _post(b: ir.IRBuilder, module: ir.Module, box, job) -> None:
+    """Mailbox ``box``'s job = ``job``, then ``seq += 1`` and a futex wake."""
+    b.atomic_rmw("xchg", _at(b, box, 8), b.bitcast(job, PTR), "release")
+    b.atomic_rmw("add", box, u.const_i32(1), "seq_cst")
+    _futex(b, module, box, _FUTEX_WAKE, u.const_i32(1))
+
+
+def _revoke(b: ir.IRBuilder, pool, box, bit, job) -> None:
+    """Take ``job`` back from a worker that has not taken it yet (it was not scheduled while
+    the launcher ran the chunks): the worker is idle again and not waited for. A worker that
+    took it is counted in ``pending`` and is waited for."""
+    pair = b.cmpxchg(_at(b, box, 8), b.bitcast(job, PTR), ir.Constant(PTR, None), "acq_rel",
+                     "monotonic")
+    with b.if_then(b.extract_value(pair, 1)):
+        b.atomic_rmw("or", pool, bit, "seq_cst")
+        b.atomic_rmw("sub", _field(b, job, 4), u.const_i32(1), "acq_rel")
+
+
 def build_worker(module: ir.Module, fn_name: str, *, futex: int) -> None:
     """``worker(pool, k)``: marks itself idle, then runs the jobs posted to mailbox ``k``
-    forever (see the module docstring); returns when a job pointer is null (shutdown)."""
+    forever (see the module docstring)."""
     _declare_common(module, futex)
     run = _run_chunks(module)
     fn = ir.Function(module, ir.FunctionType(u.VOID, [PTR, I64]), fn_name)
     pool, k = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    box = _at(b, pool, b.add(u.const_i64(HEADER), b.mul(k, u.const_i64(MAILBOX))))
+    box = _mailbox(b, pool, k)
     bit = b.shl(u.const_i64(1), k)
     b.atomic_rmw("or", pool, bit, "seq_cst")
     pre = b.block
@@ -225,7 +248,7 @@ def build_worker(module: ir.Module, fn_name: str, *, futex: int) -> None:
     seen = b.phi(I32)
     seen.add_incoming(u.const_i32(0), pre)
     now = _wait_while(b, module, box, lambda v: b.icmp_unsigned("==", v, seen))
-    job = b.load(_at(b, box, 8), typ=PTR)
+    job = b.atomic_rmw("xchg", _at(b, box, 8), ir.Constant(PTR, None), "acq_rel")
     b.cbranch(b.icmp_unsigned("==", job, ir.Constant(PTR, None)), stop, work)
     b.position_at_end(work)
     b.call(run, [job])
@@ -239,5 +262,6 @@ def build_worker(module: ir.Module, fn_name: str, *, futex: int) -> None:
     b.position_at_end(back)
     seen.add_incoming(now, back)
     b.branch(loop)
-    b.position_at_end(stop)
-    b.ret_void()
+    b.position_at_end(stop)  # revoked before this worker took it: wait again
+    seen.add_incoming(now, stop)
+    b.branch(loop)
