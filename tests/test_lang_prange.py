@@ -315,3 +315,17 @@ def test_a_pipeline_thread_gets_its_share_of_the_cores(workers):
     finally:
         stages.shutdown()
     assert got == intra_op_threads(workers) == max(1, parallel.usable_cpus() // workers)
+
+
+def test_the_documented_example_runs(tmp_path):
+    """docs/kernel-language.md "Parallel loops": its example (its asserts included)."""
+    import importlib.util
+
+    doc = (THIS.parents[1] / "docs" / "kernel-language.md").read_text()
+    block = doc.split("## Parallel loops", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "prange_doc_example.py"
+    path.write_text(block)
+    spec = importlib.util.spec_from_file_location("prange_doc_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.hits.sum() == 2000
