@@ -329,3 +329,16 @@ def test_the_documented_example_runs(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.hits.sum() == 2000
+
+
+def test_prewarm_brings_the_pool_with_a_prange_kernel():
+    from cuvil_perception.compile.prewarm import prewarm
+
+    names = [row.name for row in prewarm([sums.spec()])]
+    assert names == ["prange_test.sums", "lang.prange_launch", "lang.prange_worker"]
+    assert [row.name for row in prewarm([plain.spec()])] == ["prange_test.plain"]
+
+
+@kernel(name="prange_test.plain")
+def plain(x: Buf[f32, "n"], n: i64) -> f32:
+    return x[0]

@@ -69,15 +69,13 @@ def thread_count() -> int:
 
 
 def set_threads(n: int) -> None:
-    """Let prange loops called from this thread use ``n`` threads (itself included)."""
+    """Let prange loops called from this thread use ``n`` threads (itself included). The pool
+    starts (or grows) at the first prange call that needs it, not here: a pipeline whose
+    kernels have no prange loop starts no thread."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads: a positive int, got {n!r}")
-    par = _thread_par()
-    par.threads = n
-    _local.address = ctypes.addressof(par) if n > 1 else 0
-    if n > 1:
-        _start_workers(n - 1)
-        par.launch, par.pool = _pool["launch"], ctypes.addressof(_pool["memory"])
+    _thread_par().threads = n
+    _local.__dict__.pop("address", None)
 
 
 @contextmanager
@@ -97,8 +95,22 @@ def par_address() -> int:
     try:
         return _local.address
     except AttributeError:
-        set_threads(default_threads())
-        return _local.address
+        return _bind()
+
+
+def _bind() -> int:
+    """This thread's ``Par`` filled in (the pool started for its count), and its address."""
+    par = getattr(_local, "par", None)
+    if par is None:
+        par = _thread_par()
+        par.threads = default_threads()
+    address = 0
+    if par.threads > 1:
+        _start_workers(par.threads - 1)
+        par.launch, par.pool = _pool["launch"], ctypes.addressof(_pool["memory"])
+        address = ctypes.addressof(par)
+    _local.address = address
+    return address
 
 
 def _thread_par() -> Par:
@@ -129,14 +141,20 @@ def _work(k: int) -> None:
     _pool["worker"](ctypes.addressof(_pool["memory"]), k)  # returns only at shutdown
 
 
+def runtime_specs() -> list[KernelSpec]:
+    """The pool's two native functions, as kernels (cached like any; prewarm adds them when a
+    pipeline has a prange kernel, so no compile happens at its first frame)."""
+    futex = pool_ir.futex_number(host_target().triple)
+    return [KernelSpec("lang.prange_launch", _build_launch, {"futex": futex},
+                       args=("ptr", "ptr", "ptr", "i64")),
+            KernelSpec("lang.prange_worker", _build_worker, {"futex": futex},
+                       args=("ptr", "i64"))]
+
+
 def _load_runtime() -> None:
     from ..registry import get_kernel
 
-    futex = pool_ir.futex_number(host_target().triple)
-    launch = get_kernel(KernelSpec("lang.prange_launch", _build_launch, {"futex": futex},
-                                   args=("ptr", "ptr", "ptr", "i64")))
-    worker = get_kernel(KernelSpec("lang.prange_worker", _build_worker, {"futex": futex},
-                                   args=("ptr", "i64")))
+    launch, worker = (get_kernel(spec) for spec in runtime_specs())
     size = pool_ir.HEADER + pool_ir.MAILBOX * pool_ir.MAX_WORKERS
     _pool.update(memory=(ctypes.c_uint64 * (size // 8))(), launch=launch.address,
                  worker=worker, threads=[], keep=(launch, worker))
@@ -150,5 +168,5 @@ def _build_worker(module, fn_name: str, *, futex: int) -> None:
     pool_ir.build_worker(module, fn_name, futex=futex)
 
 
-__all__ = ["Par", "default_threads", "par_address", "set_threads", "thread_count", "threads",
-           "usable_cpus"]
+__all__ = ["Par", "default_threads", "par_address", "runtime_specs", "set_threads",
+           "thread_count", "threads", "usable_cpus"]
