@@ -27,7 +27,6 @@ import ast
 import numpy as np
 from llvmlite import ir
 
-from .. import irutil as u
 from .arith import convert
 from .values import BufRef, Const
 

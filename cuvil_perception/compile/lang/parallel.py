@@ -25,15 +25,29 @@ sleep on a futex between launches.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 from contextlib import contextmanager
 
 from ... import config
 from ...os_threads import name_this_thread
-from ..spec import KernelSpec
+from ..spec import Arg, KernelSpec
 from ..target import host_target
 from . import pool_ir
+from .constants import reachable
+
+
+PAR_ARG = Arg("par", "ptr", "u64", (3,), doc="prange thread-pool record (launch, pool, "
+              "threads); NULL runs every chunk on the calling thread")
+
+
+@functools.lru_cache(maxsize=None)
+def uses_prange(fn) -> bool:
+    """Whether ``fn`` (a kernel's function) or a helper it can call has a ``prange`` loop: then
+    the kernel takes the hidden ``Par`` argument."""
+    return any(getattr(f, "__cuvil_prange__", False) or "prange" in f.__code__.co_names
+               for f in reachable(fn))
 
 
 class Par(ctypes.Structure):
@@ -168,5 +182,5 @@ def _build_worker(module, fn_name: str, *, futex: int) -> None:
     pool_ir.build_worker(module, fn_name, futex=futex)
 
 
-__all__ = ["Par", "default_threads", "par_address", "runtime_specs", "set_threads",
-           "thread_count", "threads", "usable_cpus"]
+__all__ = ["PAR_ARG", "Par", "default_threads", "par_address", "runtime_specs", "set_threads",
+           "thread_count", "threads", "usable_cpus", "uses_prange"]

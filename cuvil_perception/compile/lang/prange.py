@@ -220,31 +220,35 @@ class Rewrite(ast.NodeTransformer):
         reductions, _ = check_body(node, outer)
         self.count += 1
         tag = f"__cuvil_p{self.count}"
-        bounds = node.iter.args if len(node.iter.args) > 1 else [ast.Constant(0)] + node.iter.args
-        chunks = next((k.value for k in node.iter.keywords if k.arg == "chunks"),
-                      ast.Constant(CHUNKS))
-        body = [_Rename({n: f"{n}{tag}" for n in reductions}).visit(copy.deepcopy(s))
-                for s in node.body]
-        inner = ast.For(node.target, _hook("range", _name(f"{tag}lo"), _name(f"{tag}hi")),
-                        body, [])
-        per_chunk = [ast.Assign([_name(f"{n}{tag}", ast.Store())],
-                                _hook("identity", ast.Constant(op), _name(n))) for n, op in
-                     reductions.items()] + [inner] + [
-            ast.Expr(_hook("keep", _name(f"{n}{tag}parts"), _name(f"{n}{tag}")))
-            for n in reductions]
-        chunked = ast.For(ast.Tuple([_name(f"{tag}lo", ast.Store()), _name(f"{tag}hi", ast.Store())],
-                                    ast.Store()),
-                          _hook("chunks", *bounds[:2], chunks), per_chunk, [])
         before = [ast.Assign([_name(f"{n}{tag}parts", ast.Store())], ast.List([], ast.Load()))
                   for n in reductions]
         after = [ast.Assign([_name(n, ast.Store())], _hook("finish", ast.Constant(op), _name(n),
                                                            _name(f"{n}{tag}parts")))
                  for n, op in reductions.items()]
-        out = before + [chunked] + after
+        out = before + [_chunked(node, reductions, tag)] + after
         for new in out:
             ast.copy_location(new, node)
             ast.fix_missing_locations(new)
         return out
+
+
+def _chunked(node: ast.For, reductions: dict, tag: str) -> ast.For:
+    """``for lo, hi in chunk_bounds(...)``: each reduction's partial from its identity, the
+    body over ``range(lo, hi)`` on the partials, each partial kept."""
+    bounds = node.iter.args if len(node.iter.args) > 1 else [ast.Constant(0)] + node.iter.args
+    chunks = next((k.value for k in node.iter.keywords if k.arg == "chunks"),
+                  ast.Constant(CHUNKS))
+    rename = _Rename({n: f"{n}{tag}" for n in reductions})
+    body = [rename.visit(copy.deepcopy(s)) for s in node.body]
+    inner = ast.For(node.target, _hook("range", _name(f"{tag}lo"), _name(f"{tag}hi")), body, [])
+    starts = [ast.Assign([_name(f"{n}{tag}", ast.Store())],
+                         _hook("identity", ast.Constant(op), _name(n)))
+              for n, op in reductions.items()]
+    keeps = [ast.Expr(_hook("keep", _name(f"{n}{tag}parts"), _name(f"{n}{tag}")))
+             for n in reductions]
+    bounds_of = ast.Tuple([_name(f"{tag}lo", ast.Store()), _name(f"{tag}hi", ast.Store())],
+                          ast.Store())
+    return ast.For(bounds_of, _hook("chunks", *bounds[:2], chunks), starts + [inner] + keeps, [])
 
 
 class _Rename(ast.NodeTransformer):
@@ -265,5 +269,5 @@ def _hook(fn: str, *args) -> ast.Call:
     return ast.Call(_name(f"__cuvil_prange_{fn}__"), list(args), [])
 
 
-__all__ = ["CHUNKS", "HOOKS", "chunk_bounds", "check_body", "combine", "finish", "identity", "prange",
-           "reduction_of", "tree"]
+__all__ = ["CHUNKS", "HOOKS", "chunk_bounds", "check_body", "combine", "finish", "identity",
+           "prange", "reduction_of", "tree"]

@@ -40,7 +40,7 @@ class PrangeMixin:
     ``par`` -- the kernel's thread-pool argument -- and the rest)."""
 
     def for_prange(self, node: ast.For) -> None:
-        from .lower import Frame, Var
+        from .lower import Var
 
         if self.in_prange:
             self.fail(node, "a prange loop inside a prange loop (here through a helper): only "
@@ -57,12 +57,14 @@ class PrangeMixin:
                 self.fail(node, f"'{name}' is a {var.ty} reduction: only int and float scalars "
                           "reduce across a prange loop", f"an i64 or f32 variable for '{name}'")
         captures, values = self.prange_captures(node, env, set(reds))
-        partials = {name: u.entry_alloca(self.b, ir.ArrayType(var.ty.ir, chunks), f"{name}.parts")
-                    for name, (_, var) in reds.items()}
+        partials = {name: u.entry_alloca(self.b, ir.ArrayType(var.ty.ir, chunks),
+                                         f"{name}.parts") for name, (_, var) in reds.items()}
         count = self.b.sub(stop, start)
-        count = self.b.select(self.b.icmp_signed("<", count, u.const_i64(0)), u.const_i64(0), count)
+        empty = self.b.icmp_signed("<", count, u.const_i64(0))
+        count = self.b.select(empty, u.const_i64(0), count)
+        n_cap = len(values)
         values += [start, count] + list(partials.values()) + ([self.err] if self.debug else [])
-        body = self.prange_body(node, captures, values, reds, chunks, Frame, Var)
+        body = self.prange_body(node, captures, values, n_cap, reds, chunks)
         self.prange_launch(self.prange_chunk(body, values), values, chunks)
         for name, (op, var) in reds.items():
             self.prange_finish(op, var, partials[name], chunks)
@@ -108,45 +110,24 @@ class PrangeMixin:
                                              strides=tuple(take(s) for s in v.strides)))
         return captures, values
 
-    def prange_body(self, node, captures, values, reds, chunks, Frame, Var) -> ir.Function:
-        """The outlined ``body(captures..., c)`` (see the module docstring)."""
-        types = [u.PTR if isinstance(v.type, ir.PointerType) else v.type for v in values]
-        name = f"{self.fn.name}.prange{self.prange_count}"
-        self.prange_count += 1
-        fn = ir.Function(self.fn.module, ir.FunctionType(u.VOID, types + [u.I64]), f"{name}.body")
-        fn.linkage = "internal"
-        for value, arg in zip(values, fn.args):
-            if isinstance(value, ir.Argument) and "noalias" in value.attributes:
-                arg.add_attribute("noalias")
-            if isinstance(value, ir.Argument):
-                arg.name = value.name  # (`mark_written` knows a parameter by its name)
+    def prange_body(self, node, captures: dict, values: list, n_cap: int, reds: dict,
+                    chunks: int) -> ir.Function:
+        """The outlined ``body(captures..., start, count, partials..., [err], c)`` (see the
+        module docstring); ``values`` are the kernel-side arguments, the first ``n_cap`` of
+        them the captures."""
+        from .lower import Frame
+
+        fn = self.prange_function(values)
         saved = (self.fn, self.b, self.err, self.dead)
-        self.fn, self.b, self.dead, self.in_prange = fn, ir.IRBuilder(fn.append_basic_block("entry")), False, True
+        self.fn, self.b = fn, ir.IRBuilder(fn.append_basic_block("entry"))
+        self.dead, self.in_prange = False, True
         args = fn.args
-
-        def arg(ref):
-            return args[ref[1]] if isinstance(ref, tuple) else ref
-
-        env = {k: v for k, v in self.frame.env.items() if isinstance(v, Const)}
-        for cname, (old, new) in captures.items():
-            if isinstance(old, Var):
-                env[cname] = Var(u.entry_alloca(self.b, old.ty.ir, cname, init=arg(new)), old.ty,
-                                 old.line)
-            else:
-                env[cname] = replace(new, ptr=arg(new.ptr),
-                                     extents=tuple(arg(e) for e in new.extents),
-                                     strides=tuple(arg(s) for s in new.strides))
-        for rname, (op, var) in reds.items():
-            env[rname] = Var(u.entry_alloca(self.b, var.ty.ir, rname,
-                                            init=_identity(op, var.ty)), var.ty, var.line)
-        n_red = len(reds)
-        start, count = args[len(values) - 2 - n_red - self.debug], args[len(values) - 1 - n_red
-                                                                         - self.debug]
-        parts = args[len(values) - n_red - self.debug:len(values) - self.debug]
+        start, count, c = args[n_cap], args[n_cap + 1], args[-1]
+        parts = args[n_cap + 2:n_cap + 2 + len(reds)]
         if self.debug:
-            self.err = args[len(values) - 1]
+            self.err = args[n_cap + 2 + len(reds)]
+        env = self.prange_env(captures, reds, args)
         self.frames.append(Frame(self.frame.src, env, self.frame.once))
-        c = args[-1]
         lo, hi = _chunk(self.b, start, count, c, chunks)
         var = self.loop_var(node.target.id, node)
         self.phi_loop(node, "prange", lo, node.target.id,
@@ -154,14 +135,51 @@ class PrangeMixin:
                       lambda idx: self.b.store(idx, var.slot),
                       lambda idx: self.b.add(idx, u.const_i64(1), flags=("nsw",)))
         for (rname, (_, rvar)), slot in zip(reds.items(), parts):
-            private = env[rname]
-            self.b.store(self.b.load(private.slot, typ=rvar.ty.ir),
+            self.b.store(self.b.load(env[rname].slot, typ=rvar.ty.ir),
                          u.gep(self.b, slot, c, rvar.ty.ir))
         self.b.ret_void()
         self.frames.pop()
         self.fn, self.b, self.err, self.dead = saved
         self.in_prange = False
         return fn
+
+    def prange_function(self, values: list) -> ir.Function:
+        """An internal ``void (values..., i64 c)``; a buffer parameter's argument keeps its
+        name (`mark_written` knows a parameter by it) and its ``noalias``."""
+        types = [u.PTR if isinstance(v.type, ir.PointerType) else v.type for v in values]
+        name = f"{self.fn.name}.prange{self.prange_count}.body"
+        self.prange_count += 1
+        fn = ir.Function(self.fn.module, ir.FunctionType(u.VOID, types + [u.I64]), name)
+        fn.linkage = "internal"
+        for value, arg in zip(values, fn.args):
+            if isinstance(value, ir.Argument):
+                arg.name = value.name
+                if "noalias" in value.attributes:
+                    arg.add_attribute("noalias")
+        return fn
+
+    def prange_env(self, captures: dict, reds: dict, args) -> dict:
+        """The body's names: the kernel's constants; its variables as slots holding the
+        captured values; its buffers on the captured pointers and extents; each reduction a
+        slot holding the operation's identity."""
+        from .lower import Var
+
+        def arg(ref):
+            return args[ref[1]] if isinstance(ref, tuple) else ref
+
+        env = {k: v for k, v in self.frame.env.items() if isinstance(v, Const)}
+        for cname, (old, new) in captures.items():
+            if isinstance(old, Var):
+                slot = u.entry_alloca(self.b, old.ty.ir, cname, init=arg(new))
+                env[cname] = Var(slot, old.ty, old.line)
+            else:
+                env[cname] = replace(new, ptr=arg(new.ptr),
+                                     extents=tuple(arg(e) for e in new.extents),
+                                     strides=tuple(arg(s) for s in new.strides))
+        for rname, (op, var) in reds.items():
+            slot = u.entry_alloca(self.b, var.ty.ir, rname, init=_identity(op, var.ty))
+            env[rname] = Var(slot, var.ty, var.line)
+        return env
 
     def prange_chunk(self, body: ir.Function, values: list) -> ir.Function:
         """``chunk(ctx, c)``: the body's arguments loaded from the record ``ctx``."""
