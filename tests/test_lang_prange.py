@@ -4,6 +4,8 @@ prange body that cannot run in parallel (compile/lang/prange.py, prange_lower.py
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -342,3 +344,20 @@ def test_prewarm_brings_the_pool_with_a_prange_kernel():
 @kernel(name="prange_test.plain")
 def plain(x: Buf[f32, "n"], n: i64) -> f32:
     return x[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_runs_prange_loops_on_a_pool_of_its_own():
+    x = np.random.default_rng(8).normal(size=20000).astype(np.float32)
+    with threads(2):
+        want = sums(x, 20000, 0)  # the parent's pool is running
+    pid = os.fork()
+    if pid == 0:  # the child: its pool's threads did not come along
+        signal.alarm(60)  # a hang ends the child, not the suite
+        try:
+            with threads(2):
+                os._exit(0 if sums(x, 20000, 0) == want else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -150,6 +150,17 @@ def _start_workers(n: int) -> None:
             t.start()
 
 
+def _after_fork() -> None:
+    """In a forked child only the forking thread exists: start a new pool when one is needed
+    (the old one's workers are gone; a launch would take its jobs back from them anyway)."""
+    _pool.clear()
+    _local.__dict__.pop("address", None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def _work(k: int) -> None:
     name_this_thread()
     _pool["worker"](ctypes.addressof(_pool["memory"]), k)  # returns only at shutdown

@@ -123,34 +123,39 @@ def check_body(loop: ast.For, outer: set) -> tuple[dict, list]:
             if isinstance(node, ast.Assign):
                 skip.add(id(node.value.args[0]))
             continue
-        if isinstance(node, ast.Return):
-            problems.append((node, "`return` inside a prange loop: the chunks run at once, on "
-                             "several threads", "a flag or a reduction, and return after the "
-                             "loop"))
-        elif isinstance(node, ast.Break) and depth == 0:
-            problems.append((node, "`break` out of a prange loop: the chunks run at once, so "
-                             "which iterations ran before it would depend on the threads",
-                             "`continue`, or a `range` loop"))
-        elif isinstance(node, ast.For) and _is_prange(node):
-            problems.append((node, "a prange loop inside a prange loop: only the outermost "
-                             "one runs in parallel", "`range` for the inner loop"))
-        for target in _stored_names(node):
-            if target.id in outer and target.id != _target_name(loop):
-                problems.append((node, f"'{target.id}' is assigned before the prange loop "
-                                 "and assigned here: each chunk would assign its own copy, "
-                                 "and its value after the loop would depend on the chunking",
-                                 f"a new name inside the loop, or a reduction "
-                                 f"(`{target.id} += ...`, `{target.id} = min({target.id}, "
-                                 "...)`)"))
+        problems += _problems(node, depth, loop, outer)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             reads.append(node)
     for node in reads:
         if node.id in found:
-            op, at = found[node.id]
             problems.append((node, f"'{node.id}' is a reduction of this prange loop (line "
-                             f"{at.lineno}) and is read here: inside the loop each chunk "
-                             "holds only its part", "read it after the loop"))
+                             f"{found[node.id][1].lineno}) and is read here: inside the loop "
+                             "each chunk holds only its part", "read it after the loop"))
     return {name: op for name, (op, _) in found.items()}, problems
+
+
+def _problems(node: ast.AST, depth: int, loop: ast.For, outer: set) -> list:
+    """What `check_body` refuses in ``node`` (at ``depth`` loops below the prange loop), other
+    than the uses of a reduction."""
+    out = []
+    if isinstance(node, ast.Return):
+        out.append((node, "`return` inside a prange loop: the chunks run at once, on several "
+                    "threads", "a flag or a reduction, and return after the loop"))
+    elif isinstance(node, ast.Break) and depth == 0:
+        out.append((node, "`break` out of a prange loop: the chunks run at once, so which "
+                    "iterations ran before it would depend on the threads",
+                    "`continue`, or a `range` loop"))
+    elif isinstance(node, ast.For) and _is_prange(node):
+        out.append((node, "a prange loop inside a prange loop: only the outermost one runs "
+                    "in parallel", "`range` for the inner loop"))
+    for target in _stored_names(node):
+        if target.id in outer and target.id != _target_name(loop):
+            out.append((node, f"'{target.id}' is assigned before the prange loop and assigned "
+                        "here: each chunk would assign its own copy, and its value after the "
+                        "loop would depend on the chunking", f"a new name inside the loop, or "
+                        f"a reduction (`{target.id} += ...`, `{target.id} = min({target.id}, "
+                        "...)`)"))
+    return out
 
 
 def _walk(body: list, depth: int):
