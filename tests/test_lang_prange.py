@@ -361,3 +361,30 @@ def test_a_forked_child_runs_prange_loops_on_a_pool_of_its_own():
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@kernel
+def shared_local(x: Buf[f32, "n"], *, n: int) -> f32:
+    tmp = local(f32, 4)
+    s = f32(0.0)
+    for i in prange(n):
+        tmp[0] = x[i]  # marker: shared-local
+        s += tmp[0]
+    return s
+
+
+@kernel(name="prange_test.reads_local")
+def reads_local(x: Buf[f32, "n"], n: i64) -> f32:
+    table = local(f32, 4)
+    table[1] = 2.0
+    s = f32(0.0)
+    for i in prange(n):
+        s += x[i] * table[1]
+    return s
+
+
+def test_a_local_array_from_before_the_loop_is_read_only_in_it():
+    assert_compile_error(shared_local, "shared-local",
+                         "'tmp' is a local array declared before the prange loop", THIS)
+    x = np.arange(100, dtype=np.float32)
+    assert _each_threads(lambda: reads_local(x, 100)) == [reads_local.py_func(x, 100)] * 3

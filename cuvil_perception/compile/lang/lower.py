@@ -83,6 +83,8 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
         self.par = None           # kernels with prange loops: the thread-pool record parameter
         self.in_prange = False    # lowering a prange body (outlined: `prange_lower`)
         self.prange_count = 0
+        self.shared_locals: set = set()  # ids of the pointers of local arrays a prange captured
+        self.at = None            # the statement being lowered
 
     @property
     def frame(self) -> Frame:
@@ -106,6 +108,7 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
     def mark_written(self, buf) -> None:
         """Record that the kernel may write ``buf`` (when it is a parameter): `kernel(...)`
         refuses a read-only array there instead of writing into memory numpy guards."""
+        self.prange_check_write(buf)
         if isinstance(buf.ptr, ir.Argument):
             self.written.add(buf.ptr.name)
 
@@ -117,6 +120,7 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
             self.stmt(stmt)
 
     def stmt(self, node: ast.stmt) -> None:
+        self.at = node  # (for errors found below an expression: `prange_check_write`)
         handler = getattr(self, f"s_{type(node).__name__}", None)
         if handler is None:
             self.fail(node, f"`{type(node).__name__}` statements are not supported in kernels",

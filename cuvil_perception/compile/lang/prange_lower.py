@@ -176,6 +176,8 @@ class PrangeMixin:
                 env[cname] = replace(new, ptr=arg(new.ptr),
                                      extents=tuple(arg(e) for e in new.extents),
                                      strides=tuple(arg(s) for s in new.strides))
+                if isinstance(old.ptr, ir.AllocaInstr):  # a `local` array of the kernel
+                    self.shared_locals.add(id(env[cname].ptr))
         for rname, (op, var) in reds.items():
             slot = u.entry_alloca(self.b, var.ty.ir, rname, init=_identity(op, var.ty))
             env[rname] = Var(slot, var.ty, var.line)
@@ -229,6 +231,15 @@ class PrangeMixin:
                      else parts[k] for k in range(0, len(parts), 2)]
         before = Val(self.b.load(var.slot, typ=ty.ir), ty)
         self.b.store(self.prange_combine(op, before, parts[0]).ir, var.slot)
+
+    def prange_check_write(self, buf: BufRef) -> None:
+        """A write into a `local` array declared before the prange loop is refused: its
+        chunks would share one array on the launching thread's stack."""
+        if id(buf.ptr) in self.shared_locals:
+            self.fail(self.at, f"'{buf.name}' is a local array declared before the prange loop "
+                      "and written in it: its chunks, on several threads, would share it",
+                      f"declare it inside the loop (`{buf.name} = local(...)`: each iteration "
+                      "its own)")
 
     def prange_combine(self, op: str, a: Val, b: Val) -> Val:
         if op in ("min", "max"):
