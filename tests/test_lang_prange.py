@@ -388,3 +388,28 @@ def test_a_local_array_from_before_the_loop_is_read_only_in_it():
                          "'tmp' is a local array declared before the prange loop", THIS)
     x = np.arange(100, dtype=np.float32)
     assert _each_threads(lambda: reads_local(x, 100)) == [reads_local.py_func(x, 100)] * 3
+
+
+def test_a_library_kernel_takes_a_null_thread_record_from_c(tmp_path):
+    """`compile --target` / libraries: the record is a documented last argument; NULL runs the
+    chunks on the calling thread (the header declares it, the buffer read only stays const)."""
+    import ctypes
+
+    from cuvil_perception.compile.library import build_library
+    from cuvil_perception.compile.toolchain import find_toolchain, host_arch
+    from cuvil_perception.errors import ToolchainError
+
+    triple = f"{host_arch()}-linux-gnu"
+    try:
+        find_toolchain(triple)
+    except ToolchainError as exc:
+        pytest.skip(str(exc))
+    lib = build_library([sums.spec()], triple, tmp_path / "lib", "cuvil_pt")
+    header = lib.header.read_text()
+    assert "float cuvil_pt_prange_test_sums(const float *x, int64_t n, int64_t lo, " \
+           "const uint64_t *par);" in header
+    fn = ctypes.CDLL(str(lib.shared)).cuvil_pt_prange_test_sums
+    fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_void_p, ctypes.c_int64,
+                                                ctypes.c_int64, ctypes.c_void_p]
+    x = np.random.default_rng(9).normal(size=3000).astype(np.float32)
+    assert fn(x.ctypes.data, 3000, 0, None) == sums.py_func(x, 3000, 0)

@@ -226,7 +226,7 @@ def _input_buffers(k: Kernel, spec: KernelSpec) -> frozenset:
     """Buffers ``spec`` only reads, when its header docs are the default ones (`cheader` then
     declares them ``const`` and ``in``); empty when the kernel declared its own."""
     runtime = k.params()[0]
-    if tuple(spec.arg_docs) != runtime_arg_docs(runtime, Kernel.static_params(spec)):
+    if tuple(spec.arg_docs)[:len(runtime)] != runtime_arg_docs(runtime, Kernel.static_params(spec)):
         return frozenset()
     return frozenset(n for n, t in runtime if isinstance(t, BufType)) - k.written(spec)
 
