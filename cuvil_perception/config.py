@@ -66,7 +66,9 @@ def kernel_threads() -> int | None:
     if not raw:
         return None
     if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"CUVIL_KERNEL_THREADS={raw!r}: a positive int (threads per prange "
+        from .errors import UsageError  # (errors imports nothing back; config stays a leaf)
+
+        raise UsageError(f"CUVIL_KERNEL_THREADS={raw!r}: a positive int (threads per prange "
                          "loop)")
     return int(raw)
 

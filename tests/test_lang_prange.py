@@ -18,7 +18,7 @@ from cuvil_perception.compile.lang import (Buf, atomic_add, atomic_max, atomic_m
                                            u8)
 from cuvil_perception.compile.lang import parallel
 from cuvil_perception.compile.lang.prange import chunk_bounds, tree
-from cuvil_perception.errors import KernelIndexError
+from cuvil_perception.errors import KernelIndexError, UsageError
 from test_lang_simd import assert_compile_error
 
 THIS = Path(__file__)
@@ -208,7 +208,7 @@ def test_thread_counts_per_thread_with_override_and_default(monkeypatch):
     assert parallel.default_threads() == parallel.usable_cpus()
     for bad in ("0", "-2", "two", "nan", "1e9x"):
         monkeypatch.setenv("CUVIL_KERNEL_THREADS", bad)
-        with pytest.raises(ValueError, match="CUVIL_KERNEL_THREADS"):
+        with pytest.raises(UsageError, match="CUVIL_KERNEL_THREADS"):
             config.kernel_threads()
 
 
