@@ -137,6 +137,9 @@ def test_a_per_row_sum_kernel_matches_numpy_rows_on_any_threads():
     for out, total in outs:
         assert np.array_equal(out, want) and total == want_total
     np.testing.assert_allclose(want, x.sum(axis=1), rtol=1e-5, atol=1e-5)
+    want.flags.writeable = False  # written inside the prange body: still refused read-only
+    with pytest.raises(ValueError, match="'out' is a read-only array"):
+        row_sums(x, want, rows=300, cols=57)
 
 
 def test_min_max_product_and_int_reductions():
@@ -413,3 +416,15 @@ def test_a_library_kernel_takes_a_null_thread_record_from_c(tmp_path):
                                                 ctypes.c_int64, ctypes.c_void_p]
     x = np.random.default_rng(9).normal(size=3000).astype(np.float32)
     assert fn(x.ctypes.data, 3000, 0, None) == sums.py_func(x, 3000, 0)
+
+
+@kernel
+def private_after(x: Buf[f32, "n"], *, n: int) -> f32:
+    for i in prange(n):
+        last = x[i]
+    return last  # marker: private-after
+
+
+def test_a_name_first_assigned_in_the_body_has_no_value_after_the_loop():
+    assert_compile_error(private_after, "private-after",
+                         "'last' is first assigned inside the prange loop at line", THIS)

@@ -84,6 +84,7 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
         self.in_prange = False    # lowering a prange body (outlined: `prange_lower`)
         self.prange_count = 0
         self.shared_locals: set = set()  # ids of the pointers of local arrays a prange captured
+        self.prange_private: dict = {}  # name first bound in a prange body -> (message, instead)
         self.at = None            # the statement being lowered
 
     @property
