@@ -14,9 +14,9 @@ from lang_fuzz_helpers import Helper, make_helpers
 from lang_fuzz_stmt import StmtGen
 from lang_fuzz_vec import VecGen
 
-HEADER = ("from cuvil_perception.compile.lang import (Buf, Vec, bits, boolean, f32, f64, i32, "
-          "i64, i8, i16, inline, kernel, kmath, local, prange, select, simd, u8, u16, u32, "
-          "u64, unroll)\n\nTAB = (3, -1, 4, 0)\n")
+HEADER = ("from cuvil_perception.compile.lang import (Buf, Vec, atomic_add, atomic_max, "
+          "atomic_min, bits, boolean, f32, f64, i32, i64, i8, i16, inline, kernel, kmath, "
+          "local, prange, select, simd, u8, u16, u32, u64, unroll)\n\nTAB = (3, -1, 4, 0)\n")
 DTYPES = ("f32", "f64", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
 SCALARS = ("i32", "i64", "f32", "f64")
 NUMPY = {"f32": "float32", "f64": "float64", "i8": "int8", "u8": "uint8", "i16": "int16",

@@ -428,3 +428,12 @@ def private_after(x: Buf[f32, "n"], *, n: int) -> f32:
 def test_a_name_first_assigned_in_the_body_has_no_value_after_the_loop():
     assert_compile_error(private_after, "private-after",
                          "'last' is first assigned inside the prange loop at line", THIS)
+
+
+@kernel
+def atomic_value(x: Buf[i64, "n"], *, n: int) -> i64:
+    return atomic_add(x, 0, 1)  # marker: atomic-value
+
+
+def test_an_atomic_is_a_statement():
+    assert_compile_error(atomic_value, "atomic-value", "atomic_add() is a statement", THIS)

@@ -74,6 +74,9 @@ class AtomicMixin:
 
     def atomic(self, fn, node: ast.Call) -> Const:
         name, op = fn.__name__, ATOMICS[fn]
+        if not (isinstance(self.at, ast.Expr) and self.at.value is node):
+            self.fail(node, f"{name}() is a statement, with no value: the old value would say "
+                      "which thread came first", f"`{name}(...)` on a line of its own")
         if len(node.args) != 3:
             self.fail(node, f"{name}() takes a buffer, an index and a value",
                       f"`{name}(buf, i, v)` or `{name}(buf, (y, x), v)`")
