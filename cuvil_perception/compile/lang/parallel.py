@@ -19,7 +19,8 @@ at once each keep their own share):
 The pool is native code (`pool_ir`) run by daemon Python threads named ``cuvil-par_K`` that
 enter it once through ctypes (GIL released) and never come back to Python; it grows to the
 largest count any thread asked for minus one (at most `pool_ir.MAX_WORKERS`), and its workers
-sleep on a futex between launches.
+sleep on a futex between launches. It runs on Linux (x86-64, aarch64); elsewhere every prange
+loop runs on the calling thread (the same bits).
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def _bind() -> int:
         par = _thread_par()
         par.threads = default_threads()
     address = 0
-    if par.threads > 1:
+    if par.threads > 1 and pool_ir.supported(host_target().triple):
         _start_workers(par.threads - 1)
         par.launch, par.pool = _pool["launch"], ctypes.addressof(_pool["memory"])
         address = ctypes.addressof(par)
@@ -169,11 +170,13 @@ def _work(k: int) -> None:
 def runtime_specs() -> list[KernelSpec]:
     """The pool's two native functions, as kernels (cached like any; prewarm adds them when a
     pipeline has a prange kernel, so no compile happens at its first frame)."""
-    futex = pool_ir.futex_number(host_target().triple)
-    return [KernelSpec("lang.prange_launch", _build_launch, {"futex": futex},
+    triple = host_target().triple
+    if not pool_ir.supported(triple):
+        return []
+    static = {"futex": pool_ir.futex_number(triple), "arch": triple.split("-")[0]}
+    return [KernelSpec("lang.prange_launch", _build_launch, static,
                        args=("ptr", "ptr", "ptr", "i64")),
-            KernelSpec("lang.prange_worker", _build_worker, {"futex": futex},
-                       args=("ptr", "i64"))]
+            KernelSpec("lang.prange_worker", _build_worker, static, args=("ptr", "i64"))]
 
 
 def _load_runtime() -> None:
@@ -185,12 +188,12 @@ def _load_runtime() -> None:
                  worker=worker, threads=[], keep=(launch, worker))
 
 
-def _build_launch(module, fn_name: str, *, futex: int) -> None:
-    pool_ir.build_launch(module, fn_name, futex=futex)
+def _build_launch(module, fn_name: str, *, futex: int, arch: str) -> None:
+    pool_ir.build_launch(module, fn_name, futex=futex, arch=arch)
 
 
-def _build_worker(module, fn_name: str, *, futex: int) -> None:
-    pool_ir.build_worker(module, fn_name, futex=futex)
+def _build_worker(module, fn_name: str, *, futex: int, arch: str) -> None:
+    pool_ir.build_worker(module, fn_name, futex=futex, arch=arch)
 
 
 __all__ = ["PAR_ARG", "Par", "default_threads", "par_address", "runtime_specs", "set_threads",

@@ -43,16 +43,31 @@ LAUNCH_FN = ir.FunctionType(u.VOID, [PTR, PTR, PTR, I64])  # launch(par, chunk, 
 JOB = ir.LiteralStructType([PTR, PTR, I64, I64, I32])  # chunk, ctx, n, next, pending
 MAILBOX, HEADER = 64, 64  # bytes: one cache line each, so workers do not share lines
 MAX_WORKERS = 63  # bits of the idle mask
-SPINS = 4000  # loads of a futex word before sleeping on it (~2-4 us)
+SPINS = 2000  # loads (and pause hints) of a futex word before sleeping on it (~a few us)
 _FUTEX_WAIT, _FUTEX_WAKE = 128, 129  # FUTEX_WAIT / FUTEX_WAKE | FUTEX_PRIVATE_FLAG
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}
 
 
+_PAUSE = {"x86_64": ("llvm.x86.sse2.pause", ()), "aarch64": ("llvm.aarch64.hint", (1,))}
+
+
+def supported(triple: str) -> bool:
+    """Whether the pool runs on ``triple`` (Linux on x86-64 or aarch64: the futex and the
+    spin-wait hint); elsewhere prange loops run on the calling thread."""
+    return "linux" in triple and triple.split("-")[0] in _SYS_FUTEX
+
+
 def futex_number(triple: str) -> int:
-    arch = triple.split("-")[0]
-    if arch not in _SYS_FUTEX:
-        raise ValueError(f"the prange pool has no futex syscall number for {triple}")
-    return _SYS_FUTEX[arch]
+    return _SYS_FUTEX[triple.split("-")[0]]
+
+
+def _pause(b: ir.IRBuilder, arch: str) -> None:
+    """The spin-wait hint (``pause`` / ``yield``): a spinning thread leaves its core's other
+    hardware thread the pipeline, and spends less power."""
+    name, args = _PAUSE[arch]
+    fn = b.module.globals.get(name) or ir.Function(
+        b.module, ir.FunctionType(u.VOID, [I32] * len(args)), name)
+    b.call(fn, [u.const_i32(a) for a in args])
 
 
 def _at(b: ir.IRBuilder, base: ir.Value, offset) -> ir.Value:
@@ -95,7 +110,7 @@ def _run_chunks(module: ir.Module) -> ir.Function:
     return fn
 
 
-def _wait_while(b: ir.IRBuilder, module: ir.Module, word: ir.Value, busy) -> ir.Value:
+def _wait_while(b: ir.IRBuilder, module: ir.Module, word: ir.Value, busy, arch: str) -> ir.Value:
     """Spin ``SPINS`` loads of the i32 at ``word``, then sleep on it, until ``busy(value)`` is
     false; returns that value (acquire)."""
     fn = b.function
@@ -109,6 +124,7 @@ def _wait_while(b: ir.IRBuilder, module: ir.Module, word: ir.Value, busy) -> ir.
     value = b.load_atomic(word, "acquire", 4, typ=I32)
     b.cbranch(busy(value), spin, done)
     b.position_at_end(spin)
+    _pause(b, arch)
     more = b.add(tries, u.const_i64(1))
     tries.add_incoming(more, spin)
     b.cbranch(b.icmp_signed("<", more, u.const_i64(SPINS)), head, sleep)
@@ -149,7 +165,7 @@ def _claim(b: ir.IRBuilder, idle: ir.Value, want: ir.Value) -> ir.Value:
     return b.select(ok, chosen, u.const_i64(0))
 
 
-def build_launch(module: ir.Module, fn_name: str, *, futex: int) -> None:
+def build_launch(module: ir.Module, fn_name: str, *, futex: int, arch: str) -> None:
     """``launch(par, chunk, ctx, n)``: see the module docstring."""
     _declare_common(module, futex)
     run = _run_chunks(module)
@@ -179,7 +195,7 @@ def build_launch(module: ir.Module, fn_name: str, *, futex: int) -> None:
     b.call(run, [job])
     _each_bit(b, chosen, lambda k, bit: _revoke(b, pool, _mailbox(b, pool, k), bit, job))
     _wait_while(b, module, _field(b, job, 4),
-                lambda v: b.icmp_unsigned("!=", v, u.const_i32(0)))
+                lambda v: b.icmp_unsigned("!=", v, u.const_i32(0)), arch)
     b.ret_void()
 
 
@@ -230,7 +246,7 @@ def _revoke(b: ir.IRBuilder, pool, box, bit, job) -> None:
         b.atomic_rmw("sub", _field(b, job, 4), u.const_i32(1), "acq_rel")
 
 
-def build_worker(module: ir.Module, fn_name: str, *, futex: int) -> None:
+def build_worker(module: ir.Module, fn_name: str, *, futex: int, arch: str) -> None:
     """``worker(pool, k)``: marks itself idle, then runs the jobs posted to mailbox ``k``
     forever (see the module docstring)."""
     _declare_common(module, futex)
@@ -247,7 +263,7 @@ def build_worker(module: ir.Module, fn_name: str, *, futex: int) -> None:
     b.position_at_end(loop)
     seen = b.phi(I32)
     seen.add_incoming(u.const_i32(0), pre)
-    now = _wait_while(b, module, box, lambda v: b.icmp_unsigned("==", v, seen))
+    now = _wait_while(b, module, box, lambda v: b.icmp_unsigned("==", v, seen), arch)
     job = b.atomic_rmw("xchg", _at(b, box, 8), ir.Constant(PTR, None), "acq_rel")
     b.cbranch(b.icmp_unsigned("==", job, ir.Constant(PTR, None)), stop, work)
     b.position_at_end(work)
