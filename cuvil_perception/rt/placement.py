@@ -61,7 +61,7 @@ def placement_lines(pipeline, instances, workers: int, knobs, threads: int,
     stages = pipeline.ordered()
     io = sum(1 for s in stages if s.effective_tag == "io")
     lines = [f"{usable_cores()} core(s): compute pool of {workers} worker(s), {io} io thread(s), "
-             f"{threads} intra-op thread(s) per network"]
+             f"{threads} intra-op thread(s) per network and per kernel prange loop"]
     if knobs.fifo_priority is not None:  # asked for; what took effect: the "threads:" line
         lines[0] += f"; SCHED_FIFO priority {knobs.fifo_priority} (executor threads, scheduler)"
     if knobs.deadline is not None:
