@@ -437,3 +437,28 @@ def atomic_value(x: Buf[i64, "n"], *, n: int) -> i64:
 
 def test_an_atomic_is_a_statement():
     assert_compile_error(atomic_value, "atomic-value", "atomic_add() is a statement", THIS)
+
+
+def test_concurrent_callers_share_the_pool_and_keep_their_bits():
+    """Four threads launch at once (each asking for 3): helpers are taken, taken back and
+    shared; every result is the 1-thread one."""
+    import threading
+
+    rng = np.random.default_rng(10)
+    xs = [rng.normal(size=int(n)).astype(np.float32) for n in rng.integers(1, 40000, 8)]
+    want = [sums.py_func(x, len(x), 0) for x in xs]
+    bad = []
+
+    def caller(k):
+        with threads(3):
+            for rep in range(60):
+                j = (k + rep) % len(xs)
+                if sums(xs[j], len(xs[j]), 0) != want[j]:
+                    bad.append((k, rep))
+
+    workers = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert not any(w.is_alive() for w in workers) and bad == []
