@@ -12,7 +12,8 @@ the cost of one launch.
 
 Median per call in milliseconds (microseconds for the launch), interleaved: each round calls
 every variant once; the 1 -> 2 speed-up of the medians, and of the best rounds (the rounds in
-which the machine's other work left a second core free). Every variant's outputs are checked bit-equal to the 1-thread run. Run:
+which the machine's other work left a second core free). Every variant's outputs are checked
+bit-equal to the 1-thread run. Run:
 ``python benchmarks/prange.py [ROUNDS]``. On a machine shared with other work a second thread
 only helps when a second core is free: the figures say how the cores were shared, not only how
 the pool scales.

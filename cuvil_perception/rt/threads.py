@@ -4,9 +4,10 @@ Each source reads ahead on its own thread (``sources.SourceReader``); every othe
 one dedicated thread; ``compute`` stages share a pool of ``workers`` threads. Every thread takes
 its OS name and applies the pipeline's ``rt:`` thread knobs (affinity, scheduling policy) when it
 starts, and says what took effect in ``ledger`` (``thread_ledger``). A kernel's ``prange`` loops
-called from a compute thread use that thread's share of the cores (``placement.intra_op_threads``,
-what an ONNX network gets), from an io thread one thread (``compile.lang.parallel``). Names: ``cuvil-compute_N``
-(the pool), ``cuvil-io-<stage id>`` (a source's reader, an io stage's thread).
+called from a compute thread use that thread's share of the cores
+(``placement.intra_op_threads``, what an ONNX network gets), from an io thread one thread
+(``compile.lang.parallel``). Names: ``cuvil-compute_N`` (the pool), ``cuvil-io-<stage id>`` (a
+source's reader, an io stage's thread).
 """
 
 from __future__ import annotations

@@ -66,12 +66,7 @@ class PrangeMixin:
         values += [start, count] + list(partials.values()) + ([self.err] if self.debug else [])
         body = self.prange_body(node, captures, values, n_cap, reds, chunks)
         self.prange_launch(self.prange_chunk(body, values), values, chunks)
-        for name in self.prange_names(node) - set(env):
-            self.prange_private[name] = (
-                f"'{name}' is first assigned inside the prange loop at line {node.lineno}, "
-                "where each iteration has its own: after the loop it has no value", "a "
-                f"reduction declared before the loop (`{name} = 0.0`, then `{name} += ...` in "
-                "it), or a buffer element per iteration")
+        self.prange_forget(node, env)
         for name, (op, var) in reds.items():
             self.prange_finish(op, var, partials[name], chunks)
 
@@ -238,11 +233,17 @@ class PrangeMixin:
         before = Val(self.b.load(var.slot, typ=ty.ir), ty)
         self.b.store(self.prange_combine(op, before, parts[0]).ir, var.slot)
 
-    @staticmethod
-    def prange_names(node: ast.For) -> set:
-        """Names the prange loop binds (its target and what its body assigns)."""
-        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
-                and isinstance(n.ctx, ast.Store)}
+    def prange_forget(self, node: ast.For, env: dict) -> None:
+        """Names first bound in the loop (its target, what its body assigns) have no value
+        after it: a read there is an error saying so (`expr.resolve`)."""
+        bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                 and isinstance(n.ctx, ast.Store)}
+        for name in bound - set(env):
+            self.prange_private[name] = (
+                f"'{name}' is first assigned inside the prange loop at line {node.lineno}, "
+                "where each iteration has its own: after the loop it has no value", "a "
+                f"reduction declared before the loop (`{name} = 0.0`, then `{name} += ...` in "
+                "it), or a buffer element per iteration")
 
     def prange_check_write(self, buf: BufRef) -> None:
         """A write into a `local` array declared before the prange loop is refused: its
