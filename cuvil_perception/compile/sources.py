@@ -26,6 +26,7 @@ import hashlib
 import os
 import stat
 import struct
+import sys
 import time
 
 from ..temp_files import temp_path
@@ -175,3 +176,29 @@ def forget() -> None:
     file_digest.cache_clear()
     tree_digest.cache_clear()
     _index, _dirty = None, False
+
+
+_SYSTEM = tuple(os.path.realpath(p) + os.sep
+                for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+
+
+def source_file(obj, anywhere: bool = False) -> str | None:
+    """The resolved source file of a function or module, or None (no file, or, unless
+    ``anywhere``, one inside the Python installation / site-packages)."""
+    code = getattr(obj, "__code__", None)
+    name = code.co_filename if code is not None else getattr(obj, "__file__", None)
+    if not name or not name.endswith(".py"):
+        return None
+    if anywhere:
+        path = os.path.realpath(name)
+        return path if os.path.isfile(path) else None
+    return resolved_source(name)
+
+
+@functools.lru_cache(maxsize=None)
+def resolved_source(name: str) -> str | None:
+    path = os.path.realpath(name)
+    if path.startswith(_SYSTEM) or f"{os.sep}site-packages{os.sep}" in path \
+            or not os.path.isfile(path):
+        return None
+    return path

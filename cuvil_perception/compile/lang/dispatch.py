@@ -180,12 +180,14 @@ class Entry:
 
     def _load(self) -> None:
         """The kernel's callable and, unless it is a debug build (whose callable is a Python
-        wrapper) or the layout is unknown, the native entry through its trampoline: both
+        wrapper), a prange kernel or the layout is unknown, the native entry through its trampoline: both
         taken together (`registry.acquire_all`), so a warm start maps both objects into one
         engine (one target machine, one relocation pass: ~1-3 ms less)."""
         spec = self.spec
         tspec = None
-        if _LAYOUT is not None and spec.error_record is None:
+        # a prange kernel's hidden thread-pool record is filled in by its callable
+        # (`loader`), which the trampoline's direct call would bypass: it keeps that path
+        if _LAYOUT is not None and spec.error_record is None and spec.threads is None:
             tspec = trampoline.spec_for(spec.args, self.buffers, spec.ret, self.noalias, _LAYOUT)
         if tspec is None:
             self.fn = get_kernel(spec)
