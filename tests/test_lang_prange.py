@@ -409,13 +409,17 @@ def test_a_library_kernel_takes_a_null_thread_record_from_c(tmp_path):
         pytest.skip(str(exc))
     lib = build_library([sums.spec()], triple, tmp_path / "lib", "cuvil_pt")
     header = lib.header.read_text()
-    assert "float cuvil_pt_prange_test_sums(const float *x, int64_t n, int64_t lo, " \
-           "const uint64_t *par);" in header
+    assert "int cuvil_pt_prange_test_sums(const float *x, int64_t n, int64_t lo, " \
+           "const uint64_t *par, float *result);" in header
     fn = ctypes.CDLL(str(lib.shared)).cuvil_pt_prange_test_sums
-    fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_void_p, ctypes.c_int64,
-                                                ctypes.c_int64, ctypes.c_void_p]
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                             ctypes.c_void_p, ctypes.c_void_p]
     x = np.random.default_rng(9).normal(size=3000).astype(np.float32)
-    assert fn(x.ctypes.data, 3000, 0, None) == sums.py_func(x, 3000, 0)
+    result = ctypes.c_float()
+    assert fn(x.ctypes.data, 3000, 0, None, ctypes.byref(result)) == 0
+    assert result.value == sums.py_func(x, 3000, 0)
+    assert fn(None, 3000, 0, None, ctypes.byref(result)) < 0  # NULL x: an error code
+    assert fn(x.ctypes.data, 3000, 0, None, None) < 0  # NULL result too
 
 
 @kernel

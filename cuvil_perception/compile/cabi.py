@@ -28,7 +28,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from ..errors import CompileError
-from .cheader import arg_decls, eval_dim, macro_name, prototype
+from .cheader import arg_decls, eval_dim, float_result, macro_name, prototype
 from .spec import KernelSpec
 
 ABI_MAJOR = 1
@@ -128,7 +128,10 @@ def _wrapper(spec: KernelSpec, symbol: str, prefix: str) -> str:
     m = macro_name(prefix)
     decls = arg_decls(spec)
     head = prototype(spec, symbol).removeprefix("int ").rstrip(";")
-    checks = [f"    if ({a.name} == NULL) return {m}_ENULL;" for a in decls if a.kind == "ptr"]
+    # a prange kernel's thread-pool record (its last argument) may be NULL: one thread
+    nullable = {decls[-1].name} if spec.threads is not None else set()
+    checks = [f"    if ({a.name} == NULL) return {m}_ENULL;" for a in decls
+              if a.kind == "ptr" and a.name not in nullable]
     sizes = {d for a in decls if a.kind == "ptr" for d in a.shape if isinstance(d, str)}
     for a in decls:
         if a.kind in ("i32", "i64") and (a.name in sizes or a.most is not None):
@@ -140,5 +143,11 @@ def _wrapper(spec: KernelSpec, symbol: str, prefix: str) -> str:
                                    "is not an expression over the static params")
             checks.append(f"    if ({a.name} > {most}) return {m}_ERANGE;")
     call = f"{internal_symbol(prefix, symbol)}({', '.join(a.name for a in decls)})"
-    body = f"    return (int){call};" if spec.ret else f"    {call};\n    return {m}_OK;"
+    if float_result(spec):
+        checks.append(f"    if (result == NULL) return {m}_ENULL;")
+        body = f"    *result = {call};\n    return {m}_OK;"
+    elif spec.ret:
+        body = f"    return (int){call};"
+    else:
+        body = f"    {call};\n    return {m}_OK;"
     return "API int " + head + " {\n" + "\n".join(checks + [body]) + "\n}"

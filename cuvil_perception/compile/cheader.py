@@ -66,12 +66,20 @@ def c_type(arg: Arg, documented: bool = True) -> str:
 
 def prototype(spec: KernelSpec, symbol: str, internal: bool = False) -> str:
     """The C declaration of ``symbol`` with the spec's arguments: returning ``int`` (0, the
-    count, or an error code: `cabi`), or with ``internal`` the kernel's own return type (its
-    object code's symbol)."""
+    count, or an error code: `cabi`; a float result goes through a last ``result`` pointer),
+    or with ``internal`` the kernel's own return type (its object code's symbol)."""
     documented = bool(spec.arg_docs)
     ret = "int" if not internal else _C_SCALARS[spec.ret] if spec.ret else "void"
-    params = ", ".join(_param(a, documented) for a in arg_decls(spec)) or "void"
-    return f"{ret} {symbol}({params});"
+    params = [_param(a, documented) for a in arg_decls(spec)]
+    if not internal and float_result(spec):
+        params.append(f"{_C_SCALARS[spec.ret]} *result")
+    return f"{ret} {symbol}({', '.join(params) or 'void'});"
+
+
+def float_result(spec: KernelSpec) -> bool:
+    """A kernel returning a float: its API function writes it through a last ``result``
+    pointer (the return value is the error code); an integer result is the returned count."""
+    return spec.ret in ("f32", "f64")
 
 
 def _param(arg: Arg, documented: bool) -> str:
