@@ -49,12 +49,16 @@ class PillarsDetect(Op):
     tag = "compute"
     measures_warmup = True  # open() times warm-up passes of detect(): deadline_ms: auto
     doc = ("PointPillars 3D detection (CUDA-PointPillars ONNX layout): native pillarize, PFN, "
-           "scatter, decode and rotated NMS; backbone + head in OpenCV DNN or ONNX Runtime.")
+           "scatter, decode and rotated NMS; backbone + head in OpenCV DNN, ONNX Runtime or "
+           "native kernels (runtime: native).")
     params = (
         Param("model", Path,
               doc="CUDA-PointPillars ONNX file (builtin:pointpillars_cuvil_demo.onnx is the "
                   "demo model trained on the project's synthetic drives)", must_exist=True),
-        Param("runtime", str, "auto", choices=RUNTIMES, doc="where the backbone + head run"),
+        Param("runtime", str, "auto", choices=RUNTIMES + ("native",),
+              doc="where the backbone + head run: native = kernels our compiler builds from "
+                  "the ONNX graph (Conv, ConvTranspose, BatchNormalization, Relu, Concat; "
+                  "another op is refused, naming it), else ONNX Runtime / OpenCV DNN"),
         Param("execution_provider", str, "cpu", choices=tuple(PROVIDERS),
               doc="ONNX Runtime execution provider of the backbone + head (cpu, cuda, "
                   "tensorrt, openvino: the ones this machine's onnxruntime build has)"),
