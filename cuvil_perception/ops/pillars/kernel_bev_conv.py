@@ -40,6 +40,10 @@ from __future__ import annotations
 from ...compile import KernelSpec
 from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, local, simd, u8, unroll
 
+# A 1x1 layer reading this many NHWC channels or more prefetches its run's input lines: its
+# input is a map too large for the caches (the demo's 128-channel concat, 27 MB) read at scattered
+# runs on the sparse path, where the hardware prefetcher does not follow.
+FETCH_CHANNELS = 64
 ACCUMULATORS = 8  # vector accumulators per run: run * ceil(cout / 16)
 
 
@@ -106,7 +110,7 @@ def one_cell(inp, weights, bias, out, oy, ox, y0, ky_lo, ky_hi, cin, cout, chunk
 
 @inline
 def cell_run(inp, weights, bias, out, oy, ox, y0, ky_lo, ky_hi, cin, cout, chunks, kw, sx, left,
-             row, ps, cs, ioff, wo, ostride, ooff, relu, run):
+             wi, row, ps, cs, ioff, wo, ostride, ooff, relu, run, fetch):
     """``run`` neighbouring output cells from ``ox``, every tap inside the input along x; the
     accumulators are 16-lane rows (``acc[r * chunks + k]``: a wider row as one vector value
     was scalarised across the loop for widths such as 42)."""
@@ -114,6 +118,9 @@ def cell_run(inp, weights, bias, out, oy, ox, y0, ky_lo, ky_hi, cin, cout, chunk
     for r in unroll(run):
         for k in unroll(chunks):
             acc[r * chunks + k, :] = bias[k * 16:k * 16 + 16]
+        if fetch:  # every line of the run's input cells up front (see FETCH_CHANNELS)
+            for line in unroll(cin // 16):
+                simd.prefetch(inp, (y0 * wi + ox * sx - left + r * sx) * ps + ioff + line * 16)
     for ky in range(ky_lo, ky_hi):
         for kx in unroll(kw):
             at = (y0 + ky) * row + (ox * sx - left + kx) * ps + ioff * cs
@@ -143,7 +150,7 @@ def bev_conv(inp: Buf[f32], weights: Buf[f32, None, "cpad"], bias: Buf[f32, "cpa
              out: Buf[f32], in_mask: Buf[u8], out_mask: Buf[u8], *, cin: int, cout: int, cpad: int,
              kh: int, kw: int, sy: int, sx: int, top: int, left: int, hi: int, wi: int,
              ho: int, wo: int, ps: int, cs: int, ioff: int, ostride: int, ooff: int,
-             xa: int, xb: int, relu: bool, sparse: bool, run: int) -> i64:
+             xa: int, xb: int, relu: bool, sparse: bool, run: int, fetch: bool) -> i64:
     computed = 0
     row = wi * ps
     runs = (xb - xa) // run
@@ -165,8 +172,8 @@ def bev_conv(inp: Buf[f32], weights: Buf[f32, None, "cpad"], bias: Buf[f32, "cpa
                 ox = xa + k * run
                 if (not sparse) or run_busy(out_mask, oy * wo + ox, run) != 0:
                     cell_run(inp, weights, bias, out, oy, ox, y0, ky_lo, ky_hi, cin, cout,
-                             cpad // 16, kw, sx, left, row, ps, cs, ioff, wo, ostride, ooff,
-                             relu, run)
+                             cpad // 16, kw, sx, left, wi, row, ps, cs, ioff, wo, ostride,
+                             ooff, relu, run, fetch)
                     computed += run
     return computed
 
@@ -195,4 +202,5 @@ def bev_conv_spec(*, cin: int, cout: int, kernel: tuple, stride: tuple, pads: tu
     return bev_conv.spec(cin=cin, cout=cout, cpad=padded(cout), kh=kh, kw=kw, sy=sy, sx=sx,
                          top=top, left=left, hi=hi, wi=wi, ho=ho, wo=wo, ps=in_layout[0], cs=in_layout[1],
                          ioff=in_layout[2], ostride=out_layout[0], ooff=out_layout[1], xa=xa,
-                         xb=xb, relu=bool(relu), sparse=bool(sparse), run=run_length(cout))
+                         xb=xb, relu=bool(relu), sparse=bool(sparse), run=run_length(cout),
+                         fetch=kh == kw == 1 and in_layout[1] == 1 and cin >= FETCH_CHANNELS)

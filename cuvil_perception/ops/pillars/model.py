@@ -92,7 +92,7 @@ class PointPillars:
         self.pfn = PfnKernel(config, split.pfn)
         native = runtime == "native"
         self.plan = plan_bev(split, head.map_size(config), head.anchors_per_cell, sparse,
-                             rewrite=not native, heads=not native)
+                             rewrite=not native)
         self.notes = list(self.plan.notes)
         for note in self.notes:
             log.info("%s: %s", source, note)
@@ -102,10 +102,12 @@ class PointPillars:
         self.nms = NmsKernel(head)
         heads = self.plan.heads
         self.heads = HeadCellsKernel(head.map_size(config), head, heads,
-                                     self.plan.feat_channels) if heads else None
+                                     self.plan.feat_channels, nhwc=native) if heads else None
         if native:
             changes = self._reached if self.plan.conv is not None else None
-            self.runner = NativeRunner(self.plan.rest, self.plan.outputs, sparse, source, changes)
+            roles = dict(self.plan.outputs, **({"feat": self.plan.feat[0]} if heads else {}))
+            self.runner = NativeRunner(self.plan.rest, roles, sparse, source, changes,
+                                       self.heads)
             self.notes.append(f"native: the network after the scatter lowered to "
                               f"{len(self.runner.plan.steps)} kernel calls (native_net)")
         else:

@@ -15,7 +15,7 @@ import onnx
 
 from ...compile import get_kernel
 from .native import _aligned_zeros
-from .native_net import NetPlan, lower
+from .native_net import INPUT, NetPlan, lower
 
 SLACK = 16  # floats past each map: kernel_bev_conv.store_cells reads and keeps them
 
@@ -35,6 +35,7 @@ class NativeNet:
         self.input_mask = np.zeros(source.height * source.width, np.uint8)
         self.calls: list = []
         self.computed = 0  # output cells computed by the last run, all layers
+        self.last_input = np.zeros(0, np.float32)
 
     @property
     def specs(self) -> list:
@@ -69,6 +70,7 @@ class NativeNet:
             self.input_mask.fill(0)
             self.input_mask[changed] = 1
         self.open()
+        self.last_input = x  # an output may be the input itself (heads reading it)
         computed = 0
         for kernel, refs in self.calls:
             result = kernel(*(self._address(ref, x) for ref in refs))
@@ -80,39 +82,51 @@ class NativeNet:
         """The NHWC map [H, W, C] of an output role (a view)."""
         value = self.plan.outputs[role]
         cells = value.height * value.width
-        data = self.buffers[value.buffer][:cells * value.stride].reshape(
+        source = self.last_input if value.buffer == INPUT else self.buffers[value.buffer]
+        data = source.reshape(-1)[:cells * value.stride].reshape(
             value.height, value.width, value.stride)
         return data[:, :, value.offset:value.offset + value.channels]
 
 
 class NativeRunner:
-    """``BevRunner``'s interface on the native network (``heads`` are never peeled: the box
-    and direction 1x1 convs run at changed cells, like every layer). ``changes``: a callable
-    giving the changed cells of the last input (the fused first layer's reached cells), or
-    None (every cell: the dense input)."""
+    """``BevRunner``'s interface on the native network. ``changes``: a callable giving the
+    changed cells of the last input (the fused first layer's reached cells), or None (every
+    cell: the dense input). ``heads``: the box / direction heads at candidate cells
+    (HeadCellsKernel on the NHWC feature map, roles "cls" + "feat"), or None (roles "cls",
+    "box", "dir": the heads are layers of the network)."""
 
     runtime = "native"
 
     def __init__(self, model: onnx.ModelProto, roles: dict, sparse: bool, source: str,
-                 changes=None):
+                 changes=None, heads=None):
         self.plan = lower(model, roles, sparse, source)
         self.net = _Described(NativeNet(self.plan), sparse)
-        self.changes = changes
-        self.cells = 0
+        self.changes, self.heads = changes, heads
+        self.cells = 0  # candidate cells of the last call (heads at candidate cells)
 
     def open(self) -> "NativeRunner":
         self.net.net.open()
         return self
 
+    def _maps(self, x: np.ndarray, changed) -> dict:
+        return self.net.net.run(np.ascontiguousarray(x, np.float32), changed)
+
     def network(self, x: np.ndarray, changed: np.ndarray | None = None) -> list:
-        """(cls, box, dir) NHWC maps for one input map; every cell computed unless ``changed``
-        lists the changed input cells."""
-        maps = self.net.net.run(np.ascontiguousarray(x, np.float32), changed)
-        return [maps["cls"], maps["box"], maps["dir"]]
+        """The network's outputs as ``BevRunner.network`` gives them: (cls, box, dir) NHWC, or
+        with peeled heads (cls NHWC, F as an NCHW view [1, C_f, H, W]); every cell computed
+        unless ``changed`` lists the changed input cells."""
+        maps = self._maps(x, changed)
+        if self.heads is None:
+            return [maps["cls"], maps["box"], maps["dir"]]
+        return [maps["cls"], maps["feat"].transpose(2, 0, 1)[None]]
 
     def __call__(self, x: np.ndarray):
-        changed = self.changes() if self.changes is not None else None
-        return tuple(self.network(x, changed))
+        maps = self._maps(x, self.changes() if self.changes is not None else None)
+        if self.heads is None:
+            return maps["cls"], maps["box"], maps["dir"]
+        cells = self.heads(maps["cls"], [maps["feat"]])
+        self.cells = cells.count
+        return maps["cls"], cells.box, cells.dir
 
 
 class _Described:

@@ -113,7 +113,9 @@ class NetPlan:
 
 def lower(model: onnx.ModelProto, roles: dict, sparse: bool, source: str) -> NetPlan:
     """``model``: the BEV network, one input ([1, H, W, C] NHWC: the fused first layer's map,
-    or [1, C, H, W]: the dense canvas); roles: "cls" / "box" / "dir" -> output names."""
+    or [1, C, H, W]: the dense canvas); roles: "cls" / "box" / "dir" -> output names (NHWC in
+    ONNX too: a Transpose(0,2,3,1)), or "cls" / "feat" (the peeled heads' input map, NCHW in
+    ONNX, an NHWC map here)."""
     model = onnx.shape_inference.infer_shapes(model)
     graph = model.graph
     lowering = _Lowering(graph, sparse, source)
@@ -124,9 +126,12 @@ def lower(model: onnx.ModelProto, roles: dict, sparse: bool, source: str) -> Net
         if name not in lowering.values:
             raise ModelError(f"{source}: output '{name}' ({role}) is not computed by the network")
         value = lowering.values[name]
-        if not lowering.nhwc.get(name, False):
+        if role != "feat" and not lowering.nhwc.get(name, False):
             raise ModelError(f"{source}: output '{name}' ({role}) is not Transpose(0,2,3,1) of "
                              f"a map (the decode reads NHWC head maps)")
+        if value.nchw:
+            raise ModelError(f"{source}: output '{name}' ({role}) is the scatter's canvas "
+                             f"itself: no network to lower")
         plan.outputs[role] = value
     return plan
 

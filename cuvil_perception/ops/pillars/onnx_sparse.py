@@ -63,13 +63,12 @@ class SparsePlan:
 
 
 def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
-             sparse: bool = True, rewrite: bool = True, heads: bool = True) -> SparsePlan:
+             sparse: bool = True, rewrite: bool = True) -> SparsePlan:
     """Peel what fits off ``split.bev`` (nothing when ``sparse`` is False).
 
     map_size: (H, W) of the head maps; anchors_per_cell: A (the box head must give A*7 values per
     cell, the direction head A*2); rewrite: apply onnx_rewrite to the rest (the benchmark turns
-    it off to show what the peeling alone gives); heads: peel the box / direction heads (the
-    native runtime keeps them, its layers skip unchanged cells anyway)."""
+    it off to show what the peeling alone gives)."""
     if not isinstance(sparse, bool):
         raise ConfigError(f"sparse must be True or False, got {sparse!r}")
     if not sparse:
@@ -86,8 +85,6 @@ def plan_bev(split: SplitModel, map_size: tuple, anchors_per_cell: int,
         conv, conv_nodes, conv_out = None, [], None
         notes.append(f"dense first layer: {why}")
     try:
-        if not heads:
-            raise _NoFit("kept in the network (runtime native)")
         heads, head_nodes, feat = _peel_heads(nodes, inits, split.outputs, anchors_per_cell,
                                                split.bev, map_size)
         notes.append(f"sparse: box and direction heads (1x1, {heads.features} -> "
