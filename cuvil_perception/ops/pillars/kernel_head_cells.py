@@ -35,9 +35,25 @@ convs did 54 x 128 MACs at every cell. fast-math: ``contract`` only (FMA).
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, kernel, kmath, simd, u64, unroll, view
+from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, simd, u64, unroll, view
 from .config import HeadConfig, logit_gate
 from .signatures import head_cells_args
+
+
+@inline
+def part_product(address, weights, acc, c, row, count, cells, nhwc):
+    """acc + weights[row:row + count].T @ (the part's channels at cell c); the part f32
+    [count, cells], or [cells, count] when ``nhwc`` (a helper: a view bound in an ``if`` of
+    the unrolled part loop would be two buffers under one name)."""
+    if nhwc:
+        cell = view(address, f32, cells, count)
+        for ci in range(count):
+            acc = kmath.fma(cell[c, ci], weights[row + ci, :], acc)
+    else:
+        feat = view(address, f32, count, cells)
+        for ci in range(count):
+            acc = kmath.fma(feat[ci, c], weights[row + ci, :], acc)
+    return acc
 
 
 @kernel(name="pillars.head_cells", fastmath=("contract",), version=4)
@@ -64,14 +80,7 @@ def head_cells(cls: Buf[f32, "cells", "groups"], feats: Buf[u64],
             acc = start
             row = 0
             for k, count in enumerate(parts):  # F[:, c], part by part, channels in order
-                if nhwc:
-                    cell = view(feats[k], f32, cells, count)
-                    for ci in range(count):
-                        acc = kmath.fma(cell[c, ci], weights[row + ci, :], acc)
-                else:
-                    feat = view(feats[k], f32, count, cells)
-                    for ci in range(count):
-                        acc = kmath.fma(feat[ci, c], weights[row + ci, :], acc)
+                acc = part_product(feats[k], weights, acc, c, row, count, cells, nhwc)
                 row += count
             box[c, :] = simd.slice(acc, 0, jb)
             dirs[c, :] = simd.slice(acc, jb, jd)
