@@ -224,7 +224,8 @@ def test_sparse_skipping_is_exact_against_computing_every_cell(repo_root):
 def test_the_model_kernels_include_the_network():
     model = PointPillars.from_onnx(DEMO, PillarConfig(max_pillars=16000), runtime="native")
     names = {spec.name for spec in model.kernels()}
-    assert {"pillars.bev_conv", "pillars.bev_deconv", "pillars.bev_mask_union"} <= names
+    assert {"pillars.bev_conv", "pillars.bev_deconv", "pillars.bev_mask_union",
+            "pillars.bev_marks"} <= names
     plan = model.runner.plan
     assert plan.weights().size == plan.blob_size and plan.blob_size % 16 == 0
     assert [name for name, _, _ in plan.table][:2] == ["/block1/block1.3/Conv.weight",

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 
 from ...compile import get_kernel
+from .kernel_bev_marks import bev_marks_spec
 from .native import _aligned_zeros
 from .native_net import INPUT, NetPlan, lower
 
@@ -39,11 +40,17 @@ class NativeNet:
 
     @property
     def specs(self) -> list:
-        return [step.spec for step in self.plan.steps]
+        return [step.spec for step in self.plan.steps] + [self.marks_spec]
+
+    @property
+    def marks_spec(self):
+        """kernel_bev_marks for the input map: the changed cells -> ``input_mask``."""
+        return bev_marks_spec(self.plan.input.height * self.plan.input.width)
 
     def open(self) -> "NativeNet":
         if not self.calls:
             self.calls = [(get_kernel(step.spec), step.args) for step in self.plan.steps]
+            self.marks = get_kernel(self.marks_spec)
         return self
 
     def _address(self, ref, x: np.ndarray) -> int:
@@ -64,12 +71,12 @@ class NativeNet:
         if x.shape[-3:] != want or x.dtype != np.float32 or not x.flags.c_contiguous:
             raise ValueError(f"native network input must be C-contiguous float32 {list(want)}, "
                              f"got {x.dtype} {list(x.shape)}")
+        self.open()
         if changed is None:
             self.input_mask.fill(1)
         else:
-            self.input_mask.fill(0)
-            self.input_mask[changed] = 1
-        self.open()
+            cells = np.ascontiguousarray(changed, np.int32)
+            self.marks(cells.ctypes.data, len(cells), self.input_mask.ctypes.data)
         self.last_input = x  # an output may be the input itself (heads reading it)
         computed = 0
         for kernel, refs in self.calls:
