@@ -9,8 +9,8 @@ at candidate cells, native with every layer skipping the cells that equal the em
 and its dense path (``sparse: false``: the [64, ny, nx] canvas in, every cell computed). What is
 timed is the network after the scatter: the call from its input map to the three head maps.
 Frames go in turn (the sparse layers keep the previous frame's state), the runtimes
-interleaved frame by frame; a figure is the median over frames of each frame's best pass. "cells" is the share
-of the network's output cells the native kernels computed.
+interleaved frame by frame; a figure is the median over frames of each frame's best pass.
+"cells" is the share of the network's output cells the native kernels computed.
 """
 
 from __future__ import annotations

@@ -205,7 +205,8 @@ def bev_conv_spec(*, cin: int, cout: int, kernel: tuple, stride: tuple, pads: tu
     xa = min(wo, -(-left // sx))  # first cell whose taps are all inside along x
     xb = max(xa, min(wo, (wi - kw + left) // sx + 1))  # one past the last such cell
     return bev_conv.spec(cin=cin, cout=cout, cpad=padded(cout), kh=kh, kw=kw, sy=sy, sx=sx,
-                         top=top, left=left, hi=hi, wi=wi, ho=ho, wo=wo, ps=in_layout[0], cs=in_layout[1],
-                         ioff=in_layout[2], ostride=out_layout[0], ooff=out_layout[1], xa=xa,
-                         xb=xb, relu=bool(relu), sparse=bool(sparse), run=run_length(cout),
+                         top=top, left=left, hi=hi, wi=wi, ho=ho, wo=wo, ps=in_layout[0],
+                         cs=in_layout[1], ioff=in_layout[2], ostride=out_layout[0],
+                         ooff=out_layout[1], xa=xa, xb=xb, relu=bool(relu),
+                         sparse=bool(sparse), run=run_length(cout),
                          fetch=kh == kw == 1 and in_layout[1] == 1 and cin >= FETCH_CHANNELS)

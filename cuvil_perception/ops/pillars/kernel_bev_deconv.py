@@ -76,8 +76,8 @@ def run_busy(out_mask, iy, ix, ty, tx, s, wi, run):
 @kernel(name="pillars.bev_deconv", fastmath=("contract",))
 def bev_deconv(inp: Buf[f32], weights: Buf[f32, None, "cpad"], bias: Buf[f32, "cpad"],
                out: Buf[f32], in_mask: Buf[u8], out_mask: Buf[u8], *, cin: int, cout: int,
-               cpad: int, s: int, hi: int, wi: int, ps: int, cs: int, ioff: int, ostride: int, ooff: int,
-               relu: bool, sparse: bool, run: int) -> i64:
+               cpad: int, s: int, hi: int, wi: int, ps: int, cs: int, ioff: int, ostride: int,
+               ooff: int, relu: bool, sparse: bool, run: int) -> i64:
     computed = 0
     runs = wi // run
     for iy in range(hi):

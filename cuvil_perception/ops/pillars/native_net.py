@@ -11,7 +11,7 @@ Node by node, in the graph's order:
 | Conv [+ BatchNormalization] [+ Relu] | kernel_bev_conv (BN folded into weight and bias) |
 | ConvTranspose (kernel == stride, no pads) [+ BN] [+ Relu] | kernel_bev_deconv |
 | Concat (axis 1) | nothing: its parts' layers write their channels in place; kernel_bev_mask |
-| Transpose (0,3,1,2) of the fused first layer's NHWC input, (0,2,3,1) to an output | nothing (maps are NHWC) |
+| Transpose (0,3,1,2) of the fused NHWC input, (0,2,3,1) to an output | nothing (NHWC maps) |
 
 Anything else (an op, or an attribute the kernels do not take) is a ModelError naming the node
 and its op: ``runtime: native`` refuses the model, it never falls back silently.
