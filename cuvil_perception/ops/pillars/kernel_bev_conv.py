@@ -138,12 +138,60 @@ def cell_run(inp, weights, bias, out, oy, ox, y0, ky_lo, ky_hi, cin, cout, chunk
 
 
 @inline
-def run_busy(out_mask, at, run):
-    """Whether one of the ``run`` cells from flat index ``at`` is to be computed."""
-    busy = 0
+def cell_group(inp, weights, bias, out, oy, xs, y0, ky_lo, ky_hi, cin, cout, chunks, kw, sx, left,
+               wi, row, ps, cs, ioff, wo, ostride, ooff, relu, run, fetch):
+    """``run`` output cells of row ``oy`` at columns ``xs[0..run)`` (any, every tap inside
+    the input along x): ``cell_run`` for the busy cells of a sparse row, gathered so that a
+    run is never computed for one busy cell among idle ones. Each cell sums in the same order
+    as ``cell_run`` and ``one_cell``: the same bits."""
+    acc = local(f32, run * chunks, 16)
     for r in unroll(run):
-        busy |= out_mask[at + r]
-    return busy
+        for k in unroll(chunks):
+            acc[r * chunks + k, :] = bias[k * 16:k * 16 + 16]
+        if fetch:
+            for line in unroll(cin // 16):
+                simd.prefetch(inp, (y0 * wi + xs[r] * sx - left) * ps + ioff + line * 16)
+    for ky in range(ky_lo, ky_hi):
+        for kx in unroll(kw):
+            at = (y0 + ky) * row + (kx - left) * ps + ioff * cs
+            base = (ky * kw + kx) * cin
+            for ci in range(cin):
+                for k in unroll(chunks):
+                    w = weights[base + ci, k * 16:k * 16 + 16]
+                    for r in unroll(run):
+                        acc[r * chunks + k, :] = kmath.fma(
+                            inp[at + xs[r] * sx * ps + ci * cs], w, acc[r * chunks + k, :])
+    for r in unroll(run):
+        store_cells(out, (oy * wo + xs[r]) * ostride + ooff, acc, r * chunks, chunks, cout,
+                    relu)
+
+
+@inline
+def busy_groups(inp, weights, bias, out, out_mask, oy, y0, ky_lo, ky_hi, cin, cout, chunks, kw,
+                sx, left, wi, row, ps, cs, ioff, wo, ostride, ooff, relu, run, fetch, xa, xb):
+    """The busy cells of row ``oy`` in ``[xa, xb)``, ``run`` at a time (the last group
+    padded with its last cell, computed twice: the same value stored twice). Returns how many
+    cells were busy."""
+    xs = local(i64, run)
+    n = 0
+    total = 0
+    for ox in range(xa, xb):
+        if out_mask[oy * wo + ox] != 0:
+            xs[n] = ox
+            n += 1
+            if n == run:
+                cell_group(inp, weights, bias, out, oy, xs, y0, ky_lo, ky_hi, cin, cout, chunks,
+                           kw, sx, left, wi, row, ps, cs, ioff, wo, ostride, ooff, relu, run,
+                           fetch)
+                total += n
+                n = 0
+    if n > 0:
+        for r in range(n, run):
+            xs[r] = xs[n - 1]
+        cell_group(inp, weights, bias, out, oy, xs, y0, ky_lo, ky_hi, cin, cout, chunks, kw, sx,
+                   left, wi, row, ps, cs, ioff, wo, ostride, ooff, relu, run, fetch)
+        total += n
+    return total
 
 
 @kernel(name="pillars.bev_conv", fastmath=("contract",))
@@ -162,18 +210,23 @@ def bev_conv(inp: Buf[f32], weights: Buf[f32, None, "cpad"], bias: Buf[f32, "cpa
         if sparse:
             busy = update_masks(in_mask, out_mask, oy, y0, ky_lo, ky_hi, kw, sx, left, wi, wo)
         if busy != 0:
-            for ox in range(wo):  # the cells outside the runs: padding along x, and the tail
-                if (ox < xa) | (ox >= xa + runs * run):
+            # one cell at a time: padding along x, and (dense) the tail after the runs
+            end = xb if sparse else xa + runs * run
+            for ox in range(wo):
+                if (ox < xa) | (ox >= end):
                     if (not sparse) or out_mask[oy * wo + ox] != 0:
                         one_cell(inp, weights, bias, out, oy, ox, y0, ky_lo, ky_hi, cin, cout,
                                  cpad // 16, kw, sx, left, wi, row, ps, cs, ioff, wo, ostride,
                                  ooff, relu)
                         computed += 1
-            for k in range(runs):
-                ox = xa + k * run
-                if (not sparse) or run_busy(out_mask, oy * wo + ox, run) != 0:
-                    cell_run(inp, weights, bias, out, oy, ox, y0, ky_lo, ky_hi, cin, cout,
-                             cpad // 16, kw, sx, left, wi, row, ps, cs, ioff, wo, ostride,
+            if sparse:
+                computed += busy_groups(inp, weights, bias, out, out_mask, oy, y0, ky_lo, ky_hi,
+                                        cin, cout, cpad // 16, kw, sx, left, wi, row, ps, cs,
+                                        ioff, wo, ostride, ooff, relu, run, fetch, xa, xb)
+            else:
+                for k in range(runs):
+                    cell_run(inp, weights, bias, out, oy, xa + k * run, y0, ky_lo, ky_hi, cin,
+                             cout, cpad // 16, kw, sx, left, wi, row, ps, cs, ioff, wo, ostride,
                              ooff, relu, run, fetch)
                     computed += run
     return computed
