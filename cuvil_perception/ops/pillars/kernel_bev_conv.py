@@ -38,8 +38,9 @@ fast-math: ``contract`` only (FMA).
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.target import host_has
 from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, local, simd, u8, unroll
+from ...compile.target import host_has
+from .signatures import bev_conv_args
 
 # A 1x1 layer reading this many NHWC channels or more prefetches its run's input lines: its
 # input is a map too large for the caches (the demo's 128-channel concat, 27 MB) read at scattered
@@ -262,4 +263,5 @@ def bev_conv_spec(*, cin: int, cout: int, kernel: tuple, stride: tuple, pads: tu
                          cs=in_layout[1], ioff=in_layout[2], ostride=out_layout[0],
                          ooff=out_layout[1], xa=xa, xb=xb, relu=bool(relu),
                          sparse=bool(sparse), run=run_length(cout),
-                         fetch=kh == kw == 1 and in_layout[1] == 1 and cin >= FETCH_CHANNELS)
+                         fetch=kh == kw == 1 and in_layout[1] == 1 and cin >= FETCH_CHANNELS,
+                         arg_docs=bev_conv_args())

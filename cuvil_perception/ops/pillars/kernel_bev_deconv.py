@@ -25,6 +25,7 @@ from __future__ import annotations
 from ...compile import KernelSpec
 from ...compile.lang import Buf, f32, i64, inline, kernel, kmath, local, u8, unroll
 from .kernel_bev_conv import padded, run_length, store_cells
+from .signatures import bev_deconv_args
 
 
 @inline
@@ -107,4 +108,5 @@ def bev_deconv_spec(*, cin: int, cout: int, stride: int, in_size: tuple, in_layo
     return bev_deconv.spec(cin=cin, cout=cout, cpad=padded(cout), s=stride, hi=in_size[0],
                            wi=in_size[1], ps=in_layout[0], cs=in_layout[1], ioff=in_layout[2],
                            ostride=out_layout[0], ooff=out_layout[1], relu=bool(relu),
-                           sparse=bool(sparse), run=run_length(cout))
+                           sparse=bool(sparse), run=run_length(cout),
+                           arg_docs=bev_deconv_args())
