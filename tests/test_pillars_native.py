@@ -5,6 +5,8 @@ convolutions; the sparse skipping against computing every cell; refusals naming 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -231,6 +233,9 @@ def test_the_model_kernels_include_the_network():
     assert [name for name, _, _ in plan.table][:2] == ["/block1/block1.3/Conv.weight",
                                                         "/block1/block1.3/Conv.bias"]
     assert all(offset % 16 == 0 for _, offset, _ in plan.table)
+    layout = json.loads(json.dumps(plan.layout()))
+    assert layout["blob_floats"] == plan.blob_size and set(layout["outputs"]) == {"cls", "feat"}
+    assert [s["kernel"] for s in layout["steps"]].count("pillars.bev_deconv") == 2
 
 
 def test_an_int8_model_is_refused_naming_the_op():

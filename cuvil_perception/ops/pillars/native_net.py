@@ -104,6 +104,23 @@ class NetPlan:
             out[offset:offset + array.size] = array
         return out
 
+    def layout(self) -> dict:
+        """The plan as plain data (JSON-serialisable) for a C caller that embeds the blob:
+        weights (name, offset and shape in floats), map sizes in floats (each needs 16 floats of
+        slack past it, kernel_bev_conv.store_cells), mask sizes in bytes (initialised to 1), the
+        calls in order (kernel name, static values, arguments as in ``Step``), input and
+        outputs (buffer -1 / mask -1: the input map and its marks, kernel_bev_marks)."""
+        return {
+            "blob_floats": self.blob_size,
+            "weights": [{"name": n, "offset": o, "shape": list(sh)} for n, o, sh in self.table],
+            "buffers": list(self.buffers), "masks": list(self.masks),
+            "steps": [{"kernel": st.spec.name, "static": dict(st.spec.static),
+                       "args": [list(a) for a in st.args], "what": st.what}
+                      for st in self.steps],
+            "input": vars(self.input).copy(),
+            "outputs": {role: vars(m).copy() for role, m in self.outputs.items()},
+        }
+
     def new_map(self, height: int, width: int, channels: int) -> Map:
         self.buffers.append(height * width * channels)
         self.masks.append(height * width)
