@@ -141,7 +141,7 @@ class PointPillars:
 
     def kernels(self) -> list:
         """The KernelSpecs this model calls (for prewarming)."""
-        native = self.runner.net.net.specs if isinstance(self.runner, NativeRunner) else []
+        native = self.runner.specs if isinstance(self.runner, NativeRunner) else []
         return [k.spec for k in self._kernels()] + native
 
     def open(self) -> "PointPillars":

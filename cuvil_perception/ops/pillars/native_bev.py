@@ -111,6 +111,11 @@ class NativeRunner:
         self.changes, self.heads = changes, heads
         self.cells = 0  # candidate cells of the last call (heads at candidate cells)
 
+    @property
+    def specs(self) -> list:
+        """The KernelSpecs the network calls (for prewarming)."""
+        return self.net.net.specs
+
     def open(self) -> "NativeRunner":
         self.net.net.open()
         return self

@@ -43,7 +43,8 @@ STATS = ("pillars", "dropped_points", "dropped_pillars", "invalid_points", "out_
 
 @register
 class PillarsDetect(Op):
-    """PointPillars on a CUDA-PointPillars ONNX model: native pre/post, ONNX backbone."""
+    """PointPillars on a CUDA-PointPillars ONNX model: native pre/post; the backbone in an ONNX
+    runtime or (runtime native) lowered to our kernels (native_net)."""
 
     name = "pillars.detect"
     tag = "compute"
@@ -65,7 +66,9 @@ class PillarsDetect(Op):
         Param("sparse", bool, True,
               doc="true: where the network fits, the scatter is fused into its first Conv "
                   "(+BN)+ReLU and its 1x1 box / direction heads run at candidate cells only "
-                  "(inspect says which path a model takes); false: the network as exported"),
+                  "(inspect says which path a model takes; with runtime native every layer "
+                  "also skips the cells equal to the empty frame's); false: the network as "
+                  "exported"),
         Param("point_cloud_range", list, list(KITTI_RANGE), item_type=float, length=6,
               doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max",
               range=LIDAR_REACH, unit="m"),
