@@ -140,7 +140,7 @@ def cell_run(inp, weights, bias, out, oy, ox, y0, ky_lo, ky_hi, cin, cout, chunk
 
 @inline
 def cell_group(inp, weights, bias, out, oy, xs, y0, ky_lo, ky_hi, cin, cout, chunks, kw, sx, left,
-               wi, row, ps, cs, ioff, wo, ostride, ooff, relu, run, fetch):
+               row, ps, cs, ioff, wo, ostride, ooff, relu, run):
     """``run`` output cells of row ``oy`` at columns ``xs[0..run)`` (any, every tap inside
     the input along x): ``cell_run`` for the busy cells of a sparse row, gathered so that a
     run is never computed for one busy cell among idle ones. Each cell sums in the same order
@@ -149,9 +149,6 @@ def cell_group(inp, weights, bias, out, oy, xs, y0, ky_lo, ky_hi, cin, cout, chu
     for r in unroll(run):
         for k in unroll(chunks):
             acc[r * chunks + k, :] = bias[k * 16:k * 16 + 16]
-        if fetch:
-            for line in unroll(cin // 16):
-                simd.prefetch(inp, (y0 * wi + xs[r] * sx - left) * ps + ioff + line * 16)
     for ky in range(ky_lo, ky_hi):
         for kx in unroll(kw):
             at = (y0 + ky) * row + (kx - left) * ps + ioff * cs
@@ -180,17 +177,19 @@ def busy_groups(inp, weights, bias, out, out_mask, oy, y0, ky_lo, ky_hi, cin, co
         if out_mask[oy * wo + ox] != 0:
             xs[n] = ox
             n += 1
+            if fetch:  # issued as the cell joins its group, in flight while the group fills
+                for line in unroll(cin // 16):
+                    simd.prefetch(inp, (y0 * wi + ox * sx - left) * ps + ioff + line * 16)
             if n == run:
                 cell_group(inp, weights, bias, out, oy, xs, y0, ky_lo, ky_hi, cin, cout, chunks,
-                           kw, sx, left, wi, row, ps, cs, ioff, wo, ostride, ooff, relu, run,
-                           fetch)
+                           kw, sx, left, row, ps, cs, ioff, wo, ostride, ooff, relu, run)
                 total += n
                 n = 0
     if n > 0:
         for r in range(n, run):
             xs[r] = xs[n - 1]
         cell_group(inp, weights, bias, out, oy, xs, y0, ky_lo, ky_hi, cin, cout, chunks, kw, sx,
-                   left, wi, row, ps, cs, ioff, wo, ostride, ooff, relu, run, fetch)
+                   left, row, ps, cs, ioff, wo, ostride, ooff, relu, run)
         total += n
     return total
 
