@@ -16,7 +16,8 @@ W[ci, co, ty, tx]; input and output addressing as kernel_bev_conv (``ps``, ``cs`
 Loops: per input row, per output phase (ty, tx), runs of ``run`` input cells share each
 weight row (kernel_bev_conv's reasons); the tail takes runs of one. Sparse as in
 kernel_bev_conv: an output cell is computed when its input cell is marked (bit 0 of
-``in_mask``) this frame or was last frame; ``out_mask`` initialised to 1 everywhere.
+``in_mask``) this frame or was last frame; ``out_mask`` initialised to 1 everywhere; the busy
+input cells of a row are gathered into runs (a run never computes idle cells).
 fast-math: ``contract`` only (FMA).
 """
 
@@ -67,11 +68,41 @@ def cell_run(inp, weights, bias, out, iy, ix, ty, tx, cin, cout, chunks, s, wi, 
 
 
 @inline
-def run_busy(out_mask, iy, ix, ty, tx, s, wi, run):
-    busy = 0
+def cell_group(inp, weights, bias, out, iy, xs, g, ty, tx, cin, cout, chunks, s, wi, ps, cs, ioff,
+               ostride, ooff, relu, run):
+    """``cell_run`` for the input cells ``xs[g .. g + run)`` of row ``iy`` (any columns: the
+    busy cells of a sparse row, gathered); each cell sums as in ``cell_run``: the same bits."""
+    acc = local(f32, run * chunks, 16)
     for r in unroll(run):
-        busy |= out_mask[(iy * s + ty) * wi * s + (ix + r) * s + tx]
-    return busy
+        for k in unroll(chunks):
+            acc[r * chunks + k, :] = bias[k * 16:k * 16 + 16]
+    at = iy * wi * ps + ioff * cs
+    base = (ty * s + tx) * cin
+    for ci in range(cin):
+        for k in unroll(chunks):
+            w = weights[base + ci, k * 16:k * 16 + 16]
+            for r in unroll(run):
+                acc[r * chunks + k, :] = kmath.fma(inp[at + xs[g + r] * ps + ci * cs], w,
+                                                   acc[r * chunks + k, :])
+    for r in unroll(run):
+        store_cells(out, ((iy * s + ty) * wi * s + xs[g + r] * s + tx) * ostride + ooff, acc,
+                    r * chunks, chunks, cout, relu)
+
+
+@inline
+def busy_cells(out_mask, xs, iy, s, wi, run):
+    """The input cells of row ``iy`` whose output cells are to be computed (the s*s outputs of
+    one input cell share their mask state) into ``xs``, padded with the last one to whole runs;
+    how many."""
+    n = 0
+    for ix in range(wi):
+        if out_mask[iy * s * wi * s + ix * s] != 0:
+            xs[n] = ix
+            n += 1
+    if n > 0:
+        for r in range(n, (n + run - 1) // run * run):
+            xs[r] = xs[n - 1]
+    return n
 
 
 @kernel(name="pillars.bev_deconv", fastmath=("contract",))
@@ -81,24 +112,29 @@ def bev_deconv(inp: Buf[f32], weights: Buf[f32, None, "cpad"], bias: Buf[f32, "c
                ooff: int, relu: bool, sparse: bool, run: int) -> i64:
     computed = 0
     runs = wi // run
+    xs = local(i64, wi + run)
     for iy in range(hi):
-        busy = 1
         if sparse:
             busy = update_masks(in_mask, out_mask, iy, s, wi)
-        if busy != 0:
+            n = 0
+            if busy != 0:
+                n = busy_cells(out_mask, xs, iy, s, wi, run)
+            for ty in unroll(s):
+                for tx in unroll(s):
+                    for g in range(0, n, run):
+                        cell_group(inp, weights, bias, out, iy, xs, g, ty, tx, cin, cout,
+                                   cpad // 16, s, wi, ps, cs, ioff, ostride, ooff, relu, run)
+            computed += n * s * s
+        else:
             for ty in unroll(s):
                 for tx in unroll(s):
                     for k in range(runs):
-                        ix = k * run
-                        if (not sparse) or run_busy(out_mask, iy, ix, ty, tx, s, wi, run) != 0:
-                            cell_run(inp, weights, bias, out, iy, ix, ty, tx, cin, cout, cpad // 16,
-                                     s, wi, ps, cs, ioff, ostride, ooff, relu, run)
-                            computed += run
+                        cell_run(inp, weights, bias, out, iy, k * run, ty, tx, cin, cout,
+                                 cpad // 16, s, wi, ps, cs, ioff, ostride, ooff, relu, run)
                     for ix in range(runs * run, wi):
-                        if (not sparse) or run_busy(out_mask, iy, ix, ty, tx, s, wi, 1) != 0:
-                            cell_run(inp, weights, bias, out, iy, ix, ty, tx, cin, cout, cpad // 16,
-                                     s, wi, ps, cs, ioff, ostride, ooff, relu, 1)
-                            computed += 1
+                        cell_run(inp, weights, bias, out, iy, ix, ty, tx, cin, cout, cpad // 16,
+                                 s, wi, ps, cs, ioff, ostride, ooff, relu, 1)
+            computed += wi * s * s
     return computed
 
 
