@@ -264,3 +264,41 @@ def test_a_deconv_with_padding_is_refused_naming_why(tmp_path):
     onnx.save(model, str(path))
     with pytest.raises(ModelError, match="only kernel == stride, no pads|cannot lower"):
         PointPillars.from_onnx(path, SMALL, runtime="native")
+
+
+def _padded_model(mode: str = "constant") -> onnx.ModelProto:
+    """The random model with its second conv's padding as a Pad node before it (OpenPCDet's
+    ZeroPad2d + Conv(padding=0) exported without folding)."""
+    model = build_pointpillars_onnx(SMALL, HeadConfig(), seed=4, channels=(16, 16), cls_bias=-2.0)
+    graph = model.graph
+    conv = next(n for n in graph.node if n.name == "Conv_1")
+    graph.initializer.append(onnx.numpy_helper.from_array(
+        np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pad_1.pads"))
+    pad = helper.make_node("Pad", [conv.input[0], "pad_1.pads"], ["pad_1.out"], name="Pad_1",
+                           mode=mode)
+    conv.input[0] = "pad_1.out"
+    for attr in conv.attribute:
+        if attr.name == "pads":
+            attr.ints[:] = [0, 0, 0, 0]
+    graph.node.insert(list(graph.node).index(conv), pad)
+    return model
+
+
+def test_a_zero_pad_before_a_conv_is_folded_into_it(tmp_path):
+    path = tmp_path / "padded.onnx"
+    onnx.save(_padded_model(), str(path))
+    rng = np.random.default_rng(4)
+    native = PointPillars.from_onnx(path, SMALL, runtime="native").open()
+    ort = PointPillars.from_onnx(path, SMALL, runtime="onnxruntime", sparse=False).open()
+    points = np.column_stack([rng.uniform(0, 20.4, 3000), rng.uniform(-10.2, 10.2, 3000),
+                              rng.uniform(-2.5, 0.5, 3000), rng.uniform(0, 1, 3000)])
+    points = points.astype(np.float32)
+    _assert_maps_close(native, ort, points)
+    assert _assert_same_detections(native, ort, points) > 0
+
+
+def test_a_reflect_pad_is_refused(tmp_path):
+    path = tmp_path / "reflect.onnx"
+    onnx.save(_padded_model("reflect"), str(path))
+    with pytest.raises(ModelError, match=r"node 'Pad_1' \(Pad\): only zero padding"):
+        PointPillars.from_onnx(path, SMALL, runtime="native")

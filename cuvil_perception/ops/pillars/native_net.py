@@ -11,6 +11,7 @@ Node by node, in the graph's order:
 | Conv [+ BatchNormalization] [+ Relu] | kernel_bev_conv (BN folded into weight and bias) |
 | ConvTranspose (kernel == stride, no pads) [+ BN] [+ Relu] | kernel_bev_deconv |
 | Concat (axis 1) | nothing: its parts' layers write their channels in place; kernel_bev_mask |
+| Pad (zeros, H and W) read by Convs | nothing: added to their pads |
 | Transpose (0,3,1,2) of the fused NHWC input, (0,2,3,1) to an output | nothing (NHWC maps) |
 
 Anything else (an op, or an attribute the kernels do not take) is a ModelError naming the node
@@ -40,7 +41,8 @@ from .kernel_bev_mask import bev_mask_union_spec
 
 INPUT = -1  # buffer / mask index of the network's input map and its change mask
 ALIGN = 16  # floats: 64 bytes
-LOWERED_OPS = ("Conv", "ConvTranspose", "BatchNormalization", "Relu", "Concat", "Transpose")
+LOWERED_OPS = ("Conv", "ConvTranspose", "BatchNormalization", "Relu", "Concat", "Transpose",
+               "Pad")
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,7 @@ class _Lowering:
         self.values: dict = {}
         self.nhwc: dict = {}
         self.slots: dict = {}
+        self.pads: dict = {}  # a Pad's output -> (top, left, bottom, right) its Convs add
         self.plan = NetPlan(self._input())
 
     def _input(self) -> Map:
@@ -195,7 +198,7 @@ class _Lowering:
         if id(node) in self.done:
             return
         handler = {"Conv": self._conv, "ConvTranspose": self._conv, "Concat": self._concat,
-                   "Transpose": self._transpose}.get(node.op_type)
+                   "Transpose": self._transpose, "Pad": self._pad}.get(node.op_type)
         if handler is None:
             why = ("it does not follow a Conv / ConvTranspose whose only reader it is"
                    if node.op_type in LOWERED_OPS else
@@ -221,6 +224,28 @@ class _Lowering:
             return
         raise self._refuse(node, f"perm {perm}: only NHWC -> NCHW of the input and NCHW -> "
                                  f"NHWC of an output are layout changes the maps make")
+
+    def _pad(self, node) -> None:
+        """Zero padding of H and W read only by Convs (OpenPCDet's ZeroPad2d before a conv):
+        folded into their pads, the map itself is not copied."""
+        attrs = _attrs(node)
+        pads = attrs.get("pads")
+        if pads is None and len(node.input) > 1 and node.input[1] in self.inits:
+            pads = [int(p) for p in self.inits[node.input[1]]]
+        value = 0.0
+        if len(node.input) > 2 and node.input[2]:
+            value = float(self.inits[node.input[2]]) if node.input[2] in self.inits else None
+        mode = attrs.get("mode", b"constant")
+        if pads is None or len(pads) != 8 or any(pads[k] for k in (0, 1, 4, 5)) \
+                or any(p < 0 for p in pads) or value != 0.0 \
+                or mode not in (b"constant", "constant"):
+            raise self._refuse(node, "only zero padding of H and W (constant 0, pads given)")
+        users = self.users.get(node.output[0], [])
+        if not users or any(u.op_type != "Conv" for u in users) \
+                or node.input[0] not in self.values or node.input[0] in self.pads:
+            raise self._refuse(node, "its output must be read by Convs only, of a map")
+        self.values[node.output[0]] = self.values[node.input[0]]
+        self.pads[node.output[0]] = (pads[2], pads[3], pads[6], pads[7])
 
     def _conv(self, node) -> None:
         src = self.values.get(node.input[0])
@@ -336,6 +361,8 @@ class _Lowering:
         cout, cin, kh, kw = weight.shape
         stride = tuple(int(s) for s in attrs.get("strides", [1, 1]))
         pads = tuple(int(p) for p in attrs.get("pads", [0, 0, 0, 0]))
+        extra = self.pads.get(node.input[0], (0, 0, 0, 0))
+        pads = (pads[0] + extra[0], pads[1] + extra[1], pads[2] + extra[2], pads[3] + extra[3])
         if cin != src.channels:
             raise self._refuse(node, f"weight reads {cin} channels, its input has "
                                      f"{src.channels}")

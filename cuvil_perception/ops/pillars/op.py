@@ -58,7 +58,7 @@ class PillarsDetect(Op):
                   "demo model trained on the project's synthetic drives)", must_exist=True),
         Param("runtime", str, "auto", choices=RUNTIMES + ("native",),
               doc="where the backbone + head run: native = kernels our compiler builds from "
-                  "the ONNX graph (Conv, ConvTranspose, BatchNormalization, Relu, Concat; "
+                  "the ONNX graph (Conv, ConvTranspose, BatchNormalization, Relu, Concat, Pad; "
                   "another op is refused, naming it), else ONNX Runtime / OpenCV DNN"),
         Param("execution_provider", str, "cpu", choices=tuple(PROVIDERS),
               doc="ONNX Runtime execution provider of the backbone + head (cpu, cuda, "
