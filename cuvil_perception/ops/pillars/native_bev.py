@@ -16,7 +16,8 @@ import onnx
 from ...compile import get_kernel
 from .kernel_bev_marks import bev_marks_spec
 from .native import _aligned_zeros
-from .native_net import INPUT, NetPlan, lower
+from .native_net import lower
+from .native_plan import INPUT, NetPlan
 
 SLACK = 16  # floats past each map: kernel_bev_conv.store_cells reads and keeps them
 

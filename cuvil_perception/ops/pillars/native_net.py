@@ -20,114 +20,26 @@ and its op: ``runtime: native`` refuses the model, it never falls back silently.
 Maps are NHWC float32 ``[H, W, C]`` (kernel_bev_conv says why); the dense path's input is the
 scatter's NCHW canvas, read in place. Each map has a change mask (u8 per cell, see
 kernel_bev_conv) so the sparse path computes only what differs from the empty frame.
-The weights blob holds every layer's folded weight ``[taps*cin, cout]`` then bias ``[cout]``,
-each starting on a 64-byte boundary; ``NetPlan.table`` lists (name, offset, shape) per array,
-so a C library can embed the blob as one constant and point each kernel into it.
+The weights blob (native_plan.NetPlan) holds every layer's folded weight ``[taps*cin, cpad]``
+then bias ``[cpad]`` (cout zero-padded to whole 16-lane vectors), each starting on a 64-byte
+boundary; ``NetPlan.table`` lists (name, offset, shape) per array, so a C library can embed
+the blob as one constant and point each kernel into it.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ...compile import KernelSpec
 from ...errors import ModelError
 from .kernel_bev_conv import bev_conv_spec
 from .kernel_bev_deconv import bev_deconv_spec
 from .kernel_bev_mask import bev_mask_union_spec
+from .native_plan import INPUT, Map, NetPlan, Step
 
-INPUT = -1  # buffer / mask index of the network's input map and its change mask
-ALIGN = 16  # floats: 64 bytes
 LOWERED_OPS = ("Conv", "ConvTranspose", "BatchNormalization", "Relu", "Concat", "Transpose",
                "Pad")
-
-
-@dataclass(frozen=True)
-class Map:
-    """A map of the network: channels ``offset .. offset + channels`` of buffer ``buffer``
-    (cells of ``stride`` floats, [height, width] cells), change mask ``mask``; ``nchw``: the
-    dense input canvas [channels, height, width]."""
-
-    buffer: int
-    height: int
-    width: int
-    channels: int
-    stride: int
-    offset: int
-    mask: int
-    nchw: bool = False
-
-    def in_layout(self) -> tuple:
-        """(ps, cs, ioff) of kernel_bev_conv for reading this map."""
-        if self.nchw:
-            return 1, self.height * self.width, self.offset
-        return self.stride, 1, self.offset
-
-
-@dataclass(frozen=True)
-class Step:
-    """One kernel call: ``spec`` with ``args``, each ("input",), ("buffer", i), ("mask", i) or
-    ("blob", offset in floats); ``what`` names the ONNX nodes it computes."""
-
-    spec: KernelSpec
-    args: tuple
-    what: str
-
-
-@dataclass
-class NetPlan:
-    """The lowered network (see the module docstring). buffers: float32 sizes; masks: u8 sizes;
-    outputs: role -> Map (NHWC); blob: float32 weights; table: (name, offset, shape)."""
-
-    input: Map
-    steps: list = field(default_factory=list)
-    buffers: list = field(default_factory=list)
-    masks: list = field(default_factory=list)
-    outputs: dict = field(default_factory=dict)
-    blob: list = field(default_factory=list)
-    table: list = field(default_factory=list)
-    blob_size: int = 0
-
-    def add_weights(self, name: str, array: np.ndarray) -> tuple:
-        """Append ``array`` (float32) to the blob; ("blob", offset)."""
-        offset = self.blob_size
-        self.blob.append(np.ascontiguousarray(array, np.float32).ravel())
-        self.table.append((name, offset, tuple(array.shape)))
-        self.blob_size += -(-array.size // ALIGN) * ALIGN
-        return ("blob", offset)
-
-    def weights(self) -> np.ndarray:
-        """The weights blob, float32 [blob_size]."""
-        out = np.zeros(self.blob_size, np.float32)
-        for (_, offset, _), array in zip(self.table, self.blob):
-            out[offset:offset + array.size] = array
-        return out
-
-    def layout(self) -> dict:
-        """The plan as plain data (JSON-serialisable) for a C caller that embeds the blob:
-        weights (name, offset and shape in floats), map sizes in floats (each needs 16 floats of
-        slack past it, kernel_bev_conv.store_cells), mask sizes in bytes (initialised to 1), the
-        calls in order (kernel name, static values, arguments as in ``Step``), input and
-        outputs (buffer -1 / mask -1: the input map and its marks, kernel_bev_marks)."""
-        return {
-            "blob_floats": self.blob_size,
-            "weights": [{"name": n, "offset": o, "shape": list(sh)} for n, o, sh in self.table],
-            "buffers": list(self.buffers), "masks": list(self.masks),
-            "steps": [{"kernel": st.spec.name, "static": dict(st.spec.static),
-                       "args": [list(a) for a in st.args], "what": st.what}
-                      for st in self.steps],
-            "input": vars(self.input).copy(),
-            "outputs": {role: vars(m).copy() for role, m in self.outputs.items()},
-        }
-
-    def new_map(self, height: int, width: int, channels: int) -> Map:
-        self.buffers.append(height * width * channels)
-        self.masks.append(height * width)
-        return Map(len(self.buffers) - 1, height, width, channels, channels, 0,
-                   len(self.masks) - 1)
 
 
 def lower(model: onnx.ModelProto, roles: dict, sparse: bool, source: str) -> NetPlan:
