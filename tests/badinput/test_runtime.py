@@ -73,3 +73,47 @@ def test_inspect_refuses_a_provider_that_is_not_installed(tmp_path):
     line = assert_one_line_error(cli("inspect", str(config)), str(config),
                                  "params.execution_provider", f"'{MISSING}'")
     assert "install onnxruntime-" in line
+
+
+RUNTIME_ROWS = [
+    ("gpu", "must be one of 'auto', 'opencv', 'onnxruntime', 'native', got 'gpu'"),
+    ("", "must be one of 'auto', 'opencv', 'onnxruntime', 'native', got ''"),
+    ("Native", "must be one of 'auto', 'opencv', 'onnxruntime', 'native'"),
+    (3, "must be a string"),
+    (NAN, "must be a string"),
+    (INF, "must be a string"),
+    (["native"], "must be a string"),
+    ("x" * 10_000, "must be one of 'auto'"),
+]
+
+
+@pytest.mark.parametrize("value,message", RUNTIME_ROWS, ids=range(len(RUNTIME_ROWS)))
+def test_pillars_runtime_is_checked_when_the_pipeline_is_built(value, message):
+    with pytest.raises(PipelineError) as info:
+        detector(*DETECTORS[1], runtime=value).validate()
+    assert "stage 'det': field 'params.runtime'" in str(info.value)
+    assert message in str(info.value)
+
+
+def test_yolo_has_no_native_runtime():
+    with pytest.raises(PipelineError, match="field 'params.runtime': must be one of"):
+        detector(*DETECTORS[0], runtime="native").validate()
+
+
+def test_the_native_runtime_takes_no_provider():
+    with pytest.raises(PipelineError, match="needs runtime onnxruntime \\(runtime is 'native'\\)"):
+        detector(*DETECTORS[1], runtime="native", execution_provider=MISSING).validate()
+
+
+def test_a_model_the_native_runtime_cannot_lower_is_refused_by_inspect_as_by_run(tmp_path):
+    """The INT8 demo model (QDQ nodes) with runtime native: exit 2, one line naming the op."""
+    drive = REPO / "datasets" / "sample_drive"
+    config = tmp_path / "p.yaml"
+    config.write_text(f"stages:\n  - {{id: drive, op: replay, params: {{path: {drive}}}}}\n"
+                      "  - id: pp\n    op: pillars.detect\n    inputs: {points: drive/points}\n"
+                      "    params:\n      model: builtin:pointpillars_cuvil_demo.int8.onnx\n"
+                      "      runtime: native\n")
+    fragments = ("pointpillars_cuvil_demo.int8.onnx: runtime 'native' cannot lower node",
+                 "DequantizeLinear)")
+    ran = assert_one_line_error(cli("run", str(config), "--frames", "1"), *fragments)
+    assert ran == assert_one_line_error(cli("inspect", str(config)), *fragments)

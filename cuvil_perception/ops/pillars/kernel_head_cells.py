@@ -6,7 +6,8 @@ Signature::
                    ptr bias f32[J], ptr box f32[HW, JB], ptr dir f32[HW, JD], ptr cells i32[HW])
 
 G = A*K class logits per cell (the NHWC class map); F the map the heads read, given as N
-channel parts (``feats[k]``: f32[C_k, HW], NCHW as the runtime returns them; static ``parts`` =
+channel parts (``feats[k]``: f32[C_k, HW], NCHW as the runtime returns them, or with static
+``nhwc`` f32[HW, C_k] as the native network (native_net) keeps its maps; static ``parts`` =
 (C_1, .., C_N), C_f their sum: the parts of a Concat the network no longer builds, see
 onnx_rewrite.split_concat); JB = A*7 box and JD = A*2 direction values per cell, J = JB + JD
 rounded up to 16 (``weights[:, j]`` = the j-th head row, zero-padded). J and G are at most a
@@ -34,9 +35,25 @@ convs did 54 x 128 MACs at every cell. fast-math: ``contract`` only (FMA).
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, kernel, kmath, simd, u64, unroll, view
+from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, simd, u64, unroll, view
 from .config import HeadConfig, logit_gate
 from .signatures import head_cells_args
+
+
+@inline
+def part_product(address, weights, acc, c, row, count, cells, nhwc):
+    """acc + weights[row:row + count].T @ (the part's channels at cell c); the part f32
+    [count, cells], or [cells, count] when ``nhwc`` (a helper: a view bound in an ``if`` of
+    the unrolled part loop would be two buffers under one name)."""
+    if nhwc:
+        cell = view(address, f32, cells, count)
+        for ci in range(count):
+            acc = kmath.fma(cell[c, ci], weights[row + ci, :], acc)
+    else:
+        feat = view(address, f32, count, cells)
+        for ci in range(count):
+            acc = kmath.fma(feat[ci, c], weights[row + ci, :], acc)
+    return acc
 
 
 @kernel(name="pillars.head_cells", fastmath=("contract",), version=4)
@@ -44,7 +61,8 @@ def head_cells(cls: Buf[f32, "cells", "groups"], feats: Buf[u64],
                weights: Buf[f32, None, "width"], bias: Buf[f32, "width"],
                box: Buf[f32, "cells", "jb"], dirs: Buf[f32, "cells", "jd"],
                found: Buf[i32, "cells"], *, cells: int, groups: int, picks: tuple,
-               parts: tuple, jb: int, jd: int, gate: float, width: int) -> i64:
+               parts: tuple, jb: int, jd: int, gate: float, width: int,
+               nhwc: bool = False) -> i64:
     n = 0
     start = bias[:]
     for c in range(cells):
@@ -62,20 +80,21 @@ def head_cells(cls: Buf[f32, "cells", "groups"], feats: Buf[u64],
             acc = start
             row = 0
             for k, count in enumerate(parts):  # F[:, c], part by part, channels in order
-                feat = view(feats[k], f32, count, cells)
-                for ci in range(count):
-                    acc = kmath.fma(feat[ci, c], weights[row + ci, :], acc)
+                acc = part_product(feats[k], weights, acc, c, row, count, cells, nhwc)
                 row += count
             box[c, :] = simd.slice(acc, 0, jb)
             dirs[c, :] = simd.slice(acc, jb, jd)
     return n
 
 
-def head_cells_spec(map_size: tuple, head: HeadConfig, parts: tuple) -> KernelSpec:
+def head_cells_spec(map_size: tuple, head: HeadConfig, parts: tuple,
+                    nhwc: bool = False) -> KernelSpec:
     """The candidate-cell heads kernel for one head map (H, W) and feature parts (C_1, ..);
-    ``width`` (J) is the weight / bias row length, 9 values per anchor rounded up to 16."""
+    ``width`` (J) is the weight / bias row length, 9 values per anchor rounded up to 16;
+    ``nhwc``: the parts are f32[HW, C_k] (the native network's maps) instead of [C_k, HW]."""
     a, k = head.anchors_per_cell, head.num_classes
     picks = [[anchor * k + j for anchor in range(a)] for j in range(k)]
     return head_cells.spec(cells=map_size[0] * map_size[1], groups=a * k, picks=picks, jb=7 * a,
                            jd=2 * a, width=-(-9 * a // 16) * 16, parts=[int(c) for c in parts],
-                           gate=logit_gate(head.score_threshold), arg_docs=head_cells_args())
+                           gate=logit_gate(head.score_threshold), nhwc=bool(nhwc),
+                           arg_docs=head_cells_args())

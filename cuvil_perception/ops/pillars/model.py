@@ -21,6 +21,7 @@ from ..onnx_runner import OnnxRunner
 from . import reference
 from .config import HeadConfig, PillarConfig
 from .native import DecodeKernel, NmsKernel, PfnKernel, PillarizeKernel, ScatterKernel
+from .native_bev import NativeRunner
 from .native_sparse import ConvScatterKernel, HeadCellsKernel
 from .onnx_sparse import SparsePlan, plan_bev
 from .onnx_split import SplitModel, split_pointpillars
@@ -64,6 +65,9 @@ class PointPillars:
 
     ``sparse``: True peels the first layer and the box / direction heads off the network where
     they fit (onnx_sparse; ``notes`` says what was done), False runs the network as exported.
+    ``runtime``: "native" runs the network after the scatter as kernels our compiler built
+    (native_net; sparse: each layer computes only the cells that differ from the empty
+    frame's), else ONNX Runtime or OpenCV DNN (onnx_runner).
     ``bev(points)`` -> the network's input map: float32 [C, ny, nx] (dense scatter) or the fused
     first layer's [H_out, W_out, C_out] (a persistent buffer, overwritten by the next call);
     ``runner(map)`` -> the (cls, box, dir) NHWC head maps; ``detect(points)`` -> (boxes
@@ -86,7 +90,9 @@ class PointPillars:
         self.anchors = reference.anchors(config, head)
         self.pillarize = PillarizeKernel(config)
         self.pfn = PfnKernel(config, split.pfn)
-        self.plan = plan_bev(split, head.map_size(config), head.anchors_per_cell, sparse)
+        native = runtime == "native"
+        self.plan = plan_bev(split, head.map_size(config), head.anchors_per_cell, sparse,
+                             rewrite=not native)
         self.notes = list(self.plan.notes)
         for note in self.notes:
             log.info("%s: %s", source, note)
@@ -96,9 +102,21 @@ class PointPillars:
         self.nms = NmsKernel(head)
         heads = self.plan.heads
         self.heads = HeadCellsKernel(head.map_size(config), head, heads,
-                                     self.plan.feat_channels) if heads else None
-        self.runner = BevRunner(self.plan, self.heads, runtime, source, threads, provider)
+                                     self.plan.feat_channels, nhwc=native) if heads else None
+        if native:
+            changes = self._reached if self.plan.conv is not None else None
+            roles = dict(self.plan.outputs, **({"feat": self.plan.feat[0]} if heads else {}))
+            self.runner = NativeRunner(self.plan.rest, roles, sparse, source, changes,
+                                       self.heads)
+            self.notes.append(f"native: the network after the scatter lowered to "
+                              f"{len(self.runner.plan.steps)} kernel calls (native_net)")
+        else:
+            self.runner = BevRunner(self.plan, self.heads, runtime, source, threads, provider)
         self.stats: dict = {}
+
+    def _reached(self) -> np.ndarray:
+        """The output cells of the fused first layer that the last frame's pillars reached."""
+        return self.scatter.touched[:self.scatter.reached]
 
     @classmethod
     def from_onnx(cls, path: str | Path, config: PillarConfig | None = None,
@@ -123,11 +141,14 @@ class PointPillars:
 
     def kernels(self) -> list:
         """The KernelSpecs this model calls (for prewarming)."""
-        return [k.spec for k in self._kernels()]
+        native = self.runner.specs if isinstance(self.runner, NativeRunner) else []
+        return [k.spec for k in self._kernels()] + native
 
     def open(self) -> "PointPillars":
         for kernel in self._kernels():
             kernel.open()
+        if isinstance(self.runner, NativeRunner):
+            self.runner.open()
         return self
 
     def bev(self, points: np.ndarray) -> np.ndarray:

@@ -62,10 +62,10 @@ class ConvScatterKernel(_Bound):
 class HeadCellsKernel(_Bound):
     """Box and direction heads at candidate cells into persistent NHWC maps (see
     kernel_head_cells): (class map, F in channel parts) -> CellHeads. ``parts``: the channel
-    count of each part (default: F in one piece)."""
+    count of each part (default: F in one piece); ``nhwc``: the parts are [H, W, C_k]."""
 
     def __init__(self, map_size: tuple, head: HeadConfig, weights: CellHeadWeights,
-                 parts: tuple | None = None):
+                 parts: tuple | None = None, nhwc: bool = False):
         super().__init__()
         self.parts = tuple(parts) if parts else (weights.features,)
         if sum(self.parts) != weights.features:
@@ -76,7 +76,7 @@ class HeadCellsKernel(_Bound):
             raise ConfigError(f"{groups} class logits per cell ({head.anchors_per_cell} anchors "
                               f"x {head.num_classes} classes), more than the sparse heads' "
                               f"{MAX_LANES} lanes; set `sparse: false`", "sparse")
-        self.spec = head_cells_spec(map_size, head, self.parts)
+        self.spec = head_cells_spec(map_size, head, self.parts, nhwc)
         cells = map_size[0] * map_size[1]
         jb, jd = len(weights.box_bias), len(weights.dir_bias)
         width = self.spec.static["width"]  # J rounded up to whole 16-lane vectors

@@ -46,25 +46,32 @@ STATS = ("pillars", "dropped_points", "dropped_pillars", "invalid_points", "out_
 
 @register
 class PillarsDetect(Op):
-    """PointPillars on a CUDA-PointPillars ONNX model: native pre/post, ONNX backbone."""
+    """PointPillars on a CUDA-PointPillars ONNX model: native pre/post; the backbone in an ONNX
+    runtime or (runtime native) lowered to our kernels (native_net)."""
 
     name = "pillars.detect"
     tag = "compute"
     measures_warmup = True  # open() times warm-up passes of detect(): deadline_ms: auto
     doc = ("PointPillars 3D detection (CUDA-PointPillars ONNX layout): native pillarize, PFN, "
-           "scatter, decode and rotated NMS; backbone + head in OpenCV DNN or ONNX Runtime.")
+           "scatter, decode and rotated NMS; backbone + head in OpenCV DNN, ONNX Runtime or "
+           "native kernels (runtime: native).")
     params = (
         Param("model", Path,
               doc="CUDA-PointPillars ONNX file (builtin:pointpillars_cuvil_demo.onnx is the "
                   "demo model trained on the project's synthetic drives)", must_exist=True),
-        Param("runtime", str, "auto", choices=RUNTIMES, doc="where the backbone + head run"),
+        Param("runtime", str, "auto", choices=RUNTIMES + ("native",),
+              doc="where the backbone + head run: native = kernels our compiler builds from "
+                  "the ONNX graph (Conv, ConvTranspose, BatchNormalization, Relu, Concat, Pad; "
+                  "another op is refused, naming it), else ONNX Runtime / OpenCV DNN"),
         Param("execution_provider", str, "cpu", choices=tuple(PROVIDERS),
               doc="ONNX Runtime execution provider of the backbone + head (cpu, cuda, "
                   "tensorrt, openvino: the ones this machine's onnxruntime build has)"),
         Param("sparse", bool, True,
               doc="true: where the network fits, the scatter is fused into its first Conv "
                   "(+BN)+ReLU and its 1x1 box / direction heads run at candidate cells only "
-                  "(inspect says which path a model takes); false: the network as exported"),
+                  "(inspect says which path a model takes; with runtime native every layer "
+                  "also skips the cells equal to the empty frame's); false: the network as "
+                  "exported"),
         Param("point_cloud_range", list, list(KITTI_RANGE), item_type=float, length=6,
               doc="x_min, y_min, z_min, x_max, y_max, z_max (m, LiDAR frame); min <= p < max",
               range=LIDAR_REACH, unit="m"),

@@ -149,7 +149,8 @@ def head_cells_args() -> tuple[Arg, ...]:
     return (
         Arg("cls", "ptr", "f32", ("cells", "groups"), "logit", "in", "class head (NHWC)"),
         Arg("feats", "ptr", "u64", ("len(parts)",), "address", "in",
-            "address of each channel part k of the heads' input map, f32 [parts[k], cells]"),
+            "address of each channel part k of the heads' input map, f32 [parts[k], cells] "
+            "(static nhwc: f32 [cells, parts[k]], the native network's map)"),
         Arg("weights", "ptr", "f32", ("sum(parts)", "(jb + jd + 15) / 16 * 16"), "", "in",
             "box rows then direction rows, transposed, zero-padded"),
         Arg("bias", "ptr", "f32", ("(jb + jd + 15) / 16 * 16",), "", "in"),
@@ -159,4 +160,37 @@ def head_cells_args() -> tuple[Arg, ...]:
             "written at candidate cells only"),
         Arg("found", "ptr", "i32", ("cells",), "cell index", "out",
             "candidate cells, ascending; the return value says how many"),
+    )
+
+
+def bev_conv_args() -> tuple[Arg, ...]:
+    """kernel_bev_conv (a Conv [+BN] [+ReLU] of the native BEV network, NHWC)."""
+    return (
+        Arg("inp", "ptr", "f32", ("hi * wi * ps",), "", "in",
+            "input map: NHWC (ps floats a cell, channels from ioff) or the NCHW canvas"),
+        Arg("weights", "ptr", "f32", ("kh * kw * cin", "cpad"), "", "in",
+            "BN-folded weight, [(ky * kw + kx) * cin + ci, co] = W[co, ci, ky, kx], rows "
+            "zero-padded to cpad; a slice of the weights blob (native_net.NetPlan.table)"),
+        Arg("bias", "ptr", "f32", ("cpad",), "", "in", "BN-folded bias, zero-padded"),
+        Arg("out", "ptr", "f32", ("ho * wo * ostride + 16",), "", "state",
+            "output map, cout channels at ooff of each ostride-float cell; holds the previous "
+            "frame on entry; 16 floats of slack at the end"),
+        Arg("in_mask", "ptr", "u8", ("hi * wi",), "", "in",
+            "bit 0: the input cell differs from the empty frame's (sparse only)"),
+        Arg("out_mask", "ptr", "u8", ("ho * wo",), "", "state",
+            "bit 0: this frame, bit 1: last frame; initialise to 1 (sparse only)"),
+    )
+
+
+def bev_deconv_args() -> tuple[Arg, ...]:
+    """kernel_bev_deconv (a ConvTranspose, kernel == stride, [+BN] [+ReLU], NHWC)."""
+    return (
+        Arg("inp", "ptr", "f32", ("hi * wi * ps",), "", "in", "input map (as bev_conv's)"),
+        Arg("weights", "ptr", "f32", ("s * s * cin", "cpad"), "", "in",
+            "BN-folded weight, [(ty * s + tx) * cin + ci, co] = W[ci, co, ty, tx], zero-padded"),
+        Arg("bias", "ptr", "f32", ("cpad",), "", "in", "BN-folded bias, zero-padded"),
+        Arg("out", "ptr", "f32", ("hi * s * wi * s * ostride + 16",), "", "state",
+            "output map (as bev_conv's)"),
+        Arg("in_mask", "ptr", "u8", ("hi * wi",), "", "in", "as bev_conv's"),
+        Arg("out_mask", "ptr", "u8", ("hi * s * wi * s",), "", "state", "as bev_conv's"),
     )
