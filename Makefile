@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp
 APT_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers libgl1 libglib2.0-0 libgomp1 \
-	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user prometheus
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user prometheus linux-perf
 DEMO_OUT := runs/demo
 
 .PHONY: demo test setup system-deps node-client bench clean
@@ -45,7 +45,8 @@ node-client:
 # Open3D needs libusb at import time and Vulkan + Mesa for offscreen rendering; `compile --library`
 # links aarch64 libraries with the cross gcc, and tests run them under qemu-user; prometheus
 # gives promtool (tests/test_rt_metrics.py checks every scrape and the Grafana dashboard's
-# queries with it) and the server benchmarks/prometheus_scrape.py runs.
+# queries with it) and the server benchmarks/prometheus_scrape.py runs; linux-perf is `profile
+# --profiler perf`'s sampler (py-spy, the default one, comes from PyPI with the dev extra).
 system-deps:
 	@missing=""; for pkg in $(APT_PACKAGES); do \
 		dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \

@@ -1,0 +1,130 @@
+"""The profiled process: ``python -m cuvil_perception.profile.worker SPEC_JSON``.
+
+It loads one pipeline, runs one untimed 1-frame warm-up (imports, ONNX Runtime sessions and
+kernel loading stay out of the profile: the sampler attaches after it), then answers commands on
+stdin, one JSON line back on stdout for each:
+
+- ``run``: one run of the drive as ``bench`` runs it (rate 0, deadlines not enforced, no run
+  record, sinks into a scratch folder) -> ``{"frames", "wall_s", "e2e_p50_ms"}``;
+- ``quit`` -> ``{"threads": {tid: OS name}}`` (every thread seen during runs), then exit.
+
+SPEC_JSON: ``{"pipeline": path, "replay": path|null, "sets": [...], "frames": int|null,
+"workers": int|null}``. The parent has validated the same spec, so errors here are bugs.
+Before anything, the process lets any process of its user ptrace it (``PR_SET_PTRACER_ANY``):
+the sampler is the worker's sibling, not its parent, which Yama's ``ptrace_scope 1`` would
+otherwise refuse.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+PR_SET_PTRACER = 0x59616D61
+PR_SET_PTRACER_ANY = ctypes.c_ulong(-1)
+HELPER_THREAD = "cuvil-prof-tids"  # this module's own thread; its samples are dropped
+
+
+def allow_ptrace() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux, or no Yama: nothing to allow
+        pass
+
+
+class ThreadNames:
+    """Polls /proc/self/task/*/comm every ``period_s`` while on: OS tid -> thread name."""
+
+    def __init__(self, period_s: float = 0.02):
+        self.names: dict[int, str] = {}
+        self._period, self._on = period_s, threading.Event()
+        threading.Thread(target=self._loop, name=HELPER_THREAD, daemon=True).start()
+
+    def on(self, active: bool) -> None:
+        self._on.set() if active else self._on.clear()
+
+    def _loop(self) -> None:
+        from ..os_threads import name_this_thread
+
+        name_this_thread(HELPER_THREAD)
+        while True:
+            self._on.wait()
+            self.poll()
+            time.sleep(self._period)
+
+    def poll(self) -> None:
+        for entry in os.scandir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{entry.name}/comm") as fh:
+                    self.names[int(entry.name)] = fh.read().strip()
+            except (OSError, ValueError):  # the thread ended meanwhile
+                pass
+
+
+def load(spec: dict, scratch: Path):
+    """The spec's pipeline, validated, its sinks writing into ``scratch``."""
+    from ..graph import apply_cli_sources, load_pipeline
+    from ..rt.bench import _redirect_sinks
+
+    pipeline = apply_cli_sources(load_pipeline(spec["pipeline"], validate=False),
+                                 replay=spec.get("replay"), sets=tuple(spec.get("sets", ())))
+    pipeline.validate()
+    _redirect_sinks(pipeline, scratch)
+    return pipeline
+
+
+def main(argv: list[str]) -> int:
+    global _CHANNEL
+    _CHANNEL = os.fdopen(os.dup(1), "w")  # replies only: anything a stage prints goes to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    allow_ptrace()
+    from .perfmap import map_path
+
+    map_path(os.getpid()).unlink(missing_ok=True)  # a dead process's map under our pid
+    from ..rt.executor import run_pipeline
+    from ..rt.options import RunOptions
+
+    spec = json.loads(argv[0])
+    names = ThreadNames()
+    with tempfile.TemporaryDirectory(prefix="cuvil-profile-") as scratch:
+        pipeline = load(spec, Path(scratch))
+
+        def options(frames):
+            return RunOptions(frames=frames, workers=spec.get("workers"), rate=0.0,
+                              enforce_deadlines=False, write_record=False, overwrite=True)
+
+        run_pipeline(pipeline, options(1))
+        _reply({"ready": os.getpid()})
+        for line in sys.stdin:
+            if line.strip() == "run":
+                names.on(True)
+                result = run_pipeline(pipeline, options(spec.get("frames")))
+                names.on(False)
+                report = result.report
+                _reply({"frames": result.frames, "wall_s": result.wall_s,
+                        "e2e_p50_ms": report.row("e2e").p50 if report.has("e2e") else None})
+            elif line.strip() == "quit":
+                names.poll()
+                names.names[os.getpid()] = "main"  # its OS name is the process's (python)
+                _reply({"threads": {str(k): v for k, v in names.names.items()}})
+                return 0
+    return 0
+
+
+_CHANNEL = sys.stdout
+
+
+def _reply(message: dict) -> None:
+    _CHANNEL.write(json.dumps(message) + "\n")
+    _CHANNEL.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
