@@ -2,7 +2,7 @@
 function.
 
 Runs the drive ``--repeat`` times in a worker process under a sampling profiler (py-spy by
-default; `profile.choose`) and writes a flame graph, the folded stacks and a speedscope file
+default; `profile.samplers`) and writes a flame graph, the folded stacks and a speedscope file
 (`profile.output`). ``--vs B.yaml`` / ``--vs-set STAGE.PARAM=VALUE`` records B too, runs
 interleaved A, B, A, B, and adds a differential flame graph and the table of the functions whose
 time changed most.
@@ -136,7 +136,7 @@ def _top_table(stacks):
     own, total = stacks.function_times()
     threads = set(stacks.threads())
     table = Table(title=f"top functions by self time ({stacks.total} samples, "
-                        f"{stacks.frames} frames; CPU ms per frame)")
+                        f"{stacks.frames} frames; ms per frame)")
     for name in ("function", "self", "total"):
         table.add_column(name, justify="left" if name == "function" else "right")
     for name, n in [(k, v) for k, v in own.most_common() if k not in threads][:TOP_ROWS]:
@@ -149,7 +149,7 @@ def _changes_table(rows, labels):
     from rich.table import Table
 
     table = Table(title=f"top functions by change, A = {labels[0]}, B = {labels[1]} "
-                        "(CPU ms per frame)")
+                        "(ms per frame)")
     for name in ("function", "A self", "B self", "B-A self", "A total", "B total"):
         table.add_column(name, justify="left" if name == "function" else "right")
     for c in rows:

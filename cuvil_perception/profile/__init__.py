@@ -3,7 +3,7 @@ speedscope files, differential graphs.
 
 Layout, in the order a recording flows through it::
 
-    choose      which sampler may run here (py-spy, perf), one line on what to change if none
+    samplers    which sampler may run here (py-spy, perf), one line on what to change if none
     session     worker processes (worker), the sampler attached to each, runs interleaved
     pyspy/perf  a sampler's command line and its output read into Stacks (frames names them)
     perfmap     the native kernels' names from the worker's /tmp/perf-<pid>.map
@@ -13,7 +13,7 @@ Layout, in the order a recording flows through it::
     output      the files of --out
 """
 
-from .choose import SAMPLERS, choose
+from .samplers import SAMPLERS, choose
 from .diff import Change, changes, changes_text, diff_tree
 from .session import Recording, record
 from .stacks import Stacks, parse_folded

@@ -1,7 +1,7 @@
 """Two recordings compared: weights per pipeline frame, the differential tree, and the table of
 functions whose time changed most.
 
-Both sides are put in CPU milliseconds per pipeline frame (samples / rate / frames), so a side
+Both sides are put in milliseconds of sampled time per pipeline frame (samples / rate / frames), so a side
 that ran more frames or at another rate compares fairly.
 """
 
@@ -14,7 +14,7 @@ from .stacks import Stacks
 
 
 def per_frame(stacks: Stacks) -> dict[tuple, float]:
-    """Each stack's weight in CPU ms per pipeline frame."""
+    """Each stack's weight in ms per pipeline frame."""
     return {stack: stacks.ms_per_frame(n) for stack, n in stacks.counts.items()}
 
 
@@ -25,7 +25,7 @@ def diff_tree(a: Stacks, b: Stacks) -> Node:
 
 @dataclass(frozen=True)
 class Change:
-    """One function: self and total CPU ms per frame in A and in B."""
+    """One function: self and total ms per frame in A and in B."""
 
     name: str
     a_self: float
@@ -59,7 +59,7 @@ def changes_text(rows: list[Change], labels: tuple[str, str]) -> str:
     """The table as plain text (also what ``profile --vs`` writes to changes.txt)."""
     head = (f"{'function':<60} {'A self':>8} {'B self':>8} {'B-A self':>9} "
             f"{'A total':>8} {'B total':>8}")
-    lines = [f"A = {labels[0]}, B = {labels[1]}; CPU ms per frame", head]
+    lines = [f"A = {labels[0]}, B = {labels[1]}; ms per frame", head]
     for c in rows:
         name = c.name if len(c.name) <= 60 else c.name[:57] + "..."
         lines.append(f"{name:<60} {c.a_self:>8.3f} {c.b_self:>8.3f} {c.self_delta:>+9.3f} "

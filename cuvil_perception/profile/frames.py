@@ -19,6 +19,16 @@ import re
 from .perfmap import PerfMap
 
 UNKNOWN = "[unknown]"
+# Functions a thread blocks in (locks, queues, condition variables, sleeps, polls): a sample
+# with one of them among its last `WAIT_DEPTH` frames is a waiting thread, not work. py-spy
+# reports such threads as busy now and then (notably inside PyThread_acquire_lock_timed).
+WAITS = frozenset({
+    "PyThread_acquire_lock_timed", "pthread_cond_wait", "pthread_cond_timedwait",
+    "pthread_cond_clockwait", "sem_wait", "sem_timedwait", "sem_clockwait",
+    "__futex_abstimed_wait_common", "epoll_wait", "poll", "__poll", "select",
+    "__select", "nanosleep", "clock_nanosleep", "__clock_nanosleep", "pthread_join",
+    "Condition.wait (threading.py)", "Event.wait (threading.py)", "sleep"})
+WAIT_DEPTH = 4
 _ADDRESS = re.compile(r"0x([0-9a-fA-F]+)(?: \((.*)\))?")
 _ABI_TAG = re.compile(r"\.cpython-[^.]*|\.abi3")
 
@@ -73,6 +83,14 @@ def fold_repeats(frames: list[str]) -> list[str]:
             continue
         out.append(frame)
     return out
+
+
+def is_wait(frames: list[str]) -> bool:
+    """Whether the sample's thread was blocked (see `WAITS`), judged on its last frames."""
+    for frame in frames[-WAIT_DEPTH:]:
+        if frame in WAITS or frame.split(" (", 1)[0] in WAITS:
+            return True
+    return False
 
 
 def is_python(frame: str) -> bool:

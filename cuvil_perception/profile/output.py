@@ -25,14 +25,14 @@ def describe(stacks: Stacks):
 
     def line(node: Node) -> str:
         share = 100.0 * node.value / total_ms if total_ms else 0.0
-        return f"{node.name}: {node.value:.3f} ms CPU per frame, {share:.1f} %"
+        return f"{node.name}: {node.value:.3f} ms per frame, {share:.1f} %"
     return line
 
 
 def describe_diff(node: Node) -> str:
     before = node.value - node.delta
     change = f"{100.0 * node.delta / before:+.0f} %" if before > 0 else "new"
-    return (f"{node.name}: B {node.value:.3f} ms CPU per frame, A {before:.3f} "
+    return (f"{node.name}: B {node.value:.3f} ms per frame, A {before:.3f} "
             f"({node.delta:+.3f} ms, {change})")
 
 
@@ -43,7 +43,7 @@ def title(label: str, stacks: Stacks, sampler: str) -> str:
 
 def write_one(folder: Path, stacks: Stacks, label: str, sampler: str,
               prefix: str = "") -> list[Path]:
-    """The three files of one recording (widths in CPU ms per pipeline frame)."""
+    """The three files of one recording (widths in ms per pipeline frame)."""
     tree = build(per_frame(stacks))
     paths = [folder / f"{prefix}{name}" for name in FILES]
     write_text_atomic(paths[0], render(tree, title(label, stacks, sampler), describe(stacks)))
@@ -65,7 +65,7 @@ def write_vs(folder: Path, a: Stacks, b: Stacks, labels: tuple[str, str], sample
     paths = write_one(folder, a, labels[0], sampler, "a-")
     paths += write_one(folder, b, labels[1], sampler, "b-")
     heading = (f"B {labels[1]} vs A {labels[0]}: widths B, red grew, blue shrank "
-               f"(CPU ms per frame; {sampler} at {b.rate_hz:g} Hz)")
+               f"(ms per frame; {sampler} at {b.rate_hz:g} Hz)")
     paths.append(folder / "diff.svg")
     write_text_atomic(paths[-1], render(diff_tree(a, b), heading, describe_diff, diff=True))
     paths.append(folder / "changes.txt")

@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .frames import fold_repeats, native_frame, trim_thread_start
+from .frames import fold_repeats, is_wait, native_frame, trim_thread_start
 from .perfmap import PerfMap
 from .stacks import Stacks
 
@@ -38,7 +38,8 @@ def read_raw(text: str, perf_map: PerfMap, thread_names: dict[int, str],
              rate_hz: float, skip_threads=()) -> Stacks:
     """py-spy's raw lines (``thread (TID): NAME;frame;...;leaf COUNT``, root first) as `Stacks`,
     threads named from ``thread_names`` (OS tid -> name) where known; ``skip_threads``: names
-    whose samples are dropped (the worker's own helper thread)."""
+    whose samples are dropped (the worker's own helper thread). Samples of a blocked thread
+    (`frames.is_wait`) are dropped too."""
     out = Stacks(rate_hz=rate_hz)
     for line in text.splitlines():
         stack, _, count = line.rstrip().rpartition(" ")
@@ -53,6 +54,8 @@ def read_raw(text: str, perf_map: PerfMap, thread_names: dict[int, str],
         if thread in skip_threads:
             continue
         frames = fold_repeats([native_frame(f, perf_map) for f in rest])
+        if is_wait(frames):
+            continue
         out.add([thread] + trim_thread_start(frames), int(count))
     return out
 

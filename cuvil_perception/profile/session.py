@@ -30,7 +30,7 @@ READY_TIMEOUT_S = 60.0
 @dataclass
 class Recording:
     """One side's profile: its stacks (``frames`` = frames of all its runs) and each run's
-    ``{"frames", "wall_s", "e2e_p50_ms"}``."""
+    ``{"frames", "wall_s", "cpu_s", "e2e_p50_ms"}`` (`worker`)."""
 
     stacks: Stacks
     runs: list[dict] = field(default_factory=list)

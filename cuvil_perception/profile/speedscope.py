@@ -1,5 +1,5 @@
 """Stacks as a speedscope file (https://www.speedscope.app/file-format-schema.json): one
-"sampled" profile per thread, weights in milliseconds of CPU time, frames shared."""
+"sampled" profile per thread, weights in milliseconds of sampled time, frames shared."""
 
 from __future__ import annotations
 

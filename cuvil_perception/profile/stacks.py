@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Stacks:
-    """Sample counts per stack. ``rate_hz``: samples a second per thread (so a count / rate is
-    CPU seconds); ``frames``: pipeline frames the samples cover (0: unknown)."""
+    """Sample counts per stack. ``rate_hz``: samples a second per thread, so a count / rate is
+    seconds of that thread's busy time (perf: on a CPU; py-spy: wall time of a thread not
+    blocked, so also time spent waiting for a core on a loaded machine); ``frames``: pipeline
+    frames the samples cover (0: unknown)."""
 
     counts: Counter = field(default_factory=Counter)
     rate_hz: float = 100.0
@@ -51,7 +53,7 @@ class Stacks:
         self.frames += other.frames
 
     def ms_per_frame(self, samples: float) -> float:
-        """``samples`` as CPU milliseconds per pipeline frame (per run-second if frames is 0)."""
+        """``samples`` as milliseconds per pipeline frame (per run if frames is 0)."""
         return samples * 1000.0 / self.rate_hz / max(self.frames, 1)
 
     def function_times(self) -> tuple[Counter, Counter]:

@@ -5,11 +5,13 @@ kernel loading stay out of the profile: the sampler attaches after it), then ans
 stdin, one JSON line back on stdout for each:
 
 - ``run``: one run of the drive as ``bench`` runs it (rate 0, deadlines not enforced, no run
-  record, sinks into a scratch folder) -> ``{"frames", "wall_s", "e2e_p50_ms"}``;
+  record, sinks into a scratch folder) -> ``{"frames", "wall_s", "cpu_s", "e2e_p50_ms"}``
+  (``cpu_s``: this process's CPU time over the run, all threads);
 - ``quit`` -> ``{"threads": {tid: OS name}}`` (every thread seen during runs), then exit.
 
 SPEC_JSON: ``{"pipeline": path, "replay": path|null, "sets": [...], "frames": int|null,
-"workers": int|null}``. The parent has validated the same spec, so errors here are bugs.
+"workers": int|null, "rate": float (optional: replay pacing, 0 as fast as possible, the
+default)}``. The parent has validated the same spec, so errors here are bugs.
 Before anything, the process lets any process of its user ptrace it (``PR_SET_PTRACER_ANY``):
 the sampler is the worker's sibling, not its parent, which Yama's ``ptrace_scope 1`` would
 otherwise refuse.
@@ -97,7 +99,8 @@ def main(argv: list[str]) -> int:
         pipeline = load(spec, Path(scratch))
 
         def options(frames):
-            return RunOptions(frames=frames, workers=spec.get("workers"), rate=0.0,
+            return RunOptions(frames=frames, workers=spec.get("workers"),
+                              rate=spec.get("rate", 0.0),
                               enforce_deadlines=False, write_record=False, overwrite=True)
 
         run_pipeline(pipeline, options(1))
@@ -105,10 +108,12 @@ def main(argv: list[str]) -> int:
         for line in sys.stdin:
             if line.strip() == "run":
                 names.on(True)
+                cpu = time.process_time()
                 result = run_pipeline(pipeline, options(spec.get("frames")))
+                cpu = time.process_time() - cpu
                 names.on(False)
                 report = result.report
-                _reply({"frames": result.frames, "wall_s": result.wall_s,
+                _reply({"frames": result.frames, "wall_s": result.wall_s, "cpu_s": cpu,
                         "e2e_p50_ms": report.row("e2e").p50 if report.has("e2e") else None})
             elif line.strip() == "quit":
                 names.poll()
