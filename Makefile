@@ -9,7 +9,7 @@ APT_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers libgl1 libglib2.0-0 
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user prometheus linux-perf
 DEMO_OUT := runs/demo
 
-.PHONY: demo test setup system-deps node-client bench clean
+.PHONY: demo test setup system-deps node-client bench profile-pictures clean
 
 # The demo: camera YOLOv8 + LiDAR PointPillars (the project's trained demo models) + fusion on the
 # bundled drive at its recorded speed (10 Hz); prints per-frame detections, the latency table and
@@ -31,6 +31,21 @@ bench: setup
 		echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 setup: system-deps $(STAMP)
+
+# The two pictures of docs/profiling.md, recorded on the bundled drive with the commands the page
+# shows (500 Hz: fine enough to catch the 1 % kernels in five runs); tests/test_profile.py runs
+# the same recordings and checks the committed pictures.
+PROFILE_OUT := runs/profile-pictures
+profile-pictures: setup
+	$(BIN)/cuvil-perception profile configs/lidar_pillars.yaml --replay datasets/sample_drive \
+		--hz 500 --repeat 5 --out $(PROFILE_OUT)/one --overwrite
+	$(BIN)/cuvil-perception profile configs/lidar_pillars.yaml --replay datasets/sample_drive \
+		--set detect.sparse=false --vs-set detect.sparse=true --hz 500 --repeat 5 \
+		--out $(PROFILE_OUT)/ab \
+		--overwrite
+	mkdir -p docs/img
+	cp $(PROFILE_OUT)/one/flamegraph.svg docs/img/profile_lidar_pillars.svg
+	cp $(PROFILE_OUT)/ab/diff.svg docs/img/profile_dense_vs_sparse.svg
 
 # Foxglove's own npm client (@foxglove/ws-protocol on ws, versions pinned in its package-lock),
 # the independent client tests/test_foxglove_live.py runs against the live view; skipped

@@ -79,7 +79,6 @@ def main() -> None:
             cpu.append(on["cpu_s"] / off["cpu_s"] - 1.0)
             share.append(on["sampler_cpu_s"] / on["wall_s"])
         _send(worker, "quit")
-        _reply(worker)
         worker.wait(timeout=30)
     print(f"{Path(args.pipeline).name}, sample drive (8 frames a run), {args.pairs} pairs, "
           f"rate {args.rate:g}; {args.profiler} at {args.hz} Hz")

@@ -106,7 +106,7 @@ def test_native_frames_are_named_from_the_perf_map_and_the_library():
     assert native_frame("0x7f0000001010 (?)", perf_map) == "cuvil:pillars.pillarize"
     assert native_frame("0x7f0000001100 (?)", perf_map) == "[unknown]"  # just past its end
     lib = "onnxruntime/capi/onnxruntime_pybind11_state.cpython-311-x86_64-linux-gnu.so"
-    assert native_frame(f"0x7f00aa (" + lib + ")", perf_map) == "[onnxruntime_pybind11_state.so]"
+    assert native_frame("0x7f00aa (" + lib + ")", perf_map) == "[onnxruntime_pybind11_state.so]"
     assert native_frame("PyUFunc_AddLoop (numpy/_core/_multiarray_umath.cpython-311-x86_64-"
                         "linux-gnu.so)", perf_map) == "PyUFunc_AddLoop (_multiarray_umath.so)"
     assert native_frame("PointPillars.detect (ops/pillars/model.py)", perf_map) == \
@@ -160,3 +160,19 @@ def test_sampler_choice_says_what_to_change_and_falls_back(monkeypatch):
     assert choose_mod.choose("perf", warned.append, root=False) == "py-spy"
     assert warned == ["kernel.perf_event_paranoid is 3: perf needs 2 or less (sudo sysctl "
                       "kernel.perf_event_paranoid=2); using py-spy"]
+
+
+def test_the_pictures_in_docs_profiling_md_parse_and_name_the_frames():
+    """docs/img/*.svg come from `make profile-pictures` (the recordings tests/test_profile.py
+    makes too): they parse, and they name what the page says they show."""
+    from pathlib import Path
+
+    img = Path(__file__).resolve().parents[1] / "docs" / "img"
+    one = {f["path"][-1] for f in frames_of((img / "profile_lidar_pillars.svg").read_text())}
+    assert {"cuvil:pillars.pillarize", "cuvil:pillars.pfn", "cuvil-compute_0",
+            "PillarsDetect.process (cuvil_perception/ops/pillars/op.py)",
+            "[onnxruntime_pybind11_state.so]"} <= one
+    diff = frames_of((img / "profile_dense_vs_sparse.svg").read_text())
+    backbone = [f for f in diff if f["path"][-1] == "[onnxruntime_pybind11_state.so]"
+                and "BevRunner.network (cuvil_perception/ops/pillars/model.py)" in f["path"]]
+    assert backbone and all(f["fill"].endswith(",255)") for f in backbone)  # shrank: blue

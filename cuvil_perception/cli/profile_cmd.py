@@ -38,8 +38,8 @@ TOP_ROWS = 12
 @click.option("--vs-set", "vs_sets", metavar="STAGE.PARAM=VALUE", multiple=True,
               help="B is B.yaml (default: PIPELINE) with this --set applied; repeatable.")
 @click.option("--hz", type=click.IntRange(min=1, max=2000), default=None,
-              help="Samples a second per thread [default: 100].")
-@click.option("--repeat", type=click.IntRange(min=1, max=1000), default=5, show_default=True,
+              help="Samples a second per thread [default: 50].")
+@click.option("--repeat", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
               help="Runs of the drive recorded (per side).")
 @click.option("--frames", type=click.IntRange(min=1), help="Frames per run.")
 @click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")

@@ -18,7 +18,7 @@ from .diff import Change, changes, changes_text, diff_tree
 from .session import Recording, record
 from .stacks import Stacks, parse_folded
 
-DEFAULT_HZ = 100  # samples a second: py-spy's own default; overhead in docs/profiling.md
+DEFAULT_HZ = 50  # samples a second; at 100 the worker spent +12 % CPU (docs/profiling.md)
 
 __all__ = ["DEFAULT_HZ", "SAMPLERS", "Change", "Recording", "Stacks", "changes",
            "changes_text", "choose", "diff_tree", "parse_folded", "record"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from ..errors import ExecutionError
 from . import perf, pyspy
 from .perfmap import PerfMap, map_path
 from .stacks import Stacks
-from .worker import HELPER_THREAD
+from .worker import HELPER_THREAD, IDLE_FRAME, RUN_FRAME, SETUP_FRAMES
 
 READY_TIMEOUT_S = 60.0
 
@@ -55,15 +56,18 @@ def record(specs: list[dict], repeat: int, sampler: str | None, rate_hz: int,
                 runs[i].append(_reply(w))
         names = []
         for w in workers:
-            _send(w, "quit")
+            _send(w, "threads")
             names.append({int(k): v for k, v in _reply(w)["threads"].items()})
-            w.wait(timeout=30)
-        for s in samplers:
+        for s in samplers:  # stopped before the workers exit: their shutdown is not sampled
+            s.send_signal(signal.SIGINT)
             s.wait(timeout=120)
+        for w in workers:
+            _send(w, "quit")
+            w.wait(timeout=30)
         recordings = []
         for i, w in enumerate(workers):
-            stacks = _read(sampler, outs[i], w.pid, names[i], rate_hz) if sampler else \
-                Stacks(rate_hz=rate_hz)
+            stacks = _without_idle(_read(sampler, outs[i], w.pid, names[i], rate_hz)) \
+                if sampler else Stacks(rate_hz=rate_hz)
             stacks.frames = sum(r["frames"] for r in runs[i])
             recordings.append(Recording(stacks, runs[i]))
         return recordings
@@ -126,3 +130,18 @@ def _read(sampler: str, out: Path, pid: int, names: dict[int, str], rate_hz: int
         text = out.read_text(errors="replace") if out.exists() else ""
         return pyspy.read_raw(text, PerfMap.of_process(pid), names, rate_hz, (HELPER_THREAD,))
     return perf.read_script(perf.script(out), rate_hz, (HELPER_THREAD,))
+
+
+def _without_idle(stacks: Stacks) -> Stacks:
+    """Without the samples of a worker waiting for its next command (between its runs, and
+    while the other side of ``--vs`` runs: the samplers may count that read as busy) and of
+    each run's kernel prewarm and stage open and close (not per-frame work). Needs Python frames:
+    perf before Python 3.12 keeps them all."""
+    out = Stacks(rate_hz=stacks.rate_hz)
+    for stack, count in stacks.counts.items():
+        if IDLE_FRAME in stack and RUN_FRAME not in stack:
+            continue
+        if any(frame in stack for frame in SETUP_FRAMES):
+            continue
+        out.add(stack, count)
+    return out

@@ -7,7 +7,12 @@ stdin, one JSON line back on stdout for each:
 - ``run``: one run of the drive as ``bench`` runs it (rate 0, deadlines not enforced, no run
   record, sinks into a scratch folder) -> ``{"frames", "wall_s", "cpu_s", "e2e_p50_ms"}``
   (``cpu_s``: this process's CPU time over the run, all threads);
-- ``quit`` -> ``{"threads": {tid: OS name}}`` (every thread seen during runs), then exit.
+- ``threads`` -> ``{"threads": {tid: OS name}}``, every thread seen during runs;
+- ``quit``: exit, no reply.
+
+While it waits for a command the main thread sits in `main`'s read of stdin (``IDLE_FRAME``
+without ``RUN_FRAME`` above it): the samplers count such samples as busy, so they are dropped,
+as are the samples of each run's kernel prewarm and stage open and close (``SETUP_FRAMES``).
 
 SPEC_JSON: ``{"pipeline": path, "replay": path|null, "sets": [...], "frames": int|null,
 "workers": int|null, "rate": float (optional: replay pacing, 0 as fast as possible, the
@@ -31,6 +36,14 @@ from pathlib import Path
 PR_SET_PTRACER = 0x59616D61
 PR_SET_PTRACER_ANY = ctypes.c_ulong(-1)
 HELPER_THREAD = "cuvil-prof-tids"  # this module's own thread; its samples are dropped
+IDLE_FRAME = "main (cuvil_perception/profile/worker.py)"
+RUN_FRAME = "run_pipeline (cuvil_perception/rt/executor.py)"
+# Each run loads its kernels (prewarm), opens and closes its stages (open() runs the detectors'
+# warm-up passes on a cloud that fills the pillar budget: more work than the sample drive's 8
+# frames). Not per-frame work.
+SETUP_FRAMES = ("prewarm_ops (cuvil_perception/rt/prewarm.py)",
+                "open_all (cuvil_perception/rt/lifecycle.py)",
+                "close_ops (cuvil_perception/rt/lifecycle.py)")
 
 
 def allow_ptrace() -> None:
@@ -115,10 +128,11 @@ def main(argv: list[str]) -> int:
                 report = result.report
                 _reply({"frames": result.frames, "wall_s": result.wall_s, "cpu_s": cpu,
                         "e2e_p50_ms": report.row("e2e").p50 if report.has("e2e") else None})
-            elif line.strip() == "quit":
+            elif line.strip() == "threads":
                 names.poll()
                 names.names[os.getpid()] = "main"  # its OS name is the process's (python)
                 _reply({"threads": {str(k): v for k, v in names.names.items()}})
+            elif line.strip() == "quit":
                 return 0
     return 0
 
