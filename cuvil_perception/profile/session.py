@@ -43,27 +43,20 @@ def record(specs: list[dict], repeat: int, sampler: str | None, rate_hz: int,
     ``perf`` or None) at ``rate_hz``; intermediate files go into ``scratch``."""
     workers = [_start_worker(spec, sampler, scratch / f"worker{i}.err")
                for i, spec in enumerate(specs)]
+    samplers: list[subprocess.Popen] = []
     try:
         for w in workers:
             _reply(w)  # ready: warmed up
         outs = [scratch / f"samples{i}" for i in range(len(workers))]
-        samplers = [_start_sampler(sampler, w.pid, rate_hz, out, scratch / f"sampler{i}.err")
-                    for i, (w, out) in enumerate(zip(workers, outs))] if sampler else []
+        if sampler:
+            samplers = [_start_sampler(sampler, w.pid, rate_hz, out, scratch / f"sampler{i}.err")
+                        for i, (w, out) in enumerate(zip(workers, outs))]
         runs: list[list[dict]] = [[] for _ in workers]
         for _ in range(repeat):
             for i, w in enumerate(workers):
                 _send(w, "run")
                 runs[i].append(_reply(w))
-        names = []
-        for w in workers:
-            _send(w, "threads")
-            names.append({int(k): v for k, v in _reply(w)["threads"].items()})
-        for s in samplers:  # stopped before the workers exit: their shutdown is not sampled
-            s.send_signal(signal.SIGINT)
-            s.wait(timeout=120)
-        for w in workers:
-            _send(w, "quit")
-            w.wait(timeout=30)
+        names = _finish(workers, samplers)
         recordings = []
         for i, w in enumerate(workers):
             stacks = _without_idle(_read(sampler, outs[i], w.pid, names[i], rate_hz)) \
@@ -72,11 +65,28 @@ def record(specs: list[dict], repeat: int, sampler: str | None, rate_hz: int,
             recordings.append(Recording(stacks, runs[i]))
         return recordings
     finally:
+        for proc in samplers + workers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         for w in workers:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
             map_path(w.pid).unlink(missing_ok=True)
+
+
+def _finish(workers, samplers) -> list[dict[int, str]]:
+    """Each worker's thread names (OS tid -> name); then the samplers stop (before the workers
+    exit, so the interpreter's shutdown is not sampled) and the workers quit."""
+    names = []
+    for w in workers:
+        _send(w, "threads")
+        names.append({int(k): v for k, v in _reply(w)["threads"].items()})
+    for s in samplers:
+        s.send_signal(signal.SIGINT)
+        s.wait(timeout=120)
+    for w in workers:
+        _send(w, "quit")
+        w.wait(timeout=30)
+    return names
 
 
 def _start_worker(spec: dict, sampler: str | None, errors: Path) -> subprocess.Popen:
