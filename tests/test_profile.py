@@ -77,3 +77,17 @@ def test_profile_vs_dense_to_sparse_shrinks_most_in_the_backbone(tmp_path):
                for f in fills), fills  # blue: shrank
     assert top.name in (tmp_path / "changes.txt").read_text()
     assert "B-A self" in result.output
+
+
+def test_profile_with_perf_names_the_kernels_from_the_perf_map(tmp_path):
+    """perf reads the worker's perf map itself and names threads by their OS names (Python
+    frames only on 3.12+, so only native frames are checked)."""
+    from cuvil_perception.profile.samplers import refusal
+
+    if refusal("perf") is not None:
+        pytest.skip(refusal("perf"))
+    _profile("--out", str(tmp_path), "--repeat", "1", "--hz", "1000", "--profiler", "perf")
+    stacks = parse_folded((tmp_path / "stacks.folded").read_text())
+    names = {frame for stack in stacks.counts for frame in stack}
+    assert any(name.startswith("cuvil:pillars.") for name in names)
+    assert "cuvil-compute_0" in stacks.threads()

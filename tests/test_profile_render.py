@@ -176,3 +176,20 @@ def test_the_pictures_in_docs_profiling_md_parse_and_name_the_frames():
     backbone = [f for f in diff if f["path"][-1] == "[onnxruntime_pybind11_state.so]"
                 and "BevRunner.network (cuvil_perception/ops/pillars/model.py)" in f["path"]]
     assert backbone and all(f["fill"].endswith(",255)") for f in backbone)  # shrank: blue
+
+
+def test_worker_waits_and_run_setup_are_left_out():
+    """A worker reading its next command, and each run's prewarm / stage open, are not frames'
+    work (`session._without_idle`); the frames' own work stays."""
+    from cuvil_perception.profile.session import _without_idle
+    from cuvil_perception.profile.stacks import Stacks
+    from cuvil_perception.profile.worker import IDLE_FRAME, RUN_FRAME, SETUP_FRAMES
+
+    stacks = Stacks()
+    stacks.add(["main", IDLE_FRAME, "read (libc.so.6)"], 50)
+    stacks.add(["main", IDLE_FRAME, RUN_FRAME, SETUP_FRAMES[1], "warm_up (ops/warmup.py)"], 20)
+    stacks.add(["main", IDLE_FRAME, RUN_FRAME, "_schedule (rt/scheduler.py)"], 3)
+    stacks.add(["cuvil-compute_0", "execute (rt/worker.py)", "cuvil:pillars.pfn"], 7)
+    assert dict(_without_idle(stacks).counts) == {
+        ("main", IDLE_FRAME, RUN_FRAME, "_schedule (rt/scheduler.py)"): 3,
+        ("cuvil-compute_0", "execute (rt/worker.py)", "cuvil:pillars.pfn"): 7}
