@@ -22,12 +22,11 @@ from cuvil_perception.profile.pyspy import read_raw
 from cuvil_perception.profile.speedscope import to_speedscope
 
 SVG = "{http://www.w3.org/2000/svg}"
-FOLDED = """\
-cuvil-compute_0;execute (rt/worker.py);PillarsDetect.process (ops/pillars/op.py);cuvil:pillars.pillarize 7
-cuvil-compute_0;execute (rt/worker.py);PillarsDetect.process (ops/pillars/op.py);BevRunner.network (ops/pillars/model.py);[onnxruntime_pybind11_state.so] 20
-cuvil-compute_0;execute (rt/worker.py);PillarsDetect.process (ops/pillars/op.py) 3
-cuvil-io-drive;Replay.read (ops/sources.py) 10
-"""
+_DETECT = "cuvil-compute_0;execute (rt/worker.py);PillarsDetect.process (ops/pillars/op.py)"
+FOLDED = (f"{_DETECT};cuvil:pillars.pillarize 7\n"
+          f"{_DETECT};BevRunner.network (ops/pillars/model.py);[onnxruntime_pybind11_state.so] 20\n"
+          f"{_DETECT} 3\n"
+          "cuvil-io-drive;Replay.read (ops/sources.py) 10\n")
 
 
 def frames_of(svg_text: str) -> list[dict]:

@@ -1,8 +1,8 @@
 """Two recordings compared: weights per pipeline frame, the differential tree, and the table of
 functions whose time changed most.
 
-Both sides are put in milliseconds of sampled time per pipeline frame (samples / rate / frames), so a side
-that ran more frames or at another rate compares fairly.
+Both sides are put in milliseconds of sampled time per pipeline frame (samples / rate /
+frames), so a side that ran more frames or at another rate compares fairly.
 """
 
 from __future__ import annotations
