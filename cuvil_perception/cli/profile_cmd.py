@@ -69,6 +69,9 @@ def profile_cmd(pipeline, replay, sets, out_dir, vs_path, vs_sets, hz, repeat, f
         recordings = record(specs, repeat, sampler, rate, Path(scratch))
     for rec, label in zip(recordings, labels):
         _check_samples(rec.stacks, label, _warner(errors))
+        console.print(f"{label}: {len(rec.runs)} run(s), {rec.stacks.frames} frames, "
+                      f"{rec.stacks.total} samples at {rate} Hz ({sampler})", highlight=False,
+                      soft_wrap=True)
     folder = Path(out_dir)
     if ab:
         a, b = recordings[0].stacks, recordings[1].stacks
