@@ -7,10 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp
 BENCH_STAMP := $(VENV)/.stamp-bench
 APT_PACKAGES := libusb-1.0-0 libvulkan1 mesa-vulkan-drivers libgl1 libglib2.0-0 libgomp1 \
-	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user prometheus
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user prometheus linux-perf
 DEMO_OUT := runs/demo
 
-.PHONY: demo test setup system-deps node-client bench clean
+.PHONY: demo test setup system-deps node-client bench profile-pictures clean
 
 # The demo: camera YOLOv8 + LiDAR PointPillars (the project's trained demo models) + fusion on the
 # bundled drive at its recorded speed (10 Hz); prints per-frame detections, the latency table and
@@ -35,6 +35,21 @@ bench: setup $(BENCH_STAMP)
 
 setup: system-deps $(STAMP)
 
+# The two pictures of docs/profiling.md, recorded on the bundled drive with the commands the page
+# shows (500 Hz: fine enough to catch the 1 % kernels in five runs); tests/test_profile.py runs
+# the same recordings and checks the committed pictures.
+PROFILE_OUT := runs/profile-pictures
+profile-pictures: setup
+	$(BIN)/cuvil-perception profile configs/lidar_pillars.yaml --replay datasets/sample_drive \
+		--hz 500 --repeat 5 --out $(PROFILE_OUT)/one --overwrite
+	$(BIN)/cuvil-perception profile configs/lidar_pillars.yaml --replay datasets/sample_drive \
+		--set detect.sparse=false --vs-set detect.sparse=true --hz 500 --repeat 5 \
+		--out $(PROFILE_OUT)/ab \
+		--overwrite
+	mkdir -p docs/img
+	cp $(PROFILE_OUT)/one/flamegraph.svg docs/img/profile_lidar_pillars.svg
+	cp $(PROFILE_OUT)/ab/diff.svg docs/img/profile_dense_vs_sparse.svg
+
 # Foxglove's own npm client (@foxglove/ws-protocol on ws, versions pinned in its package-lock),
 # the independent client tests/test_foxglove_live.py runs against the live view; skipped
 # (and that test with it) where Node.js is not installed.
@@ -48,7 +63,8 @@ node-client:
 # Open3D needs libusb at import time and Vulkan + Mesa for offscreen rendering; `compile --library`
 # links aarch64 libraries with the cross gcc, and tests run them under qemu-user; prometheus
 # gives promtool (tests/test_rt_metrics.py checks every scrape and the Grafana dashboard's
-# queries with it) and the server benchmarks/prometheus_scrape.py runs.
+# queries with it) and the server benchmarks/prometheus_scrape.py runs; linux-perf is `profile
+# --profiler perf`'s sampler (py-spy, the default one, comes from PyPI with the dev extra).
 system-deps:
 	@missing=""; for pkg in $(APT_PACKAGES); do \
 		dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \

@@ -29,6 +29,7 @@ _COMMANDS = (
     ("compile_cmd", "compile_cmd"),
     ("cache_cmd", "cache_group"),
     ("bench_cmd", "bench_cmd"),
+    ("profile_cmd", "profile_cmd"),
     ("eval_cmd", "eval_cmd"),
     ("quantize_cmd", "quantize_cmd"),
     ("render_cmd", "render_cmd"),

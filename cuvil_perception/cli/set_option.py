@@ -1,5 +1,6 @@
 """``--set STAGE.PARAM=VALUE`` (repeatable): override one value of the pipeline YAML from the
-command line, on every verb that loads a pipeline (run, inspect, eval, bench, compile, fleet).
+command line, on every verb that loads a pipeline (run, inspect, eval, bench, profile, compile,
+fleet).
 
 The option only collects the texts; `graph.overrides.apply_cli_sources(..., sets=...)` applies
 and checks them (one mechanism for every CLI override of a pipeline).

@@ -5,7 +5,7 @@ same checks as the same value written in the YAML, and its error names ``--set S
 where a YAML error names file:line. Rows are generated from every op's numeric params (the
 values of `test_params`), plus the stage fields ``--set`` allows (deadline_ms, on_miss, tag);
 ``inspect`` refuses each with the line ``run`` prints, and every verb that loads a pipeline
-(run, inspect, eval, bench, compile, fleet) has the option.
+(run, inspect, eval, bench, compile, fleet, profile) has the option.
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ def test_inspect_refuses_a_bad_set_exactly_as_run(tmp_path, value, fragments):
 
 @pytest.mark.parametrize("verb", [
     ["eval"], ["compile"], ["bench", "--budgets", "b.yaml"],
-    ["fleet", "run", "--out", "fleet"],
-], ids=["eval", "compile", "bench", "fleet"])
+    ["fleet", "run", "--out", "fleet"], ["profile", "--out", "prof"],
+], ids=["eval", "compile", "bench", "fleet", "profile"])
 def test_every_verb_that_loads_a_pipeline_takes_set(tmp_path, verb):
     (tmp_path / "p.yaml").write_text(PILLARS)
     (tmp_path / "b.yaml").write_text("budgets:\n  - {stage: detect, p99_ms: 1000}\n")

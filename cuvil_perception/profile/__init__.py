@@ -1,0 +1,24 @@
+"""``profile``: record pipeline runs with a sampling profiler; flame graphs, folded stacks,
+speedscope files, differential graphs.
+
+Layout, in the order a recording flows through it::
+
+    samplers    which sampler may run here (py-spy, perf), one line on what to change if none
+    session     worker processes (worker), the sampler attached to each, runs interleaved
+    pyspy/perf  a sampler's command line and its output read into Stacks (frames names them)
+    perfmap     the native kernels' names from the worker's /tmp/perf-<pid>.map
+    stacks      Stacks: sample counts per stack, folded text in and out
+    flametree   the merged tree (and a differential one) -> flamegraph: the SVG
+    speedscope  the speedscope JSON; diff: per-frame weights and the table of changes
+    output      the files of --out
+"""
+
+from .samplers import SAMPLERS, choose
+from .diff import Change, changes, changes_text, diff_tree
+from .session import Recording, record
+from .stacks import Stacks, parse_folded
+
+DEFAULT_HZ = 50  # samples a second; at 100 the worker spent +12 % CPU (docs/profiling.md)
+
+__all__ = ["DEFAULT_HZ", "SAMPLERS", "Change", "Recording", "Stacks", "changes",
+           "changes_text", "choose", "diff_tree", "parse_folded", "record"]
