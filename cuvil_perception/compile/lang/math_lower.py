@@ -11,7 +11,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import irutil as u
-from . import folding, kmath
+from . import folding, kmath, promotion
 from .arith import convert
 from .slice_lower import is_slice
 from .types import BOOL, F64, I32, I64, VecType
@@ -29,11 +29,7 @@ class MathMixin:
         if all(isinstance(x, Const) for x in raw):
             return self.folded(node, _fold_math, fn, *(x.value for x in raw))
         vals = [self.value(x, a) for x, a in zip(raw, node.args)]
-        ty = F64
-        if all(v.ty.is_float for v in vals if not v.weak) and any(v.ty.is_float and not v.weak
-                                                                    for v in vals):
-            ty = max((v.ty for v in vals if not v.weak and v.ty.is_float),
-                     key=lambda t: t.bits)
+        ty = promotion.math_argument([v.ty for v in vals], [v.weak for v in vals])
         args = [convert(self.b, v, ty).ir for v in vals]
         if name == "isnan":
             return Val(self.b.fcmp_unordered("uno", args[0], args[0]), BOOL)

@@ -21,6 +21,11 @@ a numpy int out of range of an ``i8`` or ``i16`` buffer). So the target buffer o
 wrapped in `Stores`, whose writes go through `stored`; a function that stores elements is rebuilt
 for it.
 
+Arithmetic ``a op b`` (``+ - * / // % **``) of two run-time values, and ``x op= v`` on a name,
+go through `promotion.twin_arith`, which applies the promotion table: numpy makes an i32 or
+i64 scalar with an f32 an f64, compiled code an f32. A function that does such arithmetic is
+rebuilt for it.
+
 A kernel's scalar arguments are cast to their declared types on entry (`as_param`: an ``f32``
 parameter is a ``numpy.float32``, as compiled, not the caller's float64 ``0.1``), so the
 function of a kernel with a scalar parameter is rebuilt too.
@@ -43,6 +48,7 @@ import numbers
 import numpy as np
 
 from ...errors import KernelSourceError
+from .promotion import twin_arith
 from .simd import Vector
 from .slice_lower import is_slice
 from .source import Source
@@ -54,9 +60,13 @@ _SLICE = "__cuvil_slice__"  # the builtin `slice` (the kernel's module may shado
 _LANES = "__cuvil_slice_lanes__"
 _STORES = "__cuvil_stores__"
 _PARAM = "__cuvil_param__"
-_HOOKS = (_VALUE, _INDEX, _SLICE, _LANES, _STORES, _PARAM)  # the rebuilt function's closure
+_ARITH = "__cuvil_arith__"
+_HOOKS = (_VALUE, _INDEX, _SLICE, _LANES, _STORES, _PARAM, _ARITH)  # the rebuilt closure
 _SLICE_OPS = {"BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE"}
 _REBUILT_OPS = _SLICE_OPS | {"STORE_SUBSCR"}
+_ARITH_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+              ast.Mod: "%", ast.Pow: "**"}
+_ARITH_CODES = set(_ARITH_OPS.values()) | {f"{op}=" for op in _ARITH_OPS.values()}
 
 
 def as_value(x):
@@ -160,9 +170,35 @@ class _WrapReads(ast.NodeTransformer):
     def __init__(self):
         self.found = False
 
+    def visit_BinOp(self, node: ast.BinOp):
+        """``a op b`` of two run-time values -> `promotion.twin_arith` (the promotion table:
+        numpy would make an i32 or i64 with an f32 an f64). A literal operand is left to
+        numpy, whose weak Python numbers adapt as the table's literals do."""
+        self.generic_visit(node)
+        op = _ARITH_OPS.get(type(node.op))
+        if op is None or _literal(node.left) or _literal(node.right):
+            return node
+        self.found = True
+        call = ast.Call(ast.Name(_ARITH, ast.Load()), [ast.Constant(op), node.left, node.right],
+                        [])
+        return ast.copy_location(call, node)
+
+    def visit_AugAssign_name(self, node: ast.AugAssign):
+        """``x op= v`` (``x`` a name) -> ``x = twin_arith(op, x, v, inplace=True)``."""
+        op = _ARITH_OPS.get(type(node.op))
+        if op is None or _literal(node.value):
+            return node
+        self.found = True
+        call = ast.Call(ast.Name(_ARITH, ast.Load()), [
+            ast.Constant(op), ast.Name(node.target.id, ast.Load()), node.value,
+            ast.Constant(True)], [])
+        return ast.copy_location(ast.Assign([node.target], ast.copy_location(call, node)), node)
+
     def visit_AugAssign(self, node: ast.AugAssign):
         sliced = isinstance(node.target, ast.Subscript) and is_slice(node.target)
         self.generic_visit(node)
+        if isinstance(node.target, ast.Name):
+            return self.visit_AugAssign_name(node)
         if sliced:  # (the target's value, a name, is evaluated once more by its checked index)
             target = node.target
             target.value = ast.copy_location(
@@ -200,6 +236,13 @@ class _WrapReads(ast.NodeTransformer):
         return node
 
 
+def _literal(node: ast.expr) -> bool:
+    """A number written in the source (``2``, ``-0.5``): weak in both modes."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant)
+
+
 def _as_load(node: ast.expr) -> ast.expr:
     node = copy.deepcopy(node)
     for sub in ast.walk(node):
@@ -209,11 +252,13 @@ def _as_load(node: ast.expr) -> ast.expr:
 
 
 def _has_slices(code) -> bool:
-    """Whether the bytecode stores an element, builds a slice or loads a constant one (cheap:
+    """Whether the bytecode stores an element, does arithmetic (`promotion.twin_arith`),
+    builds a slice or loads a constant one (cheap:
     parsing the source of every kernel at import would cost ~2 ms each). Python 3.14 folds
     constant bounds into the code's constants (``x[0, 0:4]`` loads ``(0, slice(0, 4,
     None))``): no slice opcode."""
-    return any(ins.opname in _REBUILT_OPS for ins in dis.get_instructions(code)) \
+    return any(ins.opname in _REBUILT_OPS or ins.opname == "BINARY_OP" and ins.argrepr in
+               _ARITH_CODES for ins in dis.get_instructions(code)) \
         or any(_holds_slice(c) for c in code.co_consts)
 
 
@@ -273,7 +318,7 @@ def value_slices(fn, params: bool = False):
     scope: dict = {}
     exec(code, fn.__globals__, scope)  # noqa: S102 - the user's own kernel source
     rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice, Lanes, Stores,
-                                         as_param)
+                                         as_param, twin_arith)
     functools.update_wrapper(rebuilt, fn)
     rebuilt.__kwdefaults__, rebuilt.__defaults__ = fn.__kwdefaults__, fn.__defaults__
     return rebuilt
