@@ -4,7 +4,7 @@ being the f32 spacing at the reference. Each function is called through a compil
 (the uncompiled twin gives the same bits, `tests/test_lang_kmath.py`) on 200k log-uniform
 random arguments over its domain plus edge values (0, -0, subnormals, +-1, huge, inf, NaN).
 
-    PYTHONPATH=. python benchmarks/kmath_accuracy.py [--n 200000]
+    PYTHONPATH=. python benchmarks/kmath_accuracy.py [--n 200000] [--speed]
 
 Prints one row per function: the max and mean ulps over finite references, and whether the
 NaN / inf results agree with the reference's. f64 is the C library's (glibc on Linux: its
@@ -103,6 +103,7 @@ def measure(name: str, n: int, rng) -> tuple[float, float, bool]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=200_000)
+    parser.add_argument("--speed", action="store_true", help="also time a few functions")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     info = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
@@ -114,6 +115,56 @@ def main() -> None:
     for name in (*UNARY, *BINARY):
         worst, mean, same = measure(name, args.n, rng)
         print(f"{name:10} {worst:8.3f} {mean:9.4f}  {same}")
+    if args.speed:
+        speed()
+
+
+
+@kernel(name="bench.kmath_speed")
+def _speed(x: Buf[f32, "n"], y: Buf[f32, "n"], out: Buf[f32, "n"], n: i64, *, fn: int):
+    """out[i] = one function of x[i] (y[i]): 0 atan2, 1 asin, 2 atan, 3 tan (libm), 4 erf
+    (libm), 5 hypot."""
+    for i in range(n):
+        if fn == 0:
+            out[i] = kmath.atan2(y[i], x[i])
+        elif fn == 1:
+            out[i] = kmath.asin(x[i])
+        elif fn == 2:
+            out[i] = kmath.atan(x[i])
+        elif fn == 3:
+            out[i] = kmath.tan(x[i])
+        elif fn == 4:
+            out[i] = kmath.erf(x[i])
+        else:
+            out[i] = kmath.hypot(x[i], y[i])
+
+
+def speed(n: int = 1 << 20) -> None:
+    """ns per element of a compiled loop against numpy's float32 ufunc, interleaved, best of
+    7 rounds (one thread)."""
+    import time
+
+    rng = np.random.default_rng(1)
+    x, y = rng.uniform(-1, 1, n).astype(np.float32), rng.uniform(-1, 1, n).astype(np.float32)
+    out = np.empty_like(x)
+    erf = np.vectorize(math.erf, otypes=[np.float32])
+    cases = [("atan2", 0, lambda: np.arctan2(y, x)), ("asin", 1, lambda: np.arcsin(x)),
+             ("atan", 2, lambda: np.arctan(x)), ("tan (libm)", 3, lambda: np.tan(x)),
+             ("erf (libm)", 4, lambda: erf(x[: n // 64])), ("hypot", 5, lambda: np.hypot(x, y))]
+    print(f"\n# ns per element, {n} f32 elements, one thread")
+    print(f"{'function':12} {'kernel':>8} {'numpy':>8}")
+    for name, code, reference in cases:
+        _speed(x, y, out, n, fn=code)
+        best_k = best_np = float("inf")
+        for _ in range(7):
+            t = time.perf_counter()
+            _speed(x, y, out, n, fn=code)
+            best_k = min(best_k, time.perf_counter() - t)
+            t = time.perf_counter()
+            reference()
+            best_np = min(best_np, time.perf_counter() - t)
+        scale = 64 if name.startswith("erf") else 1  # (numpy has no erf: math.erf on 1/64)
+        print(f"{name:12} {best_k / n * 1e9:8.2f} {best_np / n * scale * 1e9:8.2f}")
 
 
 if __name__ == "__main__":

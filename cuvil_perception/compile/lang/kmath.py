@@ -2,8 +2,9 @@
 
 Each function is plain numpy when the kernel runs uncompiled (``kernel.py_func``), but where
 the compiled code calls the C library (libm: the "libm" rows below), the twin calls the same
-C function through ctypes (`_libm`, lane by lane on a vector), so both give the same bits;
-compiled, it lowers to LLVM. Results keep the argument's float type (f32 in, f32 out);
+C function through ctypes (`_libm`, lane by lane on a vector), and an f32 polynomial of
+`kpoly` runs the same operations in numpy, so both give the same bits; compiled, it lowers to
+LLVM. Results keep the argument's float type (f32 in, f32 out);
 integer arguments are converted to f64 first, as numpy does. The f32 accuracy, measured
 against numpy's float64 by ``benchmarks/kmath_accuracy.py``, is in docs/kernel-language.md.
 
@@ -18,11 +19,12 @@ floor/ceil  ``llvm.floor`` / ``llvm.ceil`` (return floats, like numpy)
 trunc       ``llvm.trunc``
 round       ``llvm.roundeven``: ties to even, as Python's ``round`` and ``numpy.round``
             (not C's ``round``, which takes ties away from zero); a float, one instruction
-atan2       ``llvm.atan2`` (libm)
+atan2       f32: the polynomial of `kpoly` (computed in f64, no call, vectorises);
+            f64: ``llvm.atan2`` (libm)
 sin/cos     ``llvm.sin`` / ``llvm.cos`` (libm)
 tan         ``llvm.tan`` (libm)
-asin/acos   ``llvm.asin`` / ``llvm.acos`` (libm)
-atan        ``llvm.atan`` (libm)
+asin/acos   f32: `kpoly` as atan2; f64: ``llvm.asin`` / ``llvm.acos`` (libm)
+atan        f32: `kpoly` as atan2; f64: ``llvm.atan`` (libm)
 sinh/cosh   ``llvm.sinh`` / ``llvm.cosh`` (libm)
 tanh        ``llvm.tanh`` (libm)
 pow         ``llvm.pow`` (libm), as ``x ** y`` of floats
@@ -60,7 +62,7 @@ import math
 
 import numpy as np
 
-from . import folding
+from . import folding, kpoly
 
 
 def _float(x):
@@ -74,6 +76,8 @@ def _libm(name: str, out, *args):
     f32 ``exp`` stays numpy's (compiled, it is the polynomial), as does everything where
     there is no C library to load."""
     kind = np.asarray(out).dtype
+    if kind == np.float32 and name in kpoly.FUNCTIONS:
+        return kpoly.evaluate(name, *args)  # (compiled, the f32 polynomial: no libm)
     if kind not in (np.float32, np.float64) or (kind == np.float32 and name == "exp"):
         return out
     fn = c_function(name, kind.itemsize * 8)

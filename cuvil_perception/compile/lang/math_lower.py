@@ -11,7 +11,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import irutil as u
-from . import folding, kmath, promotion
+from . import folding, kmath, kpoly, promotion
 from .arith import convert
 from .slice_lower import is_slice
 from .types import BOOL, F64, I32, I64, VecType
@@ -72,7 +72,8 @@ def emit(b: ir.IRBuilder, name: str, args: list, flags: tuple) -> ir.Value:
     """The IR of `kmath` function ``name`` (its `kmath.FUNCTIONS` lowering) on float scalars
     or vectors of one type: an LLVM intrinsic (``llvm.sin``: the back end calls the C
     library's ``sinf`` / ``sin`` lane by lane, or emits an instruction, ``llvm.sqrt``), the
-    f32 polynomial exp, the inline f32 `hypot`, or a C library function (``libm.erf``)."""
+    f32 polynomial exp, the f32 polynomials of `kpoly` (asin acos atan atan2), the inline
+    f32 `hypot`, or a C library function (``libm.erf``)."""
     ty = args[0].type
     f32 = (ty.element if isinstance(ty, ir.VectorType) else ty) == u.F32
     if name in ("exp", "sigmoid") and f32:
@@ -81,6 +82,8 @@ def emit(b: ir.IRBuilder, name: str, args: list, flags: tuple) -> ir.Value:
         one = u.splat(1.0, args[0].type)
         e = u.intrinsic(b, "llvm.exp", b.fneg(args[0]))
         return b.fdiv(one, b.fadd(one, e))
+    if f32 and name[5:] in kpoly.FUNCTIONS and name.startswith("llvm."):
+        return kpoly.emit(b, name[5:], args)  # asin acos atan atan2: no call, vectorises
     if name == "hypot":
         return _hypot32(b, *args) if f32 else _libm_call(b, "hypot", args)
     if name.startswith("libm."):
