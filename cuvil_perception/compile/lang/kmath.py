@@ -14,35 +14,34 @@ function    compiled as
 sqrt        ``llvm.sqrt`` (correctly rounded, vectorises)
 exp         f32: the polynomial of `irutil.vexp` (<= 1.5e-7 relative, vectorises);
             f64: ``llvm.exp`` (libm)
-log         ``llvm.log`` (libm)
+log         f32: `kpoly` (below); f64: ``llvm.log`` (libm)
 floor/ceil  ``llvm.floor`` / ``llvm.ceil`` (return floats, like numpy)
 trunc       ``llvm.trunc``
 round       ``llvm.roundeven``: ties to even, as Python's ``round`` and ``numpy.round``
             (not C's ``round``, which takes ties away from zero); a float, one instruction
-atan2       f32: the polynomial of `kpoly` (computed in f64, no call, vectorises);
-            f64: ``llvm.atan2`` (libm)
 sin/cos     ``llvm.sin`` / ``llvm.cos`` (libm)
 tan         ``llvm.tan`` (libm)
-asin/acos   f32: `kpoly` as atan2; f64: ``llvm.asin`` / ``llvm.acos`` (libm)
-atan        f32: `kpoly` as atan2; f64: ``llvm.atan`` (libm)
-sinh/cosh   ``llvm.sinh`` / ``llvm.cosh`` (libm)
-tanh        ``llvm.tanh`` (libm)
+asin/acos   f32: `kpoly`; f64: ``llvm.asin`` / ``llvm.acos`` (libm)
+atan/atan2  f32: `kpoly`; f64: ``llvm.atan`` / ``llvm.atan2`` (libm)
+sinh/cosh   f32: `kpoly`; f64: ``llvm.sinh`` / ``llvm.cosh`` (libm)
+tanh        f32: `kpoly`; f64: ``llvm.tanh`` (libm)
 pow         ``llvm.pow`` (libm), as ``x ** y`` of floats
 hypot       f32: in f64, ``sqrt(x*x + y*y)`` rounded to f32 (no call, vectorises; an
             infinite argument gives +inf); f64: ``hypot`` (libm)
-expm1       ``expm1`` / ``expm1f`` (libm; no LLVM intrinsic)
-log1p       ``log1p`` / ``log1pf`` (libm; no LLVM intrinsic)
-erf         ``erf`` / ``erff`` (libm; no LLVM intrinsic; uncompiled without a C library:
-            ``math.erf``)
+expm1       f32: `kpoly`; f64: ``expm1`` (libm; no LLVM intrinsic)
+log1p       f32: `kpoly`; f64: ``log1p`` (libm; no LLVM intrinsic)
+erf         f32: `kpoly`; f64: ``erf`` (libm; no LLVM intrinsic; uncompiled without a C
+            library: ``math.erf``)
 fma         ``llvm.fma`` (one rounding; uncompiled f32: the float64 product-sum, rounded)
 isnan       ``x != x``
 sigmoid     f32: ``1 / (1 + exp(-x))`` with the polynomial exp (see `irutil.sigmoid`);
             f64: with ``llvm.exp`` (libm)
 ==========  =========================================================================
 
-A libm function is a call per element (per lane of a vector: LLVM has no vector library
-set, so a loop calling one does not vectorise), and a C library export of the kernel needs
-the C library at link time.
+`kpoly`: Cephes' polynomials computed in f64 and rounded once (<= 0.83 ulp), no call, the
+same operations uncompiled. A libm function is a call per element (per lane of a vector: LLVM
+has no vector library set, so a loop calling one does not vectorise), and a C library export
+of the kernel needs the C library at link time.
 
 Bit counts of an int (i32 or i64; the result has the argument's type; a u64 buffer element
 loads as i64 with the same bits):

@@ -82,8 +82,9 @@ def emit(b: ir.IRBuilder, name: str, args: list, flags: tuple) -> ir.Value:
         one = u.splat(1.0, args[0].type)
         e = u.intrinsic(b, "llvm.exp", b.fneg(args[0]))
         return b.fdiv(one, b.fadd(one, e))
-    if f32 and name[5:] in kpoly.FUNCTIONS and name.startswith("llvm."):
-        return kpoly.emit(b, name[5:], args)  # asin acos atan atan2: no call, vectorises
+    short = name.split(".", 1)[-1]
+    if f32 and short in kpoly.FUNCTIONS:
+        return kpoly.emit(b, short, args)  # asin ... tanh expm1: no call, vectorises
     if name == "hypot":
         return _hypot32(b, *args) if f32 else _libm_call(b, "hypot", args)
     if name.startswith("libm."):
