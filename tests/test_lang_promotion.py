@@ -88,3 +88,23 @@ def test_twin_arith_leaves_other_operands_to_numpy():
     assert promotion.twin_arith("+", 2, 3) == 5 and type(promotion.twin_arith("+", 2, 3)) is int
     assert promotion.twin_arith("*", np.int32(3), np.int64(4)).dtype == np.int64
     assert promotion.twin_arith("+", v, np.float32(1)).dtype == np.float32
+
+
+@kernel(name="test.promotion_element_op")
+def element_op(x: Buf[f32, "m"], idx: Buf[i64, "m"], m: i64, n: i64, k: i32):
+    """``x[j] op= v`` with an int ``v``: f32 arithmetic, rounded once, in both modes; the
+    index evaluated once."""
+    for j in range(m):
+        x[j] += n
+        x[idx[j]] *= k
+        x[j] -= idx[j]
+
+
+def test_element_op_follows_the_table():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=4000).astype(np.float32) * np.float32(3e7)
+    idx = rng.integers(0, 4000, 4000)
+    got, twin = x.copy(), x.copy()
+    element_op(got, idx, 4000, 2**31 + 3, 7)
+    element_op.py_func(twin, idx, 4000, 2**31 + 3, 7)
+    np.testing.assert_array_equal(got, twin)

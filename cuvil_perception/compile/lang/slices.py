@@ -21,8 +21,8 @@ a numpy int out of range of an ``i8`` or ``i16`` buffer). So the target buffer o
 wrapped in `Stores`, whose writes go through `stored`; a function that stores elements is rebuilt
 for it.
 
-Arithmetic ``a op b`` (``+ - * / // % **``) of two run-time values, and ``x op= v`` on a name,
-go through `promotion.twin_arith`, which applies the promotion table: numpy makes an i32 or
+Arithmetic ``a op b`` (``+ - * / // % **``) of two run-time values, ``x op= v`` on a name and
+``buf[k] op= v`` on an element (its key evaluated once, into a local) go through `promotion.twin_arith`, which applies the promotion table: numpy makes an i32 or
 i64 scalar with an f32 an f64, compiled code an f32. A function that does such arithmetic is
 rebuilt for it.
 
@@ -61,6 +61,7 @@ _LANES = "__cuvil_slice_lanes__"
 _STORES = "__cuvil_stores__"
 _PARAM = "__cuvil_param__"
 _ARITH = "__cuvil_arith__"
+_KEY = "__cuvil_key__"  # (a local of the rebuilt function: an element op='s index, once)
 _HOOKS = (_VALUE, _INDEX, _SLICE, _LANES, _STORES, _PARAM, _ARITH)  # the rebuilt closure
 _SLICE_OPS = {"BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE"}
 _REBUILT_OPS = _SLICE_OPS | {"STORE_SUBSCR"}
@@ -203,7 +204,23 @@ class _WrapReads(ast.NodeTransformer):
             target = node.target
             target.value = ast.copy_location(
                 ast.Call(ast.Name(_LANES, ast.Load()), [_as_load(target.value)], []), target)
+        elif isinstance(node.target, ast.Subscript):
+            return self.element_op(node)
         return node
+
+    def element_op(self, node: ast.AugAssign):
+        """``b[k] op= v`` -> ``key = k; b[key] = twin_arith(op, b[key], v)``: Python's order
+        (the key once, the element read before ``v``), the promotion table's type."""
+        op = _ARITH_OPS.get(type(node.op))
+        if op is None or _literal(node.value):
+            return node
+        self.found = True
+        target = node.target
+        key = ast.Assign([ast.Name(_KEY, ast.Store())], target.slice)
+        read = ast.Subscript(_as_load(target.value), ast.Name(_KEY, ast.Load()), ast.Load())
+        write = ast.Subscript(target.value, ast.Name(_KEY, ast.Load()), ast.Store())
+        value = ast.Call(ast.Name(_ARITH, ast.Load()), [ast.Constant(op), read, node.value], [])
+        return [ast.copy_location(key, node), ast.copy_location(ast.Assign([write], value), node)]
 
     def visit_Subscript(self, node: ast.Subscript):
         self.generic_visit(node)
