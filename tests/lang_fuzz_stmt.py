@@ -167,19 +167,19 @@ class StmtGen(ExprGen):
             return self.s_store(indent, depth)
         b = self.pick(bufs)
         items = []
-        for n in b.shape:
+        for axis, n in enumerate(b.shape):
             r = self.rng.random()
-            if r < 0.4:
+            if r < 0.4 and axis not in b.dyn:  # (a helper's view may not know the extent)
                 items.append(":")
             elif r < 0.7:
                 a = int(self.rng.integers(0, n))
                 items.append(f"{a}:{int(self.rng.integers(a + 1, n + 1))}")
             else:
                 items.append(str(int(self.rng.integers(0, n))))
-        if len(items) > 1 and self.chance(0.3):
+        if len(items) > 1 and len(b.shape) - 1 not in b.dyn and self.chance(0.3):
             items.pop()  # (the axes not indexed are `:`)
         elif ":" not in "".join(items):
-            items[0] = ":"
+            items[0] = f"0:{b.shape[0]}"
         comp = STORAGE[b.dtype][0]
         op = "+" if comp in FLOATS and self.chance(0.3) else ""
         value = self.store_value(b, depth, same_type=True)

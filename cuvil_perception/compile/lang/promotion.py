@@ -2,7 +2,8 @@
 
 The compiled code (`arith.common`, `arith.binop`, `arith.fpow`, comparisons, ``min``/``max``,
 `math_lower` for `kmath` arguments) and the uncompiled twin (`twin_arith`, which the rebuilt
-``kernel.py_func`` calls for ``a op b`` of two run-time values) both read it here, and
+``kernel.py_func`` calls for ``a op b`` of two run-time values, ``x op= v`` and
+``buf[k] op= v``: see `slices`) both read it here, and
 docs/kernel-language.md shows `table_markdown` (a test keeps them equal).
 
 Operands are *strong* (a value with a type: a variable, a parameter, a buffer element, a
