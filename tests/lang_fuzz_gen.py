@@ -307,13 +307,23 @@ class ExprGen:
         """An inexact math function of exact operands, optionally plus an exact term."""
         a = self.float_expr(ty, depth - 1).typed()
         clamp = f"min(max({a.code}, -20.0), 20.0)"
-        fn = self.pick(["exp", "log", "sin", "cos", "sigmoid", "atan2", "fma", "pow"])
+        fn = self.pick(["exp", "log", "sin", "cos", "sigmoid", "atan2", "fma", "pow", "libm"])
         b = self.float_expr(ty, depth - 1).typed()
+        unit = f"min(max({a.code}, -1.0), 1.0)"
+        if fn == "libm":  # the rest of kmath (issue 28): one picked, its domain respected
+            fn = self.pick(["asin", "acos", "atan", "tan", "sinh", "cosh", "tanh", "kpow",
+                            "round", "hypot", "expm1", "log1p", "erf"])
         code = {"exp": f"kmath.exp({clamp})", "log": f"kmath.log(abs({a.code}) + 1.0)",
                 "sin": f"kmath.sin({clamp})", "cos": f"kmath.cos({clamp})",
                 "sigmoid": f"kmath.sigmoid({clamp})", "atan2": f"kmath.atan2({a.code}, {b.code})",
                 "fma": f"kmath.fma({clamp}, {ty}(0.5), {ty}(0.25))",
-                "pow": f"abs({clamp}) ** 1.5"}[fn]
+                "pow": f"abs({clamp}) ** 1.5", "asin": f"kmath.asin({unit})",
+                "acos": f"kmath.acos({unit})", "atan": f"kmath.atan({a.code})",
+                "tan": f"kmath.tan({clamp})", "sinh": f"kmath.sinh({clamp})",
+                "cosh": f"kmath.cosh({clamp})", "tanh": f"kmath.tanh({a.code})",
+                "kpow": f"kmath.pow(abs({clamp}), {ty}(0.75))", "round": f"kmath.round({clamp})",
+                "hypot": f"kmath.hypot({clamp}, {b.code})", "expm1": f"kmath.expm1({clamp})",
+                "log1p": f"kmath.log1p(abs({a.code}))", "erf": f"kmath.erf({a.code})"}[fn]
         if self.chance(0.4):
             code = f"{code} + {paren(self.float_expr(ty, 0).typed())}"
         return V(code, ty, exact=False)

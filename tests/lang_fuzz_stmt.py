@@ -48,7 +48,8 @@ class StmtGen(ExprGen):
         self.scope = outer
 
     def statement(self, indent: int, depth: int) -> None:
-        kinds = ["decl", "decl", "assign", "assign", "store", "store", "approx", "swap", "chain"]
+        kinds = ["decl", "decl", "assign", "assign", "store", "store", "approx", "swap", "chain",
+                 "region"]
         if depth > 0:
             kinds += ["if", "for", "for", "static_for", "while", "bits", "ifassign"]
         if self.scope.loops and depth >= 0:
@@ -61,7 +62,7 @@ class StmtGen(ExprGen):
             kinds += ["vdecl", "vstore", "vstore", "unpack", "fill"]
         if self.pure:
             kinds = [k for k in kinds if k not in ("store", "approx", "vstore", "call", "fill",
-                                                   "chain")]
+                                                   "chain", "region")]
         getattr(self, "s_" + self.pick(kinds))(indent, depth)
 
     # -- scalars ------------------------------------------------------------------------
@@ -157,6 +158,32 @@ class StmtGen(ExprGen):
                 rhs = V(str(k - 1 if op == "&" else k), comp, weak=True)
             return self.emit(indent, f"{tgt} {op}= {rhs.code}")
         self.emit(indent, f"{tgt} = {self.store_value(b, depth)}")
+
+    def s_region(self, indent, depth):
+        """A region store (issue 28): ``b[:, 1:3] = v``, ``b[2] = v`` of a 2-d ``b``, constant
+        bounds inside the shape, a number of the element's type broadcast (an op= at times)."""
+        bufs = [b for b in self.bufs if not b.approx and not b.unknown]
+        if not bufs:
+            return self.s_store(indent, depth)
+        b = self.pick(bufs)
+        items = []
+        for axis, n in enumerate(b.shape):
+            r = self.rng.random()
+            if r < 0.4 and axis not in b.dyn:  # (a helper's view may not know the extent)
+                items.append(":")
+            elif r < 0.7:
+                a = int(self.rng.integers(0, n))
+                items.append(f"{a}:{int(self.rng.integers(a + 1, n + 1))}")
+            else:
+                items.append(str(int(self.rng.integers(0, n))))
+        if len(items) > 1 and len(b.shape) - 1 not in b.dyn and self.chance(0.3):
+            items.pop()  # (the axes not indexed are `:`)
+        elif ":" not in "".join(items):
+            items[0] = f"0:{b.shape[0]}"
+        comp = STORAGE[b.dtype][0]
+        op = "+" if comp in FLOATS and self.chance(0.3) else ""
+        value = self.store_value(b, depth, same_type=True)
+        self.emit(indent, f"{b.name}[{', '.join(items)}] {op}= {value}")
 
     def s_approx(self, indent, depth):
         outs = [b for b in self.bufs if b.approx]

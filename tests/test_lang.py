@@ -275,7 +275,7 @@ def _bad_kernels():
 
     @kernel
     def rank(x: Buf[f32, "n", 4], *, n: int):
-        x[0] = 1.0  # marker: wrong-rank
+        x[0, 0] = x[1]  # marker: wrong-rank (a store `x[0] = 1.0` fills the row, as numpy)
 
     @kernel
     def untyped(x, *, n: int):

@@ -345,7 +345,7 @@ def _bad_kernels():
 
     @kernel
     def element_type(x: Buf[f32, "n", 8], k: Buf[i32, "n", 8], *, n: int):
-        x[0, :] = k[0, :]  # marker: element-type
+        x[0, :] = k[0, :] * 2  # marker: element-type (a copy `= k[0, :]` converts)
 
     @kernel
     def scalar_type(x: Buf[f32, "n", 8], s: f64, *, n: int):
@@ -353,7 +353,7 @@ def _bad_kernels():
 
     @kernel
     def byte_slice(x: Buf[u8, "n", 8], *, n: int):
-        x[0, :] = 1  # marker: byte-slice
+        x[0, 0] = simd.reduce_add(x[0, :])  # marker: byte-slice (a store `x[0, :] = 1` works)
 
     @kernel
     def whole_run_time(x: Buf[f32, "m", "m"], m: i64, *, n: int):

@@ -5,7 +5,7 @@
   numpy's, not Python's unbounded ints. ``x // 0`` is ``x`` and ``x % 0`` is 0 (Python
   raises; the divisor 1 is used so as not to trap), and ``INT_MIN // -1`` wraps to INT_MIN
   instead of trapping. Constants fold with these semantics (`folding`).
-- ``/`` is true division (ints go to f64). ``**`` takes a constant non-negative int exponent
+- Operand types follow the one table in `promotion`; ``/`` is true division (ints go to f64). ``**`` takes a constant non-negative int exponent
   (square-and-multiply, ints wrapping; a float base up to 64) or floats (``llvm.pow``).
 - Shifts: ``a << n`` is 0 for n >= bits, ``a >> n`` is arithmetic and fills with the sign for
   n >= bits (Python's result on the wrapped value); negative n is taken as >= bits.
@@ -18,7 +18,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .. import irutil as u
-from .types import BOOL, F64, I32, I64, Scalar, unify
+from . import promotion
+from .types import BOOL, F64, I32, I64, Scalar
 from .values import Val
 
 
@@ -64,25 +65,17 @@ def _fptoint_sat(b: ir.IRBuilder, v: ir.Value, src: Scalar, to: Scalar) -> ir.Va
 
 
 def common(b: ir.IRBuilder, x: Val, y: Val, arith: bool = True) -> tuple[Val, Val, Scalar]:
-    """Bring two operands to one type. A weak (literal) operand takes the other's type when
-    that does not lose its kind (an int literal joins a float, a float literal an f32); bools
-    become i64 in arithmetic."""
-    if x.weak != y.weak:
-        strong, weak = (y, x) if x.weak else (x, y)
-        ty = strong.ty if (strong.ty.is_float or not weak.ty.is_float) else weak.ty
-    else:
-        ty = unify(x.ty, y.ty)
-    if arith and ty == BOOL:
-        ty = I64
+    """Bring two operands to one type: the `promotion` table (a weak, literal, operand takes
+    the other's type when that keeps its kind; bools become i64 in arithmetic)."""
+    ty = promotion.operands(x.ty, y.ty, x.weak, y.weak, arith)
     weak = x.weak and y.weak
     return Val(convert(b, x, ty).ir, ty, weak), Val(convert(b, y, ty).ir, ty, weak), ty
 
 
 def binop(b: ir.IRBuilder, op: str, x: Val, y: Val, flags: tuple) -> Val:
     """``x op y`` for op in + - * / // % & | ^ << >> (``**`` is in `power`)."""
-    if op == "/":
-        if not (x.ty.is_float or y.ty.is_float):
-            x, y = convert(b, x, F64), convert(b, y, F64)
+    if op == "/" and promotion.true_divide(x.ty, y.ty):
+        x, y = convert(b, x, F64), convert(b, y, F64)
     bitwise = op in ("&", "|", "^")
     x, y, ty = common(b, x, y, arith=not (bitwise and x.ty == BOOL and y.ty == BOOL))
     if ty.is_float:
@@ -186,7 +179,7 @@ def power(b: ir.IRBuilder, x: Val, exponent, flags: tuple) -> Val:
 
 
 def fpow(b: ir.IRBuilder, x: Val, y: Val, flags: tuple) -> Val:
-    ty = x.ty if x.ty.is_float else (y.ty if y.ty.is_float else F64)
+    ty = promotion.power(x.ty, y.ty, x.weak, y.weak)
     x, y = convert(b, x, ty), convert(b, y, ty)
     return Val(u.intrinsic(b, "llvm.pow", x.ir, y.ir, flags=flags), ty, x.weak and y.weak)
 

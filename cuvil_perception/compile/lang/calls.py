@@ -117,8 +117,8 @@ class CallsMixin:
             self.fail(node, "prange() outside a for loop", "`for i in prange(n)`")
         if callable(fn):
             module = getattr(fn, "__module__", "") or ""
-            hint = ("the kernel math module (`from cuvil_perception.compile.lang import "
-                    "kmath`)" if module.startswith(("numpy", "math")) or module == "builtins"
+            hint = (kmath.suggest(getattr(fn, "__name__", ""))
+                    if module.startswith(("numpy", "math")) or module == "builtins"
                     else "@inline on that function, so kernels may call it")
             self.fail(node, f"`{ast.unparse(node.func)}` cannot be called from a kernel", hint)
         self.fail(node, f"`{ast.unparse(node.func)}` is not callable")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
 from llvmlite import ir
 
 from .. import irutil as u
@@ -236,10 +237,18 @@ class ExprMixin(FoldMixin):
     # -- indexing -----------------------------------------------------------------------
     def e_Subscript(self, node: ast.Subscript):
         base = self.expr(node.value)
+        if isinstance(base, Const) and isinstance(base.value, np.ndarray) \
+                and not is_vector_constant(base.value):
+            self.fail(node.value, f"`{ast.unparse(node.value)}` is a module-level numpy array: "
+                      "a kernel reads module-level numbers, tuples and `simd.vector`s as "
+                      "constants, not arrays", "a buffer parameter (the array passed in the "
+                      f"call), or a tuple (`{ast.unparse(node.value)} = (...)`) for a small "
+                      "constant table")
         if isinstance(base, Const) or isinstance(base, tuple):
             key = self.expr(node.slice)
             if not isinstance(key, Const) or not isinstance(key.value, int):
-                self.fail(node.slice, "a static tuple indexed by a run-time value",
+                self.fail(node.slice, f"`{ast.unparse(node.value)}` is a static tuple, "
+                          "indexed by a run-time value",
                           "`for x in tuple:` (unrolled) or a buffer")
             seq = base.value if isinstance(base, Const) else base
             if not isinstance(seq, (tuple, list)):

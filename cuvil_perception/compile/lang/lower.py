@@ -33,6 +33,7 @@ from .loop_lower import LoopMixin
 from .math_lower import MathMixin
 from .names import STMT_HINTS, binding_lines
 from .prange_lower import PrangeMixin
+from .region_lower import RegionMixin
 from .simd_lower import SimdMixin
 from .slice_lower import SliceMixin, is_slice
 from .source import Source, fail
@@ -64,7 +65,7 @@ class Frame:
 
 
 class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMixin,
-              SliceMixin, LoopMixin, PrangeMixin, AtomicMixin):
+              SliceMixin, RegionMixin, LoopMixin, PrangeMixin, AtomicMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):
@@ -140,6 +141,8 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
         self.expr(node.value)
 
     def s_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) == 1 and self.region_store(node.targets[0], node.value, None, node):
+            return  # (`img[:, :] = -1`: loops, `region_lower`)
         value = self.expr(node.value)
         for target in node.targets:  # `a = b = v`: as Python, v once, bound left to right
             self.assign(target, value, node)
@@ -164,6 +167,8 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
             self.fail(node, f"operator {type(node.op).__name__} in `op=`")
         if not isinstance(node.target, (ast.Name, ast.Subscript)):
             self.fail(node, "`op=` on this target is not supported", "`x = x op y`")
+        if self.region_store(node.target, node.value, op, node):
+            return None
         if isinstance(node.target, ast.Subscript):
             return self.aug_item(node.target, op, node)
         current = self.expr(node.target)

@@ -11,7 +11,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import irutil as u
-from . import folding, kmath
+from . import folding, kmath, kpoly, promotion
 from .arith import convert
 from .slice_lower import is_slice
 from .types import BOOL, F64, I32, I64, VecType
@@ -29,24 +29,11 @@ class MathMixin:
         if all(isinstance(x, Const) for x in raw):
             return self.folded(node, _fold_math, fn, *(x.value for x in raw))
         vals = [self.value(x, a) for x, a in zip(raw, node.args)]
-        ty = F64
-        if all(v.ty.is_float for v in vals if not v.weak) and any(v.ty.is_float and not v.weak
-                                                                    for v in vals):
-            ty = max((v.ty for v in vals if not v.weak and v.ty.is_float),
-                     key=lambda t: t.bits)
+        ty = promotion.math_argument([v.ty for v in vals], [v.weak for v in vals])
         args = [convert(self.b, v, ty).ir for v in vals]
         if name == "isnan":
             return Val(self.b.fcmp_unordered("uno", args[0], args[0]), BOOL)
-        if name in ("exp", "sigmoid") and ty.bits == 32:
-            out = (u.vexp if name == "exp" else u.sigmoid)(self.b, args[0])
-        elif name == "sigmoid":
-            one = ir.Constant(ty.ir, 1.0)
-            e = u.intrinsic(self.b, "llvm.exp", self.b.fneg(args[0]))
-            out = self.b.fdiv(one, self.b.fadd(one, e))
-        else:
-            out = u.intrinsic(self.b, "llvm.exp" if name == "exp" else name, *args,
-                              flags=self.flags)
-        return Val(out, ty)
+        return Val(emit(self.b, name, args, self.flags), ty)
 
     def bit_count(self, fn, node: ast.Call):
         """`kmath.ctz` / `kmath.popcount` of an int, at its width (`int_word`); the result is
@@ -81,6 +68,61 @@ class MathMixin:
         return val.ir
 
 
+def emit(b: ir.IRBuilder, name: str, args: list, flags: tuple) -> ir.Value:
+    """The IR of `kmath` function ``name`` (its `kmath.FUNCTIONS` lowering) on float scalars
+    or vectors of one type: an LLVM intrinsic (``llvm.sin``: the back end calls the C
+    library's ``sinf`` / ``sin`` lane by lane, or emits an instruction, ``llvm.sqrt``), the
+    f32 polynomial exp, the f32 polynomials of `kpoly` (asin acos atan atan2), the inline
+    f32 `hypot`, or a C library function (``libm.erf``)."""
+    ty = args[0].type
+    f32 = (ty.element if isinstance(ty, ir.VectorType) else ty) == u.F32
+    if name in ("exp", "sigmoid") and f32:
+        return (u.vexp if name == "exp" else u.sigmoid)(b, args[0])
+    if name == "sigmoid":
+        one = u.splat(1.0, args[0].type)
+        e = u.intrinsic(b, "llvm.exp", b.fneg(args[0]))
+        return b.fdiv(one, b.fadd(one, e))
+    short = name.split(".", 1)[-1]
+    if f32 and short in kpoly.FUNCTIONS:
+        return kpoly.emit(b, short, args)  # asin ... tanh expm1: no call, vectorises
+    if name == "hypot":
+        return _hypot32(b, *args) if f32 else _libm_call(b, "hypot", args)
+    if name.startswith("libm."):
+        return _libm_call(b, name[5:], args)
+    return u.intrinsic(b, "llvm.exp" if name == "exp" else name, *args, flags=flags)
+
+
+def _hypot32(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """f32 ``hypot`` in f64: the squares are exact and their sum cannot overflow, so one
+    rounding of the sum, the root's and the narrowing (<= 0.5 ulp + a double rounding); an
+    infinite argument gives +inf, as C's (a NaN in the other too). No call: vectorises."""
+    wide = u.F64 if not isinstance(x.type, ir.VectorType) else u.vec(u.F64, x.type.count)
+    wx, wy = b.fpext(x, wide), b.fpext(y, wide)
+    root = u.intrinsic(b, "llvm.sqrt", b.fadd(b.fmul(wx, wx), b.fmul(wy, wy)))
+    out = b.fptrunc(root, x.type)
+    inf = u.splat(float("inf"), x.type)
+    infinite = b.or_(b.fcmp_ordered("==", u.intrinsic(b, "llvm.fabs", x), inf),
+                     b.fcmp_ordered("==", u.intrinsic(b, "llvm.fabs", y), inf))
+    return b.select(infinite, inf, out)
+
+
+def _libm_call(b: ir.IRBuilder, name: str, args: list) -> ir.Value:
+    """A call of the C library's ``name`` (``namef`` on f32), lane by lane on a vector (there
+    is no LLVM intrinsic for it: ``expm1 log1p erf``, f64 ``hypot``)."""
+    ty = args[0].type
+    elem = ty.element if isinstance(ty, ir.VectorType) else ty
+    symbol = name + ("f" if elem == u.F32 else "")
+    fn = b.module.globals.get(symbol) or ir.Function(
+        b.module, ir.FunctionType(elem, [elem] * len(args)), name=symbol)
+    if not isinstance(ty, ir.VectorType):
+        return b.call(fn, args)
+    out = ir.Constant(ty, ir.Undefined)
+    for k in range(ty.count):
+        lane = [b.extract_element(a, u.const_i32(k)) for a in args]
+        out = b.insert_element(out, b.call(fn, lane), u.const_i32(k))
+    return out
+
+
 def _fold_math(fn, *args):
     """A `kmath` function of constants, as the compiled f64 code computes it: ints are the
     f64 of their i64, the libm functions are the C library's (`folding.libm`), ``fma``
@@ -94,8 +136,8 @@ def _fold_math(fn, *args):
         return 1.0 / (1.0 + folding.libm("exp", -args[0]))
     if fn in (kmath.exp, kmath.log, kmath.atan2, kmath.sin, kmath.cos):
         return folding.libm(fn.__name__, *args)
-    with np.errstate(all="ignore"):  # exact ones: sqrt, floor, ceil, trunc; isnan
-        out = fn(*args)
+    with np.errstate(all="ignore"):  # exact ones (sqrt, floor, ceil, trunc, round; isnan),
+        out = fn(*args)  # the rest the C library's f64 function (`kmath._libm`)
     return out if fn is kmath.isnan else float(out)
 
 

@@ -138,11 +138,13 @@ class SliceMixin:
         return u.const_i64(a), lanes, step
 
     def constant_lanes(self, buf: BufRef, sliced: ast.Slice, axis: int, static: int | None,
-                       a: int, b: int, step: int) -> int:
-        """The lane count of ``a:b:step`` (constants), every lane inside a static extent."""
+                       a: int, b: int, step: int, limit: int | None = MAX_LANES) -> int:
+        """The lane count of ``a:b:step`` (constants), every lane inside a static extent, at
+        most ``limit`` (a vector's; a region store has none)."""
         lanes = -((a - b) // step)  # len(range(a, b, step)), which overflows past 2**63
         last = a + (lanes - 1) * step  # (a stop past the extent is fine, as numpy: `1:9:2` of 8)
-        if 0 <= a < b < 2**63 and (static is None or last < static) and lanes <= MAX_LANES:
+        if 0 <= a < b < 2**63 and (static is None or last < static) and (
+                limit is None or lanes <= limit):
             return lanes
         tail = f":{step}" if step != 1 else ""
         if (a < 0 or b < 0) and static is not None:
@@ -151,10 +153,11 @@ class SliceMixin:
                 self.fail(sliced, f"negative bound in slice `{ast.unparse(sliced)}` on axis "
                           f"{axis} of '{buf.name}' (extent {static}): kernels do not count "
                           "from the end as Python does", f"`{start}:{stop}{tail}`")
+        most = f", at most {limit} lanes" if limit is not None else ""
         self.fail(sliced, f"slice `{a}:{b}{tail}` out of range for axis {axis} of '{buf.name}' "
-                  f"(extent {static if static is not None else 'run-time'}, at most "
-                  f"{MAX_LANES} lanes)", f"`a:b` with 0 <= a < b <= {static}" if static is not None
-                  else f"`a:b` with 0 <= a < b, at most {MAX_LANES} lanes")
+                  f"(extent {static if static is not None else 'run-time'}{most})",
+                  f"`a:b` with 0 <= a < b <= {static}" if static is not None
+                  else f"`a:b` with 0 <= a < b{most}")
 
     def run_time_length(self, sliced: ast.Slice) -> int | None:
         up = sliced.upper

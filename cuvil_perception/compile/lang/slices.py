@@ -21,6 +21,11 @@ a numpy int out of range of an ``i8`` or ``i16`` buffer). So the target buffer o
 wrapped in `Stores`, whose writes go through `stored`; a function that stores elements is rebuilt
 for it.
 
+Arithmetic ``a op b`` (``+ - * / // % **``) of two run-time values, ``x op= v`` on a name and
+``buf[k] op= v`` on an element (its key evaluated once, into a local) go through `promotion.twin_arith`, which applies the promotion table: numpy makes an i32 or
+i64 scalar with an f32 an f64, compiled code an f32. A function that does such arithmetic is
+rebuilt for it.
+
 A kernel's scalar arguments are cast to their declared types on entry (`as_param`: an ``f32``
 parameter is a ``numpy.float32``, as compiled, not the caller's float64 ``0.1``), so the
 function of a kernel with a scalar parameter is rebuilt too.
@@ -47,6 +52,7 @@ import numpy as np
 
 from ...errors import KernelSourceError
 from . import prange
+from .promotion import twin_arith
 from .simd import Vector
 from .slice_lower import is_slice
 from .source import Source
@@ -58,10 +64,15 @@ _SLICE = "__cuvil_slice__"  # the builtin `slice` (the kernel's module may shado
 _LANES = "__cuvil_slice_lanes__"
 _STORES = "__cuvil_stores__"
 _PARAM = "__cuvil_param__"
+_ARITH = "__cuvil_arith__"
+_KEY = "__cuvil_key__"  # (a local of the rebuilt function: an element op='s index, once)
 # the rebuilt function's closure (with `prange.HOOKS`: a prange loop's chunks, partials, tree)
-_HOOKS = (_VALUE, _INDEX, _SLICE, _LANES, _STORES, _PARAM, *prange.HOOKS)
+_HOOKS = (_VALUE, _INDEX, _SLICE, _LANES, _STORES, _PARAM, _ARITH, *prange.HOOKS)
 _SLICE_OPS = {"BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE"}
 _REBUILT_OPS = _SLICE_OPS | {"STORE_SUBSCR"}
+_ARITH_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+              ast.Mod: "%", ast.Pow: "**"}
+_ARITH_CODES = set(_ARITH_OPS.values()) | {f"{op}=" for op in _ARITH_OPS.values()}
 
 
 def as_value(x):
@@ -165,14 +176,56 @@ class _WrapReads(ast.NodeTransformer):
     def __init__(self):
         self.found = False
 
+    def visit_BinOp(self, node: ast.BinOp):
+        """``a op b`` of two run-time values -> `promotion.twin_arith` (the promotion table:
+        numpy would make an i32 or i64 with an f32 an f64). A literal operand is left to
+        numpy, whose weak Python numbers adapt as the table's literals do."""
+        self.generic_visit(node)
+        op = _ARITH_OPS.get(type(node.op))
+        if op is None or _literal(node.left) or _literal(node.right):
+            return node
+        self.found = True
+        call = ast.Call(ast.Name(_ARITH, ast.Load()), [ast.Constant(op), node.left, node.right],
+                        [])
+        return ast.copy_location(call, node)
+
+    def visit_AugAssign_name(self, node: ast.AugAssign):
+        """``x op= v`` (``x`` a name) -> ``x = twin_arith(op, x, v, inplace=True)``."""
+        op = _ARITH_OPS.get(type(node.op))
+        if op is None or _literal(node.value):
+            return node
+        self.found = True
+        call = ast.Call(ast.Name(_ARITH, ast.Load()), [
+            ast.Constant(op), ast.Name(node.target.id, ast.Load()), node.value,
+            ast.Constant(True)], [])
+        return ast.copy_location(ast.Assign([node.target], ast.copy_location(call, node)), node)
+
     def visit_AugAssign(self, node: ast.AugAssign):
         sliced = isinstance(node.target, ast.Subscript) and is_slice(node.target)
         self.generic_visit(node)
+        if isinstance(node.target, ast.Name):
+            return self.visit_AugAssign_name(node)
         if sliced:  # (the target's value, a name, is evaluated once more by its checked index)
             target = node.target
             target.value = ast.copy_location(
                 ast.Call(ast.Name(_LANES, ast.Load()), [_as_load(target.value)], []), target)
+        elif isinstance(node.target, ast.Subscript):
+            return self.element_op(node)
         return node
+
+    def element_op(self, node: ast.AugAssign):
+        """``b[k] op= v`` -> ``key = k; b[key] = twin_arith(op, b[key], v)``: Python's order
+        (the key once, the element read before ``v``), the promotion table's type."""
+        op = _ARITH_OPS.get(type(node.op))
+        if op is None or _literal(node.value):
+            return node
+        self.found = True
+        target = node.target
+        key = ast.Assign([ast.Name(_KEY, ast.Store())], target.slice)
+        read = ast.Subscript(_as_load(target.value), ast.Name(_KEY, ast.Load()), ast.Load())
+        write = ast.Subscript(target.value, ast.Name(_KEY, ast.Load()), ast.Store())
+        value = ast.Call(ast.Name(_ARITH, ast.Load()), [ast.Constant(op), read, node.value], [])
+        return [ast.copy_location(key, node), ast.copy_location(ast.Assign([write], value), node)]
 
     def visit_Subscript(self, node: ast.Subscript):
         self.generic_visit(node)
@@ -205,6 +258,13 @@ class _WrapReads(ast.NodeTransformer):
         return node
 
 
+def _literal(node: ast.expr) -> bool:
+    """A number written in the source (``2``, ``-0.5``): weak in both modes."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant)
+
+
 def _as_load(node: ast.expr) -> ast.expr:
     node = copy.deepcopy(node)
     for sub in ast.walk(node):
@@ -214,11 +274,13 @@ def _as_load(node: ast.expr) -> ast.expr:
 
 
 def _has_slices(code) -> bool:
-    """Whether the bytecode stores an element, builds a slice or loads a constant one (cheap:
+    """Whether the bytecode stores an element, does arithmetic (`promotion.twin_arith`),
+    builds a slice or loads a constant one (cheap:
     parsing the source of every kernel at import would cost ~2 ms each). Python 3.14 folds
     constant bounds into the code's constants (``x[0, 0:4]`` loads ``(0, slice(0, 4,
     None))``): no slice opcode."""
-    return any(ins.opname in _REBUILT_OPS for ins in dis.get_instructions(code)) \
+    return any(ins.opname in _REBUILT_OPS or ins.opname == "BINARY_OP" and ins.argrepr in
+               _ARITH_CODES for ins in dis.get_instructions(code)) \
         or any(_holds_slice(c) for c in code.co_consts)
 
 
@@ -281,7 +343,7 @@ def value_slices(fn, params: bool = False):
     scope: dict = {}
     exec(code, fn.__globals__, scope)  # noqa: S102 - the user's own kernel source
     rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice, Lanes, Stores,
-                                         as_param, *prange.HOOKS.values())
+                                         as_param, twin_arith, *prange.HOOKS.values())
     functools.update_wrapper(rebuilt, fn)
     rebuilt.__cuvil_prange__ = chunked.found
     rebuilt.__kwdefaults__, rebuilt.__defaults__ = fn.__kwdefaults__, fn.__defaults__

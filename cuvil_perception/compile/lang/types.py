@@ -224,15 +224,3 @@ def select(cond, a, b):
     """``a if cond else b`` with both sides evaluated: compiles to one ``select`` instruction
     (branch-free, so a loop containing it can be vectorised)."""
     return a if cond else b
-
-
-def unify(a: Scalar, b: Scalar) -> Scalar:
-    """The type two operands are brought to: float beats int, wider beats narrower, and bool
-    counts as the narrowest int."""
-    if a == b:
-        return a
-    if a.is_float or b.is_float:
-        if a.is_float and b.is_float:
-            return F64
-        return a if a.is_float else b
-    return I64 if I64 in (a, b) else I32

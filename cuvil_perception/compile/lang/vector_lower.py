@@ -10,7 +10,7 @@ import ast
 from llvmlite import ir
 
 from .. import irutil as u
-from . import simd
+from . import math_lower, simd
 from .arith import _float_op, common, convert
 from .types import BOOL, COMPUTE, Vec, VecType, vec_type
 from .values import Const, Val
@@ -278,14 +278,7 @@ class VectorMixin:
             if is_vector(x) and x.ty != vty:
                 self.fail(a, f"{x.ty} and {vty} in one call", "vectors of one type")
             args.append(x.ir if is_vector(x) else self.broadcast(self.scalar_for(vty, x, a), vty))
-        if name in ("exp", "sigmoid") and vty.elem.bits == 32:
-            return Val((u.vexp if name == "exp" else u.sigmoid)(self.b, args[0]), vty)
-        if name == "sigmoid":
-            one = u.splat(1.0, vty.ir)
-            e = u.intrinsic(self.b, "llvm.exp", self.b.fneg(args[0]))
-            return Val(self.b.fdiv(one, self.b.fadd(one, e)), vty)
-        return Val(u.intrinsic(self.b, "llvm.exp" if name == "exp" else name, *args,
-                               flags=self.flags), vty)
+        return Val(math_lower.emit(self.b, name, args, self.flags), vty)
 
     # -- reductions -----------------------------------------------------------------------
     def v_reduce_add(self, node) -> Val:
