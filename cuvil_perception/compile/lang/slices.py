@@ -320,10 +320,12 @@ def value_slices(fn, params: bool = False):
         return fn
     tree = copy.deepcopy(src.tree)
     tree.decorator_list = []
-    wrap = _WrapReads()
-    tree = wrap.visit(tree)
+    # prange first: it must see a reduction's own ``acc op= e``, which the arithmetic wrap
+    # then rewrites (inside the chunk's partial) like any other
     chunked = prange.Rewrite(tree)
     tree = chunked.visit(tree) if parallel else tree
+    wrap = _WrapReads()
+    tree = wrap.visit(tree)
     if not (cast and _cast_params(tree)) and not wrap.found and not chunked.found:
         return fn
     # A factory binds the wrapper as a closure cell: the module's globals stay untouched.
