@@ -18,7 +18,8 @@ from .clock import MonotonicClock
 from .lifecycle import close_ops, is_source, open_all
 from .options import RunOptions, RunResult
 from .run_state import RunState
-from .stage_results import timing_row, wrap_error
+from .frame_timing import FrameTiming
+from .stage_results import wrap_error
 
 
 def run_sequential(pipeline, options: RunOptions | None = None) -> RunResult:
@@ -78,8 +79,8 @@ def _one_frame(stages, ops, index, clock, recorder) -> bool:
         except Exception as exc:
             raise wrap_error(exc, stage, index) from exc
         values[stage.id] = outputs
-        recorder.add(timing_row(index, stage.id, "normal", start, clock.now_ns(),
-                                time.thread_time_ns() - cpu0, threading.current_thread().name,
-                                threading.get_native_id()))
+        recorder.add(FrameTiming(index, stage.id, start, clock.now_ns(),
+                                 time.thread_time_ns() - cpu0, threading.current_thread().name,
+                                 threading.get_native_id()))
     recorder.add_e2e(index, release, clock.now_ns())
     return True
