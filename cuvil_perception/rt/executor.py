@@ -99,9 +99,8 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
     # runs under the same rt knobs as the io threads: a writer left at normal priority would be
     # preempted while it holds the GIL that the SCHED_FIFO threads wait for
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
-                     note=options.note,
-                     extra={"clock": options.clock, "feed": feed, "intra_op_threads": threads,
-                            "thread_init": partial(apply_thread_knobs, knobs, "io", state.warn)})
+                     note=options.note, clock=options.clock, feed=feed, intra_op_threads=threads,
+                     thread_init=partial(apply_thread_knobs, knobs, "io", state.warn))
     state.prewarm = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
@@ -137,7 +136,7 @@ def _open(state: RunState, instances, knobs, ctx, auto: AutoDeadlines) -> None:
     """Open every op, with timed warm-up passes where an ``auto`` deadline needs them, then
     resolve every stage deadline to ms: ``state.pipeline`` becomes a copy carrying them (the
     caller's pipeline keeps ``auto``) and ``state.deadlines`` says how each was obtained."""
-    timed = {sid: {"timed_warmup_passes": n} for sid, n in auto.timed_passes().items()}
+    timed = auto.timed_passes()
     # Timed warm-up passes run as the frames will: under the run's SCHED_FIFO when it asks for
     # one (--rt-fifo, rt.sched), else a loaded machine's other work lands in the measurement.
     with scheduler_thread_knobs(knobs, state.warn) if timed else nullcontext():

@@ -1,8 +1,8 @@
 """What a run has measured and decided so far, for io-side observers (the ``mcap`` sink, the live
 Foxglove view): stage timings and deadline decisions, read incrementally.
 
-The executor puts a ``RunFeed`` in ``RunContext.extra["feed"]`` (ops reach it without importing
-rt/) and the stage's id in ``RunContext.extra["stage_id"]``; a sink that writes in the
+The executor puts a ``RunFeed`` in ``RunContext.feed`` (ops reach it without importing rt/) and
+the stage's id in ``RunContext.stage_id``; a sink that writes in the
 background reports those writes back through ``add_background`` and waits for a frame to leave
 the pipeline with ``wait_finished``. Both lists only grow; a reader keeps its own cursor, and
 slicing a list another thread appends to is safe under the GIL, so reading takes no lock the

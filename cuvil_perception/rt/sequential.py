@@ -36,8 +36,7 @@ def run_sequential(pipeline, options: RunOptions | None = None) -> RunResult:
     ops = {s.id: s.make_op() for s in stages}
     open_all({sid: {"normal": op} for sid, op in ops.items()},
              RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
-                        note=options.note,
-                        extra={"clock": clock}))
+                        note=options.note, clock=clock))
     state.t0_ns, wall0 = clock.now_ns(), time.perf_counter()
     completed = False
     try:
