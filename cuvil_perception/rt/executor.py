@@ -50,9 +50,9 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     op's own ``CuvilError`` (e.g. ``DriveError``) unchanged, and ``UsageError`` for impossible
     options. Ops are closed in every case.
     """
-    options = replace(options or RunOptions())  # a copy: the caller's options stay as given
+    options = options or RunOptions()
     if options.clock is None:
-        options.clock = MonotonicClock()
+        options = replace(options, clock=MonotonicClock())
     state = RunState(pipeline, options)
     _check_options(options, pipeline.ordered())
     knobs = parse_knobs(pipeline)
@@ -110,8 +110,9 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
     state.policy = DeadlinePolicy(pipeline.ordered(), options.deadlines_enforced(), recorded,
                                   pipeline.e2e_deadline_ms)
     feed.set_policy(state.policy)
-    if record is not None:
-        options.progress = _with_record_progress(options.progress, record)
+    if record is not None:  # the scheduler reports progress through state.options
+        state.options = options = replace(
+            options, progress=_with_record_progress(options.progress, record))
     admission = _admission(pipeline, options, recorded, instances)
     scheduler = Scheduler(state, instances, knobs, admission)
     state.placement = placement_lines(pipeline, instances, options.worker_count(), knobs,

@@ -25,9 +25,9 @@ from .stage_results import wrap_error
 def run_sequential(pipeline, options: RunOptions | None = None) -> RunResult:
     """Run a validated pipeline frame by frame on the calling thread (``frames``, ``clock``,
     ``progress``, ``warn`` and ``trace`` of ``options`` are honoured; deadlines are not)."""
-    options = replace(options or RunOptions())  # a copy: the caller's options stay as given
+    options = options or RunOptions()
     if options.clock is None:
-        options.clock = MonotonicClock()
+        options = replace(options, clock=MonotonicClock())
     state, clock = RunState(pipeline, options), options.clock
     stages = pipeline.ordered()
     if not any(is_source(s) for s in stages):
