@@ -50,6 +50,10 @@ class FrameTiming:
                 if getattr(self, f.name) is not None}
 
 
+def _columns(kind: str) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(FrameTiming) if str(f.type).split(" |")[0] == kind)
+
+
 # The spool's columns: the int fields, then the text fields, each in declaration order.
-TIMING_INTS = tuple(f.name for f in fields(FrameTiming) if "int" in str(f.type))
-TIMING_TEXTS = tuple(f.name for f in fields(FrameTiming) if "str" in str(f.type))
+TIMING_INTS = _columns("int")
+TIMING_TEXTS = _columns("str")
