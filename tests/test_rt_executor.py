@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import numpy as np
@@ -232,6 +233,19 @@ def test_ctrl_c_stops_cleanly_and_still_reports(tmp_path):
     assert [json.loads(x)["frame"] for x in out.read_text().splitlines()][:3] == [0, 1, 2]
     record = read_record(result.record_path)
     assert record["stopped"] == {"reason": "interrupted (Ctrl-C)"} and record["frames"] == 3
+
+
+def test_options_are_frozen_and_a_run_keeps_the_callers(tmp_path):
+    """The run adds its record's progress and a clock to a copy; the caller's callback still
+    sees every frame, and the options it passed are unchanged."""
+    seen = []
+    options = RunOptions(workers=2, progress=lambda done, total: seen.append((done, total)),
+                         frames=5)
+    with pytest.raises(FrozenInstanceError):
+        options.frames = 3
+    result = run_pipeline(branchy(tmp_path / "o.jsonl"), options)
+    assert seen == [(n, 5) for n in range(1, 6)] and read_record(result.record_path)["frames"] == 5
+    assert options.clock is None and options.monitors == () and options.frames == 5
 
 
 @register

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import threading
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -230,11 +231,12 @@ def test_the_endpoint_lingers_after_the_last_frame_and_ctrl_c_ends_it(repo_root,
         texts.append(scrape_text(url))
         os.kill(os.getpid(), signal.SIGINT)
 
-    with serve_for_run("127.0.0.1:0", options, note, "metrics", 300.0) as server:
+    with serve_for_run("127.0.0.1:0", note, "metrics", 300.0) as server:
         url = server.url
         watcher = threading.Thread(target=scrape_then_interrupt)
         watcher.start()
-        run_pipeline(replay_pipeline(repo_root, tmp_path / "out.jsonl"), options)
+        run_pipeline(replay_pipeline(repo_root, tmp_path / "out.jsonl"),
+                     replace(options, monitors=(server.metrics,)))
     watcher.join()
     assert "closed early" in notes[-1]  # the 300 s linger was cut short by the SIGINT
     assert run_state(seen) == "finished"

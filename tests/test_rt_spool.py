@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from cuvil_perception.rt.frame_timing import TIMING_INTS, TIMING_TEXTS, FrameTiming
 from cuvil_perception.rt.spool import Spool
 from cuvil_perception.rt.stats import LatencyRecorder
 
@@ -35,9 +36,7 @@ def test_recorder_keeps_concurrent_adds():
 
     def add(worker: int) -> None:
         for i in range(300):
-            recorder.add({"frame": i, "stage": "s", "start_ns": 0, "end_ns": 1, "cpu_ns": 1,
-                          "worker": f"w{worker}", "tid": worker, "variant": "normal",
-                          "outcome": "ok"})
+            recorder.add(FrameTiming(i, "s", 0, 1, 1, f"w{worker}", worker))
 
     threads = [threading.Thread(target=add, args=(w,)) for w in range(4)]
     for thread in threads:
@@ -47,3 +46,19 @@ def test_recorder_keeps_concurrent_adds():
     assert len(recorder.timings) == 1200
     assert sorted((t["tid"], t["frame"]) for t in recorder.timings) == \
         sorted((w, i) for w in range(4) for i in range(300))
+
+
+def test_a_frame_timing_reads_back_as_the_record_dict():
+    """The spool's columns (and so the run record's key order) come from ``FrameTiming``; a
+    None field (no ``wait_ns`` outside compute calls) reads back missing, as before."""
+    assert TIMING_INTS == ("frame", "start_ns", "end_ns", "cpu_ns", "tid", "wait_ns")
+    assert TIMING_TEXTS == ("stage", "worker", "variant", "outcome")
+    recorder = LatencyRecorder()
+    recorder.add(FrameTiming(3, "bev", 10, 25, 12, "cuvil-compute_0", 7, wait_ns=2))
+    recorder.add(FrameTiming(3, "src", 1, 9, 8, "reader", 8).with_outcome("skipped"))
+    first, second = recorder.timings
+    assert list(first) == [*TIMING_INTS, *TIMING_TEXTS]
+    assert first == {"frame": 3, "stage": "bev", "start_ns": 10, "end_ns": 25, "cpu_ns": 12,
+                     "worker": "cuvil-compute_0", "tid": 7, "variant": "normal",
+                     "outcome": "ok", "wait_ns": 2}
+    assert "wait_ns" not in second and second["outcome"] == "skipped"

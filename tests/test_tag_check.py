@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cuvil_perception.testing.ops  # noqa: F401  (test.scripted, test.work)
 from cuvil_perception.graph import parse_pipeline
+from cuvil_perception.rt.frame_timing import FrameTiming
 from cuvil_perception.rt.schedstat import run_delay_ns
 from cuvil_perception.rt.stats import LatencyRecorder
 
@@ -16,12 +17,9 @@ def _report(stage: str, wall_ms: float, cpu_ms: float, wait_ms: float | None):
     pipeline = parse_pipeline(PIPELINE).validate()
     recorder = LatencyRecorder()
     for frame in range(10):
-        timing = {"frame": frame, "stage": stage, "start_ns": frame * 100 * MS,
-                  "end_ns": int((frame * 100 + wall_ms) * MS), "cpu_ns": int(cpu_ms * MS),
-                  "worker": "w", "tid": 1, "variant": "normal", "outcome": "ok"}
-        if wait_ms is not None:
-            timing["wait_ns"] = int(wait_ms * MS)
-        recorder.add(timing)
+        wait_ns = None if wait_ms is None else int(wait_ms * MS)
+        recorder.add(FrameTiming(frame, stage, frame * 100 * MS, int((frame * 100 + wall_ms) * MS),
+                                 int(cpu_ms * MS), "w", 1, wait_ns=wait_ns))
     return recorder.report(pipeline.ordered())
 
 

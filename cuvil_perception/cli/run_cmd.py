@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 
 import click
 from rich.console import Console
@@ -110,18 +111,22 @@ def run_cmd(pipeline, replay, camera, out, sets, frames, workers, rate, trace, r
 
     enforce = True if enforce_deadlines else False if no_deadlines else None
     viz_claims = (Claim("--viz", viz, folder=True),) if viz is not None else ()
-    options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
-                         enforce_deadlines=enforce, trace=trace, record=record,
-                         decisions=decisions, warn=warn, note=note_line, overwrite=overwrite,
-                         extra_outputs=viz_claims, shed=not no_shed)
+    monitors = ()
     if otlp is not None:
         from ..rt.otlp import OtlpExport
 
-        options.monitors = (OtlpExport(otlp, p.name, warn),)
-        note_line(f"OTLP export to {options.monitors[0].endpoint} (traces and metrics)")
+        monitors = (OtlpExport(otlp, p.name, warn),)
+        note_line(f"OTLP export to {monitors[0].endpoint} (traces and metrics)")
     note = functools.partial(errors.print, highlight=False, soft_wrap=True)
     # the endpoint outlives the run by --metrics-linger: the table prints before the linger
-    with serve_for_run(metrics, options, note, p.name, metrics_linger):
+    with serve_for_run(metrics, note, p.name, metrics_linger) as server:
+        if server is not None:
+            monitors = (*monitors, server.metrics)
+        options = RunOptions(frames=frames, workers=workers, rate=rate, live=camera is not None,
+                             enforce_deadlines=enforce, trace=trace, record=record,
+                             decisions=decisions, warn=warn, note=note_line,
+                             overwrite=overwrite, extra_outputs=viz_claims, shed=not no_shed,
+                             monitors=monitors)
         _run_and_report(p, options, console, summary, viz, warn, errors)
 
 
@@ -130,9 +135,9 @@ def _run_and_report(p, options, console, summary, viz, warn, errors) -> None:
     from ..rt import run_pipeline
     from ..rt.signals import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE
 
-    with _progress(options) as options.progress:
+    with _progress(options) as progress:
         try:
-            result = run_pipeline(p, options)
+            result = run_pipeline(p, replace(options, progress=progress))
         except DeadlineFailure as failure:
             if getattr(failure, "result", None) is not None:
                 print_result(console, failure.result, p)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..rt import LatencyRecorder, LatencyReport
+from ..rt.frame_timing import FrameTiming
 from ..rt.stats import split_key, timing_key
 
 
@@ -53,9 +54,7 @@ def recorder(samples: list[dict]) -> LatencyRecorder:
         for key, walls in entry["wall_ns"].items():
             stage, variant = split_key(key)
             for frame, (wall, cpu) in enumerate(zip(walls, entry["cpu_ns"][key])):
-                out.add({"frame": frame, "stage": stage, "start_ns": 0, "end_ns": int(wall),
-                         "cpu_ns": int(cpu), "variant": variant,
-                         "outcome": "ok"})
+                out.add(FrameTiming(frame, stage, 0, int(wall), int(cpu), variant=variant))
         for frame, value in enumerate(entry["e2e_ns"]):
             out.add_e2e(frame, 0, int(value))
     return out

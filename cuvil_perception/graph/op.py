@@ -28,8 +28,8 @@ Optional hooks the executor looks for:
   ``bev_range(params) -> (x_min, y_min, x_max, y_max)``, the area (m) eval scores it on.
 * ``measures_warmup = True`` (class attribute): ``open()`` runs warm-up passes of the stage's
   whole ``process()`` work through ``ops.warmup.warm_up`` and keeps the wall times of its timed
-  passes (ns, ``ctx.extra["clock"]``) in ``self.warmup_ns``; the executor asks for timed passes
-  with ``ctx.extra["timed_warmup_passes"]``. Only such stages may have ``deadline_ms: auto``
+  passes (ns, ``ctx.clock``) in ``self.warmup_ns``; the executor asks for timed passes
+  with ``ctx.timed_warmup_passes``. Only such stages may have ``deadline_ms: auto``
   (``rt.deadlines``).
 * ``sink_roles = {role: param}``: sinks that write the run log (``run_log``: what ``--out``,
   ``--summary``, render and eval use) or serve the live view (``live_view``), see `roles`.
@@ -40,7 +40,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from types import MappingProxyType
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
@@ -75,22 +76,51 @@ class Sample:
     stamps: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunContext:
-    """Run-wide facts an op may need when it opens.
+    """Run-wide facts an op may need when it opens (the executor gives each op its own copy).
 
     ``base_dir`` is the pipeline file's folder; ``out_dir`` is where run outputs go; ``live``
     is True for camera input (keep only the newest frame); ``warn`` prints a warning line (a
     problem the user may want to fix), ``note`` a neutral line (information that asks nothing of
     the user: which bag topic was chosen, where a server listens).
+
+    Set by the executor, defaults outside a run (an op opened by hand in a test):
+
+    * ``stage_id``: the id of the stage this op runs (None outside a run).
+    * ``clock``: the run's clock, ``now_ns()`` in ns (``rt.clock``; a ``testing.clock.FakeClock``
+      in tests); None outside a run.
+    * ``feed``: the run's ``rt.feed.RunFeed`` (stage timings and deadline decisions so far, for
+      sinks that log them); None outside a run and in the sequential executor.
+    * ``intra_op_threads``: threads an op's own runtime may use inside one call (ONNX Runtime's
+      intra-op pool; ``rt.placement``).
+    * ``thread_init``: what a thread the op starts itself calls first (a sink's background
+      writer), so that it runs under the run's ``rt`` knobs like the io threads; None: nothing.
+    * ``timed_warmup_passes``: timed warm-up passes ``open()`` should run (``measures_warmup``
+      ops with ``deadline_ms: auto``; ``ops.warmup.warm_up``).
     """
 
     base_dir: Path = Path(".")
     out_dir: Path | None = None
     live: bool = False
     warn: Any = None
-    extra: dict = field(default_factory=dict)
     note: Any = None
+    stage_id: str | None = None
+    clock: Any = None
+    feed: Any = None
+    intra_op_threads: int = 1
+    thread_init: Callable[[], None] | None = None
+    timed_warmup_passes: int = 0
+
+    @property
+    def extra(self) -> Mapping[str, Any]:
+        """Deprecated read-only view for ops written against the old string keys
+        (``ctx.extra["clock"]``, ...): the run fields above that are set, by name. Read the
+        fields instead."""
+        names = ("stage_id", "clock", "feed", "intra_op_threads", "thread_init",
+                 "timed_warmup_passes")
+        return MappingProxyType({name: getattr(self, name) for name in names
+                                 if getattr(self, name) is not None})
 
     def warning(self, message: str) -> None:
         if self.warn is not None:

@@ -132,7 +132,7 @@ class McapSink(Sink):
         path = self.p.get("path")
         if path is not None:
             _check_target(Path(path))
-        feed = self._feed = ctx.extra.get("feed")
+        feed = self._feed = ctx.feed
         self._timings = FrameTimings(feed.reader()) if feed is not None else None
         self._channels = Channels(self.p, set(self.connected), path, self.p.get("live"),
                                   timings=self._timings is not None)
@@ -230,14 +230,13 @@ class McapSink(Sink):
 def _background_writer(ctx: RunContext, depth: int) -> BackgroundWriter:
     """The sink's writer thread; its writes are reported to the run's feed (when run by the
     executor) as timings of variant ``background``."""
-    feed, stage_id = ctx.extra.get("feed"), ctx.extra.get("stage_id", "mcap")
+    feed, stage_id = ctx.feed, ctx.stage_id or "mcap"
     report = None
     if feed is not None:
         def report(frame, start_ns, end_ns, cpu_ns, worker, tid):
             feed.add_background(stage_id, frame, start_ns, end_ns, cpu_ns, worker, tid)
     return BackgroundWriter(f"cuvil-writer-{stage_id}", depth,
-                            getattr(feed, "clock", None) or ctx.extra.get("clock"), report,
-                            ctx.extra.get("thread_init"))
+                            getattr(feed, "clock", None) or ctx.clock, report, ctx.thread_init)
 
 
 def _check_target(path: Path) -> None:

@@ -13,8 +13,8 @@ camera's size, and a cloud that occupies as many pillars as a real scan (``synth
 Inputs are seeded: a warm-up never makes a run depend on anything but its drive.
 
 Timed passes (``deadline_ms: auto``, ``rt.deadlines``): when the executor asks for them
-(``ctx.extra["timed_warmup_passes"]``), that many more passes follow the ``WARMUP_RUNS`` and each
-one's wall time on the run's clock (``ctx.extra["clock"]``, ns) is returned; the op keeps them in
+(``ctx.timed_warmup_passes``), that many more passes follow the ``WARMUP_RUNS`` and each
+one's wall time on the run's clock (``ctx.clock``, ns) is returned; the op keeps them in
 ``warmup_ns``. The untimed passes come first so that no timed pass pays the runtime's first-run
 costs. A pass's result is thrown away: timing changes nothing a frame computes.
 """
@@ -36,12 +36,11 @@ def noise_image(height: int, width: int) -> np.ndarray:
 
 
 def warm_up(run, make_input, ctx=None) -> tuple[int, ...]:
-    """Call ``run(make_input())`` ``WARMUP_RUNS`` times, then ``ctx.extra["timed_warmup_passes"]``
-    more times (0 without a ``ctx``), timing those; returns their wall times (ns) in order. The
+    """Call ``run(make_input())`` ``WARMUP_RUNS`` times, then ``ctx.timed_warmup_passes`` more
+    times (0 without a ``ctx``), timing those; returns their wall times (ns) in order. The
     input is built once."""
-    extra = ctx.extra if ctx is not None else {}
-    timed = int(extra.get("timed_warmup_passes", 0))
-    clock = extra.get("clock")
+    timed = ctx.timed_warmup_passes if ctx is not None else 0
+    clock = ctx.clock if ctx is not None else None
     now = clock.now_ns if clock is not None else time.perf_counter_ns
     value = make_input()
     for _ in range(WARMUP_RUNS):

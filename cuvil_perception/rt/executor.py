@@ -50,9 +50,9 @@ def run_pipeline(pipeline, options: RunOptions | None = None) -> RunResult:
     op's own ``CuvilError`` (e.g. ``DriveError``) unchanged, and ``UsageError`` for impossible
     options. Ops are closed in every case.
     """
-    options = replace(options or RunOptions())  # a copy: the caller's options stay as given
+    options = options or RunOptions()
     if options.clock is None:
-        options.clock = MonotonicClock()
+        options = replace(options, clock=MonotonicClock())
     state = RunState(pipeline, options)
     _check_options(options, pipeline.ordered())
     knobs = parse_knobs(pipeline)
@@ -99,9 +99,8 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
     # runs under the same rt knobs as the io threads: a writer left at normal priority would be
     # preempted while it holds the GIL that the SCHED_FIFO threads wait for
     ctx = RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
-                     note=options.note,
-                     extra={"clock": options.clock, "feed": feed, "intra_op_threads": threads,
-                            "thread_init": partial(apply_thread_knobs, knobs, "io", state.warn)})
+                     note=options.note, clock=options.clock, feed=feed, intra_op_threads=threads,
+                     thread_init=partial(apply_thread_knobs, knobs, "io", state.warn))
     state.prewarm = prewarm_ops(all_ops(instances))  # before open(): ops bind kernels there
     # Snapshot before open(): a kernel an op binds in open() without declaring it in kernels()
     # is a compile after prewarm too (and `compile --target` would not emit it).
@@ -111,8 +110,9 @@ def _run(state: RunState, knobs, recorded, record) -> RunResult:
     state.policy = DeadlinePolicy(pipeline.ordered(), options.deadlines_enforced(), recorded,
                                   pipeline.e2e_deadline_ms)
     feed.set_policy(state.policy)
-    if record is not None:
-        options.progress = _with_record_progress(options.progress, record)
+    if record is not None:  # the scheduler reports progress through state.options
+        state.options = options = replace(
+            options, progress=_with_record_progress(options.progress, record))
     admission = _admission(pipeline, options, recorded, instances)
     scheduler = Scheduler(state, instances, knobs, admission)
     state.placement = placement_lines(pipeline, instances, options.worker_count(), knobs,
@@ -137,7 +137,7 @@ def _open(state: RunState, instances, knobs, ctx, auto: AutoDeadlines) -> None:
     """Open every op, with timed warm-up passes where an ``auto`` deadline needs them, then
     resolve every stage deadline to ms: ``state.pipeline`` becomes a copy carrying them (the
     caller's pipeline keeps ``auto``) and ``state.deadlines`` says how each was obtained."""
-    timed = {sid: {"timed_warmup_passes": n} for sid, n in auto.timed_passes().items()}
+    timed = auto.timed_passes()
     # Timed warm-up passes run as the frames will: under the run's SCHED_FIFO when it asks for
     # one (--rt-fifo, rt.sched), else a loaded machine's other work lands in the measurement.
     with scheduler_thread_knobs(knobs, state.warn) if timed else nullcontext():

@@ -1,8 +1,8 @@
 """What a run has measured and decided so far, for io-side observers (the ``mcap`` sink, the live
 Foxglove view): stage timings and deadline decisions, read incrementally.
 
-The executor puts a ``RunFeed`` in ``RunContext.extra["feed"]`` (ops reach it without importing
-rt/) and the stage's id in ``RunContext.extra["stage_id"]``; a sink that writes in the
+The executor puts a ``RunFeed`` in ``RunContext.feed`` (ops reach it without importing rt/) and
+the stage's id in ``RunContext.stage_id``; a sink that writes in the
 background reports those writes back through ``add_background`` and waits for a frame to leave
 the pipeline with ``wait_finished``. Both lists only grow; a reader keeps its own cursor, and
 slicing a list another thread appends to is safe under the GIL, so reading takes no lock the
@@ -11,9 +11,11 @@ scheduler waits on.
 
 from __future__ import annotations
 
+from .frame_timing import FrameTiming
+
 
 class RunFeed:
-    """Timings (``stats`` timing dicts) and decisions (``policy`` entries) of the current run."""
+    """Timings (``stats`` timing dicts, as the recorder's spool reads them back) and decisions (``policy`` entries) of the current run."""
 
     def __init__(self, recorder, policy, clock=None):
         self._recorder = recorder
@@ -37,9 +39,8 @@ class RunFeed:
                        cpu_ns: int, worker: str, tid: int) -> None:
         """Record a sink's write that ran off the frame's path (``ops.background_writer``): a
         timing of variant ``background`` (its own row in the latency table, ``rt.stats``)."""
-        self._recorder.add({"frame": frame, "stage": stage_id, "start_ns": start_ns,
-                            "end_ns": end_ns, "cpu_ns": cpu_ns, "worker": worker, "tid": tid,
-                            "variant": "background", "outcome": "ok"})
+        self._recorder.add(FrameTiming(frame, stage_id, start_ns, end_ns, cpu_ns, worker, tid,
+                                       "background"))
 
 
 class FeedReader:

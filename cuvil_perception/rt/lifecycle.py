@@ -29,16 +29,17 @@ def all_ops(instances) -> list[tuple[str, object]]:
     return [(sid, op) for sid, variants in instances.items() for op in variants.values()]
 
 
-def open_all(instances, ctx, extra: dict[str, dict] | None = None) -> None:
+def open_all(instances, ctx, timed_passes: dict[str, int] | None = None) -> None:
     """Open every op in pipeline order; on a failure close the ones already open and raise.
 
-    ``extra``: ``{stage id: {key: value}}`` added to ``ctx.extra`` for that stage's normal
-    variant only (e.g. ``timed_warmup_passes`` for ``deadline_ms: auto``); every op also finds its
-    stage's id as ``ctx.extra["stage_id"]``."""
+    Each op gets its own copy of ``ctx`` with its stage's ``stage_id``; ``timed_passes``:
+    ``{stage id: n}``, the ``timed_warmup_passes`` of that stage's normal variant only (for
+    ``deadline_ms: auto``)."""
     opened = []
     for stage_id, op in all_ops(instances):
-        own = (extra or {}).get(stage_id) if op is instances[stage_id]["normal"] else None
-        stage_ctx = replace(ctx, extra={**ctx.extra, "stage_id": stage_id, **(own or {})})
+        timed = (timed_passes or {}).get(stage_id, 0) \
+            if op is instances[stage_id]["normal"] else 0
+        stage_ctx = replace(ctx, stage_id=stage_id, timed_warmup_passes=timed)
         try:
             op.open(stage_ctx)
         except CuvilError:

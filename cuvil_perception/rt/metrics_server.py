@@ -77,16 +77,16 @@ class MetricsServer:
 
 
 @contextmanager
-def serve_for_run(address: str | None, options, note, pipeline: str = "",
+def serve_for_run(address: str | None, note, pipeline: str = "",
                   linger_s: float = 0.0) -> Iterator[MetricsServer | None]:
-    """``run --metrics``: serve from now (added to ``options.monitors``, so the executor attaches it)
-    until the block ends, plus ``linger_s`` seconds when it ends normally (not on an error or
-    an interrupted run's exit); ``note`` gets the URL. None: nothing is served."""
+    """``run --metrics``: serve from now until the block ends, plus ``linger_s`` seconds when it
+    ends normally (not on an error or an interrupted run's exit); ``note`` gets the URL. The
+    caller adds ``server.metrics`` to the run's ``RunOptions.monitors`` (the executor attaches
+    it). None: nothing is served."""
     if address is None:
         yield None
         return
     server = MetricsServer(address, pipeline)
-    options.monitors = (*options.monitors, server.metrics)
     note(f"metrics at {server.url}")
     try:
         yield server

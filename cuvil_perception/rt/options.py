@@ -10,9 +10,11 @@ from typing import Any, Callable
 from .stats import LatencyRecorder, LatencyReport
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
-    """Options of ``run_pipeline``; the CLI flags of ``run`` map one to one.
+    """Options of ``run_pipeline``; the CLI flags of ``run`` map one to one. Frozen: a caller
+    that adds something (a progress bar, a monitor) makes a copy with ``dataclasses.replace``,
+    and the run never changes the options it was given.
 
     frames: stop after this many frames (None: until the sources end).
     workers: compute worker threads (default ``os.cpu_count()``).

@@ -30,9 +30,10 @@ from ..graph import FrameInfo
 from .frame_values import DROPPED, Frame, StageOutcomes
 from .lifecycle import ancestors, is_source
 from .sources import END
-from .stage_results import check_outputs, timing_row, wrap_error
+from .frame_timing import FrameTiming
+from .stage_results import check_outputs, wrap_error
 from .threads import StageThreads
-from .worker import Done, execute, execute_dropped
+from .worker import Done, Reporting, StageCall, execute, execute_dropped
 
 __all__ = ["DROPPED", "Scheduler"]
 
@@ -56,6 +57,7 @@ class Scheduler:
         self.sources = [s for s in self.stages if is_source(s)]
         self.workers = [s for s in self.stages if not is_source(s)]
         self.events: queue.Queue = queue.Queue()
+        self.reporting = Reporting(self.events.put, self.clock, self.recorder)
         self.frames: dict[int, Frame] = {}
         self.next_frame = {s.id: 0 for s in self.workers}
         self.busy: set[str] = set()
@@ -185,13 +187,12 @@ class Scheduler:
         if self.idle is not None and skip is None:
             self.idle.clear()
         for stage, read in zip(self.sources, reads):
-            timing = timing_row(frame.index, stage.id, "normal", read.start_ns, read.end_ns,
-                                read.cpu_ns, read.worker, read.tid)
+            timing = FrameTiming(frame.index, stage.id, read.start_ns, read.end_ns, read.cpu_ns,
+                                 read.worker, read.tid)
             if skip is None:
                 self._settle(frame, stage.id, read.sample.outputs, timing)
             else:  # shed: its sources' samples feed nothing, so no stage runs this frame
-                timing["outcome"] = "skipped"
-                self.recorder.add(timing)
+                self.recorder.add(timing.with_outcome("skipped"))
                 self.drop(frame, stage.id, {"stage": None, "policy": "skip",
                                             "reason": "admission_skip"})
         if skip is not None:
@@ -295,20 +296,16 @@ class Scheduler:
                          frame.stale_seen_by(self.ancestors[stage.id]))
         variant = self.policy.variant(stage.id, frame.index)
         op = self.instances[stage.id].get(variant) or self.instances[stage.id]["normal"]
-        reference = stage.id in self.options.reference_stages
-        pool = self.threads.pool(stage.id)
+        call = StageCall(self.reporting, stage.id, op, info, inputs, variant,
+                         stage.id in self.options.reference_stages, dropped)
         self.busy_since[stage.id] = (frame.index, self._now())
         self.busy.add(stage.id)
-        if dropped is not None:
-            pool.submit(execute_dropped, self.events.put, stage.id, op, info, dropped)
-            return
-        pool.submit(execute, self.events.put, self.clock, self.recorder, stage.id, op, inputs,
-                    info, variant, reference)
+        self.threads.pool(stage.id).submit(execute if dropped is None else execute_dropped, call)
 
     # -- settling results ----------------------------------------------------------------------
     def _settle_done(self, done: Done) -> None:
-        if done.timing:
-            self.seen_ns = max(self.seen_ns, done.timing["end_ns"])
+        if done.timing is not None:
+            self.seen_ns = max(self.seen_ns, done.timing.end_ns)
         self.busy.discard(done.stage)
         self.busy_since.pop(done.stage, None)
         self.next_frame[done.stage] += 1
@@ -319,21 +316,20 @@ class Scheduler:
             return
         problem = done.error or self._check_outputs(done.stage, done.outputs)
         if problem is not None:
-            if done.timing:
+            if done.timing is not None:
                 self.recorder.add(done.timing)
             self._abort(self._wrap(problem, done.stage, done.frame), done.frame)
             return
         self._settle(frame, done.stage, done.outputs, done.timing)
 
-    def _settle(self, frame: Frame, stage_id: str, outputs: dict, timing: dict) -> None:
+    def _settle(self, frame: Frame, stage_id: str, outputs: dict, timing: FrameTiming) -> None:
         """Apply the deadline decision for this result and store the frame's value."""
-        elapsed = timing["end_ns"] - timing["start_ns"]
-        action = self.policy.decide(stage_id, frame.index, elapsed, timing["variant"],
+        elapsed = timing.wall_ns
+        action = self.policy.decide(stage_id, frame.index, elapsed, timing.variant,
                                     lambda: self._e2e_outlook(frame, stage_id))
-        timing["outcome"] = "ok" if action is None else f"miss:{action}"
-        self.recorder.add(timing)
+        self.recorder.add(timing.with_outcome("ok" if action is None else f"miss:{action}"))
         if self.admission is not None:
-            self.admission.observe(stage_id, timing["variant"], elapsed)
+            self.admission.observe(stage_id, timing.variant, elapsed)
         self.outcomes.apply(frame, stage_id, action, outputs)
         if action == "fail":
             stage = next(s for s in self.stages if s.id == stage_id)

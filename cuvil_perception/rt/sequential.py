@@ -18,15 +18,16 @@ from .clock import MonotonicClock
 from .lifecycle import close_ops, is_source, open_all
 from .options import RunOptions, RunResult
 from .run_state import RunState
-from .stage_results import timing_row, wrap_error
+from .frame_timing import FrameTiming
+from .stage_results import wrap_error
 
 
 def run_sequential(pipeline, options: RunOptions | None = None) -> RunResult:
     """Run a validated pipeline frame by frame on the calling thread (``frames``, ``clock``,
     ``progress``, ``warn`` and ``trace`` of ``options`` are honoured; deadlines are not)."""
-    options = replace(options or RunOptions())  # a copy: the caller's options stay as given
+    options = options or RunOptions()
     if options.clock is None:
-        options.clock = MonotonicClock()
+        options = replace(options, clock=MonotonicClock())
     state, clock = RunState(pipeline, options), options.clock
     stages = pipeline.ordered()
     if not any(is_source(s) for s in stages):
@@ -35,8 +36,7 @@ def run_sequential(pipeline, options: RunOptions | None = None) -> RunResult:
     ops = {s.id: s.make_op() for s in stages}
     open_all({sid: {"normal": op} for sid, op in ops.items()},
              RunContext(base_dir=pipeline.base_dir, live=options.live, warn=state.warn,
-                        note=options.note,
-                        extra={"clock": clock}))
+                        note=options.note, clock=clock))
     state.t0_ns, wall0 = clock.now_ns(), time.perf_counter()
     completed = False
     try:
@@ -78,8 +78,8 @@ def _one_frame(stages, ops, index, clock, recorder) -> bool:
         except Exception as exc:
             raise wrap_error(exc, stage, index) from exc
         values[stage.id] = outputs
-        recorder.add(timing_row(index, stage.id, "normal", start, clock.now_ns(),
-                                time.thread_time_ns() - cpu0, threading.current_thread().name,
-                                threading.get_native_id()))
+        recorder.add(FrameTiming(index, stage.id, start, clock.now_ns(),
+                                 time.thread_time_ns() - cpu0, threading.current_thread().name,
+                                 threading.get_native_id()))
     recorder.add_e2e(index, release, clock.now_ns())
     return True

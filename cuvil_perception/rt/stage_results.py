@@ -1,5 +1,4 @@
-"""What the executors check of a stage's result, how a stage's exception is reported, and the
-timing row both executors record per stage call."""
+"""What the executors check of a stage's result, and how a stage's exception is reported."""
 
 from __future__ import annotations
 
@@ -31,10 +30,3 @@ def wrap_error(exc: BaseException, stage, frame: int) -> BaseException:
                              f"{type(exc).__name__}: {exc}")
     wrapped.__cause__ = exc
     return wrapped
-
-
-def timing_row(frame: int, stage: str, variant: str, start_ns: int, end_ns: int, cpu_ns: int,
-               worker: str, tid: int) -> dict:
-    """One recorded stage call (clock ns, thread CPU ns); key order is part of the record."""
-    return {"frame": frame, "stage": stage, "start_ns": start_ns, "end_ns": end_ns,
-            "cpu_ns": cpu_ns, "worker": worker, "tid": tid, "variant": variant, "outcome": "ok"}

@@ -1,6 +1,7 @@
 """Latency recorder: one timing per stage per frame, summarised as percentiles.
 
-A *timing* is a dict (also its JSON form in the run record)::
+A *timing* is recorded as a ``frame_timing.FrameTiming`` and read back as its dict form (also
+its JSON form in the run record)::
 
     {"frame": 3, "stage": "bev", "start_ns": ..., "end_ns": ..., "cpu_ns": ..., "worker":
      "cuvil-compute_0", "tid": 12345, "variant": "normal" | "degraded" | "reference",
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..graph import Source
+from .frame_timing import TIMING_INTS, TIMING_TEXTS, FrameTiming
 from .spool import Spool
 
 COMPUTE_MIN_CPU_RATIO = 0.5
@@ -108,15 +110,13 @@ def percentiles(values_ms) -> tuple[float, float, float, float]:
     return float(p50), float(p90), float(p99), float(array.max())
 
 
-TIMING_INTS = ("frame", "start_ns", "end_ns", "cpu_ns", "tid", "wait_ns")
-TIMING_TEXTS = ("stage", "worker", "variant", "outcome")
 E2E_INTS = ("frame", "start_ns", "end_ns", "sensor_ns")
 
 
 class LatencyRecorder:
     """Thread-safe collector of timings and end-to-end latencies for one run.
 
-    ``timings`` and ``e2e`` read like lists of dicts but live in ``spool.Spool`` temporary
+    ``add`` takes ``FrameTiming`` records; ``timings`` and ``e2e`` read like lists of dicts but live in ``spool.Spool`` temporary
     files, so memory does not grow with the length of a run.
     """
 
@@ -127,9 +127,9 @@ class LatencyRecorder:
         self._finished = threading.Condition(self._lock)
         self.last_finished = -1  # the highest frame index whose e2e is recorded
 
-    def add(self, timing: dict) -> None:
+    def add(self, timing: FrameTiming) -> None:
         with self._lock:
-            self.timings.append(timing)
+            self.timings.append(timing.as_row())
 
     def add_e2e(self, frame: int, start_ns: int, end_ns: int,
                 sensor_ns: int | None = None) -> None:

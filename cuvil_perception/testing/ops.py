@@ -105,7 +105,7 @@ class CostOp(_OneInput):
     def open(self, ctx) -> None:
         from ..ops.warmup import WARMUP_RUNS, warm_up
 
-        self.clock = ctx.extra.get("clock")
+        self.clock = ctx.clock
         self.calls = 0
         passes = []
 

@@ -174,7 +174,7 @@ class PillarsDetect(Op):
     def open(self, ctx: RunContext) -> None:
         self._ctx = ctx
         self._warned: set = set()
-        threads = int(ctx.extra.get("intra_op_threads", 1))  # rt.placement
+        threads = ctx.intra_op_threads  # rt.placement
         if threads != getattr(self, "_threads", 1):  # prewarm built the session with 1
             self._threads, self._model = threads, None
         self._model = self._detector().open()

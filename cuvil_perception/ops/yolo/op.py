@@ -85,7 +85,7 @@ class YoloDetect(Op):
         return self._detector().kernels()
 
     def open(self, ctx: RunContext) -> None:
-        threads = int(ctx.extra.get("intra_op_threads", 1))
+        threads = ctx.intra_op_threads
         if threads != self._threads:  # prewarm built the session with the default
             self._threads, self._model = threads, None
         model = self._detector()
