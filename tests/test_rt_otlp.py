@@ -6,6 +6,8 @@ whose counts equal the run's."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,19 +19,19 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (  # no
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
     ExportTraceServiceRequest)
 
-from cuvil_perception.cli import main  # noqa: E402
-from cuvil_perception.errors import UsageError  # noqa: E402
 from cuvil_perception.rt.otlp import parse_endpoint  # noqa: E402
 
 FRAMES = 4
 
 
-def run_cli(argv: list[str]) -> None:
-    """``main(argv)``, which must end with exit code 0."""
-    try:
-        main(argv)
-    except SystemExit as exc:
-        assert exc.code in (0, None), exc.code
+def run_cli(argv: list[str]) -> str:
+    """``cuvil-perception ARGV`` in a process of its own (the OpenTelemetry SDK and its HTTP
+    stack imported fresh, whatever earlier tests did to this process's modules), which must
+    exit 0; its stderr."""
+    done = subprocess.run([sys.executable, "-m", "cuvil_perception", *argv],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stderr
 
 
 class Receiver:
@@ -163,13 +165,12 @@ def test_metrics_count_what_the_spans_show(exported):
                             for name in {s.name for s in spans}}
 
 
-def test_a_collector_that_is_down_costs_spans_not_the_run(repo_root, tmp_path, capsys):
+def test_a_collector_that_is_down_costs_spans_not_the_run(repo_root, tmp_path):
     receiver = Receiver()
     url = receiver.url
     receiver.close()  # nothing listens there now
-    run_cli(["run", str(repo_root / "configs" / "demo.yaml"), "--frames", "2",
-          "--out", str(tmp_path / "demo.jsonl"), "--otlp", url])
-    err = capsys.readouterr().err
+    err = run_cli(["run", str(repo_root / "configs" / "demo.yaml"), "--frames", "2",
+                   "--out", str(tmp_path / "demo.jsonl"), "--otlp", url])
     assert (tmp_path / "demo.jsonl").read_text().count("\n") == 2
     assert f"--otlp {url}: exporting" in err and "Traceback" not in err
 
