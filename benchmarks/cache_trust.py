@@ -65,7 +65,7 @@ def per_open_us(specs: list, repeats: int = 2000) -> tuple[float, float]:
             _use(checked)
             t0 = time.perf_counter()
             for _ in range(repeats):
-                cache.read_entry(cache.store_root(cache._SUBDIR) / cache._SUBDIR / entry.name)
+                cache.read_entry(cache.store_root(cache.SUBDIR) / cache.SUBDIR / entry.name)
             best[checked] = min(best[checked], (time.perf_counter() - t0) / repeats * 1e6)
     _use(True)
     return best[True], best[False]

@@ -4,7 +4,11 @@ four-array kernel doing nothing, on small and on large arrays, called
 - ``full``: the full checked call (`Kernel._call_checked`: spec, registry lookup, every check,
   ``arr.ctypes.data``) -- the path every call took before the dispatcher, plus the dispatch key
   it now computes to file an entry (~0.3-1 us of it);
-- ``kernel(...)``: the dispatcher (`compile.lang.dispatch`): a cached entry, cheap checks;
+- ``Python entry``: the dispatcher's Python entry (`dispatch.Entry.convert`, then the ctypes
+  callable) -- every call's path before the native entry, and still the path of a call the
+  native entry declines (a read-only array, an int for a float, a subclass);
+- ``kernel(...)``: the dispatcher as it is: the cached entry's native trampoline
+  (`compile.lang.trampoline`: checks and the call in compiled code);
 - ``raw``: the bare ctypes callable with addresses computed beforehand (the floor).
 
 Per call in microseconds, best of several interleaved rounds. Run:
@@ -24,6 +28,7 @@ from _util import print_machine, print_table  # noqa: E402
 
 from cuvil_perception.compile import get_kernel  # noqa: E402
 from cuvil_perception.compile.lang import Buf, f32, kernel  # noqa: E402
+from cuvil_perception.compile.lang.dispatch import bind_extents, call_key  # noqa: E402
 
 
 @kernel(name="bench_dispatch.empty")
@@ -48,8 +53,16 @@ def variants(k, args: tuple, static: dict) -> dict:
     raw_fn = get_kernel(k.spec(**static))
     addrs = [a.ctypes.data for a in args]
     return {"full": lambda: k._call_checked(args, static),
+            "Python entry": lambda: python_entry(k, args, static),
             "kernel(...)": lambda: k(*args, **static),
             "raw": lambda: raw_fn(*addrs)}
+
+
+def python_entry(k, args: tuple, static: dict):
+    """`Kernel.__call__` as it was before the native entry."""
+    static = bind_extents(k, args, static)
+    entry = k._entries.get(call_key(k, static))
+    return entry.fn(*entry.convert(args))
 
 
 def main(rounds: int = 7) -> None:
@@ -67,9 +80,10 @@ def main(rounds: int = 7) -> None:
                 calls = 200 if name == "full" else 20000
                 best[name] = min(best[name], per_call_us(fn, calls))
         rows.append([label, *(f"{best[name]:.2f}" for name in fns),
-                     f"{best['full'] / best['kernel(...)']:.0f}x"])
+                     f"{best['Python entry'] / best['kernel(...)']:.1f}x"])
     print_table("kernel(...) per-call cost, us (best of %d interleaved rounds)" % rounds,
-                ["kernel", "full (before)", "kernel(...)", "raw addresses", "speed-up"], rows)
+                ["kernel", "full check", "Python entry (before)", "kernel(...)",
+                 "raw addresses", "Python entry / kernel(...)"], rows)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,21 @@ def disk_cache_disabled() -> bool:
     return _flag("CUVIL_NO_DISK_CACHE")
 
 
+def kernel_threads() -> int | None:
+    """Threads a kernel's prange loops use on a thread that nobody set a count for
+    (``CUVIL_KERNEL_THREADS``, a positive int; None: unset, the usable CPUs). Inside a pipeline
+    run the executor sets each thread's count itself (`compile.lang.parallel`)."""
+    raw = os.environ.get("CUVIL_KERNEL_THREADS", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        from .errors import UsageError  # (errors imports nothing back; config stays a leaf)
+
+        raise UsageError(f"CUVIL_KERNEL_THREADS={raw!r}: a positive int (threads per prange "
+                         "loop)")
+    return int(raw)
+
+
 def kernel_debug() -> bool:
     """Bounds-checked ``@kernel`` builds for every kernel (``CUVIL_KERNEL_DEBUG``). Read on
     every ``kernel(...)`` call, so read cheaply: ``os.environ.get`` encodes the name and

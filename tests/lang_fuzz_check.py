@@ -106,6 +106,7 @@ def rerun(module, prog, what: str) -> list:
 
 def compiled(module, prog, native, py, want) -> list:
     from cuvil_perception.compile import get_kernel
+    from cuvil_perception.compile.lang import threads
     from cuvil_perception.errors import KernelSourceError
     seed = prog.seed
     try:
@@ -115,7 +116,8 @@ def compiled(module, prog, native, py, want) -> list:
     except Exception:
         return [Failure(seed, "compile-crash", traceback.format_exc()[-3000:])]
     try:
-        got = module.K(*native, **prog.static)
+        with threads(3):  # prange loops on the pool (two helpers), whatever the CPU count
+            got = module.K(*native, **prog.static)
     except Exception as exc:
         return [Failure(seed, "run-crash", _short(exc))]
     diffs = compare(prog, native, py, got, want)

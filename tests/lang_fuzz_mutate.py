@@ -40,7 +40,9 @@ EDITS = [
                                          "boolean(", "kmath.isnan("]),
     (r"\[", ["[1, ", "[-1 + ", "[:, ", "[0:2, "]),
     (r"\bbreak\b|\bcontinue\b", ["return", "pass", "break"]),
-    (r"\brange\(", ["unroll(", "bits(", "range(1, ", "len("]),
+    (r"\brange\(", ["unroll(", "bits(", "range(1, ", "len(", "prange("]),
+    (r"\bprange\(", ["range(", "prange(1, ", "unroll(", "prange(-5, "]),
+    (r"chunks=\d+", ["chunks=0", "chunks=c_1", "chunks=5000", "step=2"]),
     (r":\n", [":\n        return\n", ":\n    x = 1\n"]),
 ]
 
@@ -69,6 +71,11 @@ INSERTS = [
     "for x_9 in b_0: pass", "for x_9 in range(3.5): pass", "for x_9 in bits(c_tup): pass",
     "x_9 = simd.load(b_0, -1, 4)", "simd.store(b_0, 0, 1.0)", "simd.fill(b_0, 0, 0, 1)",
     "simd.copy(b_0, 0, b_0, 1, 300)", "x_9 = simd.reduce_add(1.0)", "x_9 = Vec[f32, 4]",
+    "x_9 = prange(3)", "for x_9 in prange(): pass", "for x_9, y_9 in prange(3): pass",
+    "for x_9 in prange(3):\n        return", "for x_9 in prange(3):\n        break",
+    "for x_9 in prange(3):\n        b_0 = 1", "atomic_add(b_0, 0, 1)", "atomic_min(b_0, 0, 1.5)",
+    "atomic_max(c_0, 0, 1)", "atomic_add(b_0, (0, 0, 0, 0), 1)", "x_9 = atomic_add(b_0, 0, 1)",
+    "atomic_add(b_0, 0)",
 ]
 
 

@@ -14,9 +14,9 @@ from lang_fuzz_helpers import Helper, make_helpers
 from lang_fuzz_stmt import StmtGen
 from lang_fuzz_vec import VecGen
 
-HEADER = ("from cuvil_perception.compile.lang import (Buf, Vec, bits, boolean, f32, f64, i32, "
-          "i64, i8, i16, inline, kernel, kmath, local, select, simd, u8, u16, u32, u64, "
-          "unroll)\n\nTAB = (3, -1, 4, 0)\n")
+HEADER = ("from cuvil_perception.compile.lang import (Buf, Vec, atomic_add, atomic_max, "
+          "atomic_min, bits, boolean, f32, f64, i32, i64, i8, i16, inline, kernel, kmath, "
+          "local, prange, select, simd, u8, u16, u32, u64, unroll)\n\nTAB = (3, -1, 4, 0)\n")
 DTYPES = ("f32", "f64", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
 SCALARS = ("i32", "i64", "f32", "f64")
 NUMPY = {"f32": "float32", "f64": "float64", "i8": "int8", "u8": "uint8", "i16": "int16",
@@ -35,6 +35,7 @@ class Flags:
     effects_in_expr: bool = True    # side-effecting helper calls inside expressions
     alias_share: float = 0.5        # of programs with two like buffers: noalias=False, aliased
     wide_constants: bool = False    # i32 beside a static beyond i32: a compile error
+    prange_share: float = 0.3       # of programs with a prange loop reducing into a scalar
 
 
 @dataclass
@@ -196,11 +197,44 @@ def kernel_body(rng, g: StmtGen, bufs) -> list:
         name = f"t_{k}"
         g.emit(1, f"{name} = local({dtype}, {', '.join(map(str, shape))})")
         bufs.append(Buffer(name, dtype, shape, tuple(map(str, shape)), local=True))
+    if rng.random() < g.flags.prange_share:
+        prange_block(g, bufs)
     for _ in range(int(rng.integers(3, 11))):
         g.statement(1, int(rng.choice([1, 2, 2, 3])))
     if g.ret:
         g.emit(1, f"return {g.ret}({g.expr(g.ret, 2).code})")
     return g.lines
+
+
+def prange_block(g: StmtGen, bufs) -> None:
+    """``acc = T(0)``, then ``for p in prange(<a buffer's first extent>[, chunks=k]):`` with
+    one reduction (a float sum, or a min / max) of an expression that may read every buffer,
+    variable and pure helper; ``acc`` is stored in a buffer after it and joins the scope. The
+    body writes no buffer (its chunks run on several threads at once)."""
+    axes = [b for b in bufs if not (b.local or b.unknown or b.approx)]
+    if not axes:
+        return
+    b = g.pick(axes)
+    ty = g.pick(["f32", "f64", "i64"])
+    op = g.pick(["+", "+", "min", "max"]) if ty != "i64" else g.pick(["min", "max"])
+    acc, idx = g.fresh("p_acc"), g.fresh("p_i")
+    chunks = g.pick(["", ", chunks=1", ", chunks=3", ", chunks=7"])
+    g.emit(1, f"{acc} = {ty}(0)")
+    g.emit(1, f"for {idx} in prange({b.extents[0]}{chunks}):")
+    outer, effects = g.scope, g.flags.effects_in_expr
+    g.scope, g.flags.effects_in_expr = outer.child(), False
+    g.scope.mutable, g.scope.loops = set(), g.scope.loops + 1
+    g.scope.vars[idx] = V(idx, "i64", 0, b.shape[0] - 1, py=True)
+    v = next((e for e in (g.expr(ty, 2) for _ in range(6)) if e.exact), None) \
+        or g.leaf(ty, 0)
+    g.scope, g.flags.effects_in_expr = outer, effects
+    g.emit(2, f"{acc} += {ty}({v.code})" if op == "+" else
+           f"{acc} = {op}({acc}, {ty}({v.code}))")
+    g.scope.vars[acc] = V(acc, ty) if ty != "i64" else V(acc, ty, min(0, v.lo), max(0, v.hi))
+    out = [c for c in bufs if c.dtype == ty and not (c.local or c.approx)]
+    if out:
+        c = g.pick(out)
+        g.emit(1, f"{c.name}[{', '.join('0' for _ in c.shape)}] = {acc}")
 
 
 def inputs(prog: Program) -> tuple[list, list]:

@@ -205,7 +205,7 @@ def test_source_change_or_bad_alias_falls_back_to_the_ir_key(cache_dir, monkeypa
     assert compile_stats().compiles == before.compiles
     assert disk.get_alias(alias.stem) is not None  # repaired
     registry.clear_memory()
-    monkeypatch.setattr(keys, "tree_digest", lambda d: "edited-sources")
+    monkeypatch.setattr(keys, "tree_digest", lambda d, recursive=True: "edited-sources")
     assert keys.fast_key(ex.AXPY, host_target(), DEFAULT_OPTIONS) != alias.stem
     assert registry.acquire(ex.AXPY).status == "hit"
     assert len(list(disk.store_dir().glob("*.alias"))) == 2

@@ -5,12 +5,16 @@ another entry."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
 from cuvil_perception.compile import compile_stats
 from cuvil_perception.compile.lang import Buf, f32, f64, i32, i64, kernel
 from cuvil_perception.compile.lang.arguments import checked_arguments
+from cuvil_perception.compile.lang.dispatch import MISS, _no_native
 
 
 @kernel(name="dispatch.axpy")
@@ -204,3 +208,139 @@ def test_a_static_extent_is_bound_from_the_array_and_still_checked():
     y = np.zeros((4, 2), np.float32)
     add_rows.specialize(n=4)(np.ones((4, 2), np.float32), y)
     assert y.sum() == 8
+
+
+# -- the native entry (`compile.lang.trampoline`) ----------------------------------------------
+@pytest.fixture
+def release(monkeypatch):
+    """Release builds whatever the environment says (a debug build has no native entry)."""
+    monkeypatch.delenv("CUVIL_KERNEL_DEBUG", raising=False)
+
+
+def _entry(k):
+    """The kernel's release-build entry (a debug build's callable is a Python wrapper: it has
+    no native entry)."""
+    (entry,) = [e for e in k._entries.values() if e.spec.error_record is None]
+    assert entry.native is not _no_native, "the native entry was not built"
+    return entry
+
+
+def test_the_native_entry_runs_plain_calls_and_declines_everything_else(release):
+    x, y = _fresh()
+    axpy(x, y, 1.0, 5)
+    native = _entry(axpy).native
+    y2, want = np.ones_like(y), np.ones_like(y)
+    assert native(x, y2, 0.5, 5) is None
+    axpy.py_func(x, want, 0.5, 5)
+    assert np.array_equal(y2, want)
+    declined = {name: make(*_fresh()) for name, make in BAD_CALLS.items()}
+    declined.update({                         # valid, but for the Python entry to convert
+        "a numpy scalar": (x, y, np.float32(2), 5), "a bool for i64": (x, y, 1.0, True),
+        "an int beyond int64 for f32": (x, y, 1 << 70, 5),
+        "an ndarray subclass": (x.view(_Sub), y, 1.0, 5)})
+    if axpy._entries and _entry(axpy)._written is None:  # (not yet known: kept writeable)
+        declined["a read-only input"] = (_read_only(x), y, 1.0, 5)
+    for name, args in declined.items():
+        before = y.copy()
+        assert native(*args) is MISS, name
+        assert np.array_equal(y, before), name
+    y3, want = np.ones_like(y), np.ones_like(y)
+    assert native(x, y3, 2, 5) is None        # an int for f32: converted as float(2) is
+    axpy.py_func(x, want, 2.0, 5)
+    assert np.array_equal(y3, want)
+
+
+def test_the_native_entry_takes_read_only_arrays_the_kernel_only_reads_once_known(release):
+    x, y = _fresh()
+    axpy(x, y, 1.0, 5)
+    entry = _entry(axpy)
+    axpy(_read_only(x), np.ones_like(y), 1.0, 5)  # through the Python entry: learns `written`
+    assert entry.written() == {"y"}
+    assert entry.native(_read_only(x), np.ones_like(y), 1.0, 5) is None
+    assert entry.native(x, _read_only(y), 1.0, 5) is MISS  # the kernel writes y
+    with pytest.raises(ValueError, match="read-only"):
+        axpy(x, _read_only(y), 1.0, 5)
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+def test_the_native_entry_returns_what_the_kernel_returns(release):
+    x = np.arange(7, dtype=np.float64)
+    total(x, 7)
+    assert _entry(total).native(x, 7) == 21.0 and _entry(total).native(x[:3].copy(), 3) == 3.0
+    assert counted(np.array([1, -2, 3], np.int32), 3) == 2
+    assert _entry(counted).native(np.array([1, -2, 3, 4], np.int32), 4) == 3
+
+
+@kernel(name="dispatch.counted")
+def counted(x: Buf[i32, "n"], n: i64) -> i32:
+    c: i32 = 0
+    for i in range(n):
+        if x[i] > 0:
+            c += 1
+    return c
+
+
+@kernel(name="dispatch.spin")
+def spin(out: Buf[f64, 1], n: i64):
+    s = 0.0
+    for i in range(n):
+        s = s * 1.0000001 + 0.5              # a dependency chain: n steps, not vectorised
+    out[0] = s
+
+
+def test_the_native_entry_releases_the_gil_while_the_kernel_runs(release):
+    """Another Python thread stamps the time between short sleeps; it can only wake while the
+    kernel runs if the call released the GIL (holding it, as ``PYFUNCTYPE`` does, leaves no
+    stamp in the middle half of the call)."""
+    out = np.zeros(1, np.float64)
+    spin(out, 10)                             # builds the entry
+    _entry(spin)
+    stamps, stop = [], threading.Event()
+
+    def stamp():
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+            time.sleep(0.0005)
+
+    worker = threading.Thread(target=stamp)
+    worker.start()
+    try:
+        n = 1_000
+        while True:                           # a call long enough for the thread to wake
+            t0 = time.perf_counter()
+            spin(out, n)
+            t1 = time.perf_counter()
+            if t1 - t0 > 0.05 or n > 1 << 34:
+                break
+            n *= 4
+    finally:
+        stop.set()
+        worker.join()
+    quarter = (t1 - t0) / 4
+    assert any(t0 + quarter < s < t1 - quarter for s in stamps)
+
+
+def test_threads_calling_one_kernel_at_once_get_their_own_results():
+    axpy(*_fresh(), 1.0, 5)
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            x = rng.standard_normal((5, 2)).astype(np.float32)
+            y, want = np.ones((5, 2), np.float32), np.ones((5, 2), np.float32)
+            a = float(rng.integers(1, 5))
+            axpy(x, y, a, 5)
+            axpy.py_func(x, want, a, 5)
+            if not np.array_equal(y, want):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

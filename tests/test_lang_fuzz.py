@@ -1,8 +1,9 @@
 """Differential fuzzing of the kernel language: random well-typed kernels (`lang_fuzz_prog`:
 every scalar and buffer type, locals, casts, Python-semantics arithmetic, if/elif/else, range
 loops with negative steps, while, bits, unroll, break/continue, early return, ``@inline``
-helpers that write buffers, local arrays, slices, tuple stores, vector values) compiled and
-run against ``kernel.py_func`` on the same inputs, a quarter of them also bounds-checked
+helpers that write buffers, local arrays, slices, tuple stores, vector values, prange loops
+reducing into a scalar, run on 3 threads) compiled and run against ``kernel.py_func`` on the
+same inputs, a quarter of them also bounds-checked
 (no false alarm in range, `KernelIndexError` one past the end). A fixed seed range, bounded
 to about 20 s on one core; a seed reproduces its program and inputs:
 ``python tests/lang_fuzz_run.py --seeds 17:18 --show`` prints it.

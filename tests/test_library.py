@@ -20,6 +20,7 @@ from cuvil_perception.compile.cheader import arg_decls, c_type, kernel_block
 from cuvil_perception.compile.library import MANIFEST, build_library
 from cuvil_perception.compile.toolchain import find_toolchain, host_arch
 from cuvil_perception.compile import Arg, KernelSpec
+from cuvil_perception.compile.spec import CTYPES
 from cuvil_perception.errors import CompileError, ToolchainError
 from cuvil_perception.ops.pillars.native import (DecodeKernel, NmsKernel, PfnKernel,
                                                  PillarizeKernel, ScatterKernel)
@@ -48,7 +49,7 @@ def test_header_compiles_and_matches_the_kernel_signatures(host_lib, tmp_path):
     for spec, symbol in host_lib.symbols:
         found = re.search(rf"^(\w+) {symbol}\((.*)\);$", text, re.M)
         assert found, symbol
-        assert found.group(1) == (_SCALARS[spec.ret] if spec.ret else "void")
+        assert found.group(1) == "int"  # 0, the count, or an error code (cabi)
         params = [p.strip() for p in found.group(2).split(",")]
         assert len(params) == len(spec.args), symbol
         for param, kind, doc in zip(params, spec.args, arg_decls(spec)):
@@ -64,8 +65,11 @@ def test_header_compiles_and_matches_the_kernel_signatures(host_lib, tmp_path):
 
 
 def _bind(lib_handle, kernel, symbol: str):
-    """Point a native-kernel object at the library's function instead of the JIT's."""
-    kernel.kernel = kernel.spec.release().cfunctype()((symbol, lib_handle))  # release ABI
+    """Point a native-kernel object at the library's entry point instead of the JIT's (the
+    kernel's arguments; it returns int: 0, the count, or an error code)."""
+    args = kernel.spec.release().args  # release ABI: no error record
+    kernel.kernel = ctypes.CFUNCTYPE(ctypes.c_int, *(CTYPES[a] for a in args))(
+        (symbol, lib_handle))
     return kernel
 
 
@@ -124,13 +128,14 @@ def test_cli_writes_library_and_a_running_example(tmp_path, capsys, repo_root, k
     monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "1" if debug else "0")
     out = tmp_path / "lib"
     main_args = ["compile", str(repo_root / "configs" / "lidar_pillars.yaml"), "--target",
-                 TRIPLE, "--library", str(out), "--prefix", "lidar"]
+                 TRIPLE, "--library", str(out), "--prefix", "lidar", "--kernels-only"]
     try:
         main(main_args)
     except SystemExit as exc:
         assert exc.code == 0, capsys.readouterr().err
     assert ("writes release builds" in capsys.readouterr().out) == debug
-    assert {"liblidar.so", "liblidar.a", "lidar.h", MANIFEST} <= {p.name for p in out.iterdir()}
+    assert {"liblidar.so", "liblidar.so.1", "liblidar.a", "lidar.h", MANIFEST} <= \
+        {p.name for p in out.iterdir()}
     assert "_debug" not in (out / MANIFEST).read_text()
     assert "error_record" not in (out / "lidar.h").read_text()
     example = out / "example"
@@ -204,7 +209,7 @@ def test_kernel_language_kernels_are_documented_in_the_header():
     assert [a.name for a in spec.arg_docs] == ["cls_table", "best", "cand", "threshold"]
     assert [a.dtype for a in spec.arg_docs] == ["u64", "f32", "i64", None]
     block = kernel_block(spec, "lib_yolo_scan")
-    assert "int64_t lib_yolo_scan(const uint64_t *cls_table, float *best, int64_t *cand, " \
+    assert "int lib_yolo_scan(const uint64_t *cls_table, float *best, int64_t *cand, " \
            "float threshold);" in block   # the table is only read: const, role `in`
 
 

@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 from llvmlite import ir
 
 from cuvil_perception.compile import KernelSpec, irutil as u, prewarm, registry, sources
+from cuvil_perception.compile import cache as disk
 from cuvil_perception.compile.lang import Buf, f32, kernel
 from cuvil_perception.compile.render import render
 
@@ -168,3 +170,30 @@ def test_editing_a_helper_or_a_constant_recompiles_in_a_fresh_process(tmp_path):
     assert run() == ("miss", [2.25, 4.25, 6.25, 8.25])
     edit("unrelated.py", "1", "2")   # nothing the kernel reaches: still a warm hit
     assert run() == ("hit", [2.25, 4.25, 6.25, 8.25])
+
+
+def test_source_digests_are_reused_from_the_index_until_the_file_changes(
+        tmp_path, cache_dir, monkeypatch):
+    f = tmp_path / "a.py"
+    f.write_text("X = 1\n")
+    registry.acquire(KernelSpec("t.index_probe", _build_table(3), {}, (), ret="i64"))  # a store
+    monkeypatch.setattr(sources, "RACY_NS", 0)  # (else only files older than 2 s are recorded)
+    time.sleep(0.05)                          # (past the file system's time stamp granularity)
+    sources.forget()
+    first = sources.file_digest(str(f))
+    sources.save_index()
+    sources.forget()                          # as a new process: the index is read back
+    opened = []
+    monkeypatch.setattr(sources, "open", lambda *a, **k: opened.append(a) or open(*a, **k),
+                        raising=False)
+    assert sources.file_digest(str(f)) == first and not opened  # not read again
+    info = f.stat()
+    f.write_text("X = 2\n")                   # same size, then the same mtime as before:
+    os.utime(f, ns=(info.st_atime_ns, info.st_mtime_ns))  # the ctime still moves
+    sources.forget()
+    assert sources.file_digest(str(f)) != first and opened
+    digests = cache_dir / disk.SUBDIR / disk.DIGESTS
+    assert digests.is_file()
+    disk.cache_clear()                        # `cache clear` takes the index with the objects
+    assert not digests.exists()
+    sources.forget()

@@ -4,7 +4,9 @@ Without ``--target`` the kernels are compiled for this machine into the kernel c
 next ``run`` starts warm) and a table shows how each was served. With ``--target TRIPLE --out
 DIR`` they are written as object files for another architecture and not loaded. With ``--target
 TRIPLE --library DIR`` they become one standalone library (``lib<prefix>.so`` + ``.a``, a C
-header, a C example; see ``compile.library``), linked with the triple's system toolchain.
+header, a C example; see ``compile.library``), linked with the triple's system toolchain: the
+whole pipeline behind ``<prefix>_open / _detect / _close``, or with ``--kernels-only`` the
+kernels alone (cli/library_out.py).
 Objects and libraries are always release builds, also under ``CUVIL_KERNEL_DEBUG=1``: a debug
 build's error record is decoded by the Python binding, which a C caller does not have.
 """
@@ -37,15 +39,19 @@ from .set_option import set_option
                    "example there.")
 @click.option("--prefix", metavar="NAME",
               help="Symbol prefix of a --library [default: cuvil_<pipeline name>].")
+@click.option("--kernels-only", is_flag=True,
+              help="With --library: the pipeline's kernels alone, each a C function, without "
+                   "the one-call-per-frame API.")
 @click.option("--cpu", metavar="CPU",
-              help="Target CPU of a --library [default: the architecture's baseline, "
-                   "x86-64-v2 or generic aarch64; 'host' = this machine's CPU].")
+              help="Target CPU of a --library [default: x86-64-v3 when this machine is an "
+                   "x86-64 that has it, else x86-64-v2 (FMAs split into mul + add); generic "
+                   "aarch64; 'host' = this machine's CPU].")
 @click.option("--overwrite", is_flag=True,
               help="Let --out be a non-empty folder cuvil-perception did not fill.")
 @set_option
 def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None,
-                library_dir: str | None, prefix: str | None, cpu: str | None,
-                overwrite: bool, sets: tuple[str, ...]) -> None:
+                library_dir: str | None, prefix: str | None, kernels_only: bool,
+                cpu: str | None, overwrite: bool, sets: tuple[str, ...]) -> None:
     """Compile (or load from the cache) every kernel PIPELINE's static shapes need."""
     p = apply_cli_sources(load_pipeline(pipeline, validate=False), sets=sets).validate()
     specs = pipeline_kernels(p)
@@ -53,16 +59,16 @@ def compile_cmd(pipeline: str, triple: str | None, out_dir: str | None,
     if triple is not None and any(s.error_record is not None for s in specs):
         console.print("note: --target writes release builds; bounds-checked kernels "
                       "(CUVIL_KERNEL_DEBUG=1, debug=True) are for runs in Python")
-    if library_dir is not None or prefix is not None or cpu is not None:
+    if library_dir is not None or prefix is not None or cpu is not None or kernels_only:
         if triple is None or library_dir is None:
-            raise UsageError("--library DIR needs --target TRIPLE (and --prefix / --cpu need "
-                             "--library)")
+            raise UsageError("--library DIR needs --target TRIPLE (and --prefix / --cpu / "
+                             "--kernels-only need --library)")
         if out_dir is not None:
             raise UsageError("--out and --library are exclusive: one writes loose objects, "
                              "the other a library")
         from .library_out import write_library  # refuses a folder that is not a library
 
-        write_library(console, p, specs, triple, library_dir, prefix, cpu)
+        write_library(console, p, specs, triple, library_dir, prefix, cpu, kernels_only)
         return
     if triple is None:
         if out_dir is not None:

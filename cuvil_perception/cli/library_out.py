@@ -1,6 +1,11 @@
-"""``compile PIPELINE --target TRIPLE --library DIR``: the library, plus the ops' example files.
+"""``compile PIPELINE --target TRIPLE --library DIR [--kernels-only]``: the library, plus the
+ops' example files.
 
-`compile.build_library` writes the library, header and manifest; then every stage whose op has
+Whole pipeline (the default): the stage whose op has ``library_api(symbols, prefix, cc)``
+(``pillars.detect``: ``<prefix>_open / _detect / _close``, `ops.pillars.c_detect`) adds its
+`LibraryPart`; a pipeline with kernels in a stage that has no such API, or whose op cannot give
+one (the PointPillars backbone is not compiled natively yet), is refused with one line.
+``--kernels-only``: the kernels alone, and every stage whose op has
 ``library_files(symbols, prefix, cc)`` (e.g. ``pillars.detect``: a C example on a .bin scan)
 gets its files in ``DIR/example`` (``DIR/example-<stage>`` when several stages have some).
 """
@@ -12,7 +17,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..compile.library import MANIFEST, build_library
+from ..compile.library import (MANIFEST, build_library, check_out_dir, check_prefix,
+                               library_target, symbols_for)
+from ..compile.prewarm import unique_specs
 from ..compile.toolchain import find_toolchain
 from ..errors import UsageError
 from ..output_files import is_previous_output
@@ -25,21 +32,21 @@ def default_prefix(pipeline_name: str) -> str:
 
 
 def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
-                  prefix: str | None, cpu: str | None) -> None:
+                  prefix: str | None, cpu: str | None, kernels_only: bool = False) -> None:
     _check_manifest(Path(out_dir))
+    check_out_dir(Path(out_dir))
     prefix = prefix or default_prefix(pipeline.name)
-    lib = build_library(specs, triple, out_dir, prefix, cpu)
-    symbols = dict(lib.symbols)
+    check_prefix(prefix)  # the user's mistakes first, before the pipeline's
+    cc = Path(find_toolchain(triple).cc).name
+    library_target(triple, cpu)
     # Ops look their kernels up by the specs they declare; under CUVIL_KERNEL_DEBUG=1 those are
     # debug builds, and the library holds their release builds (`build_library`).
+    symbols = dict(symbols_for(unique_specs(s.release() for s in specs), prefix))
     symbols.update({s: symbols[s.release()] for s in specs if s.release() in symbols})
-    extras = []
-    cc = Path(find_toolchain(triple).cc).name
-    for stage in pipeline.ordered():
-        files = getattr(stage.make_op(), "library_files", None)
-        found = files(symbols, prefix, cc) if files is not None else {}
-        if found:
-            extras.append((stage.id, found))
+    parts = [] if kernels_only else [_api_part(pipeline, symbols, prefix, cc)]
+    lib = build_library(specs, triple, out_dir, prefix, cpu, parts=parts)
+    extras = [("api", parts[0].example)] if parts else _example_files(pipeline, symbols,
+                                                                       prefix, cc)
     for stage_id, files in extras:
         folder = lib.out_dir / ("example" if len(extras) == 1 else f"example-{stage_id}")
         try:
@@ -52,9 +59,42 @@ def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
     for spec, symbol in lib.symbols:
         console.print(f"  {symbol:<40} {spec.name} ({spec.static_str()})", highlight=False,
                       soft_wrap=True)
-    console.print(f"{len(lib.symbols)} kernel(s) for {lib.target.triple} (cpu "
-                  f"{lib.target.cpu}): {lib.shared}, {lib.static}, {lib.header}",
+    what = "kernels only" if kernels_only else f"{prefix}_open / _detect / _close"
+    console.print(f"{len(lib.symbols)} kernel(s), {what}, for {lib.target.triple} (cpu "
+                  f"{lib.target.cpu}): {lib.shared_file}, {lib.static}, {lib.header}",
                   highlight=False, soft_wrap=True)
+
+
+def _api_part(pipeline, symbols: dict, prefix: str, cc: str):
+    """The one stage's whole-pipeline `LibraryPart`; refuses a stage with kernels and no API."""
+    parts = []
+    for stage in pipeline.ordered():
+        op = stage.make_op()
+        api = getattr(op, "library_api", None)
+        if api is None:
+            if op.kernels():
+                raise UsageError(f"stage {stage.id!r} ({op.name}) has no one-call C API; use "
+                                 "--kernels-only for its kernels")
+            continue
+        try:
+            parts.append(api(symbols, prefix, cc))
+        except UsageError as exc:
+            raise UsageError(f"stage {stage.id!r}: {exc}") from None
+    if len(parts) != 1:
+        raise UsageError(f"a whole-pipeline library has one detecting stage, this pipeline has "
+                         f"{len(parts)}; use --kernels-only")
+    return parts[0]
+
+
+def _example_files(pipeline, symbols: dict, prefix: str, cc: str) -> list:
+    """(stage id, files) of every stage whose op offers kernels-only example files."""
+    extras = []
+    for stage in pipeline.ordered():
+        files = getattr(stage.make_op(), "library_files", None)
+        found = files(symbols, prefix, cc) if files is not None else {}
+        if found:
+            extras.append((stage.id, found))
+    return extras
 
 
 def _check_manifest(out: Path) -> None:

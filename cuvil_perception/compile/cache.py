@@ -54,11 +54,12 @@ from .cache_trust import read_entry, store_root
 MAGIC = b"CUVILOBJ"
 FORMAT = 2  # 2: the meta names the entry's key; aliases name their own key
 _HEAD = struct.Struct("<8sIQ32sI")
-_SUBDIR = f"objects-v{FORMAT}"
+SUBDIR = f"objects-v{FORMAT}"
 _SUFFIX = ".obj"
 _ALIAS = ".alias"
 _ALIAS_LINE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{64})")
 _DIR_MODE = 0o700
+DIGESTS = "digests"  # `sources`' index of source-file digests, kept beside the entries
 
 
 class CacheCorruptionWarning(UserWarning):
@@ -68,7 +69,7 @@ class CacheCorruptionWarning(UserWarning):
 def store_dir() -> Path:
     """Directory holding the entries (may not exist yet): in the configured cache folder, once
     `cache_trust.store_root` has checked (and if need be tightened) it."""
-    return store_root(_SUBDIR) / _SUBDIR
+    return store_root(SUBDIR) / SUBDIR
 
 
 def entry_path(key: str) -> Path:
@@ -121,7 +122,7 @@ def _remove(path: Path) -> None:
 
 def put(key: str, payload: bytes, meta: dict | None = None) -> Path:
     """Store ``payload`` under ``key`` atomically; returns the entry path."""
-    path = _write_atomic(f"{key}{_SUFFIX}", encode(payload, {**(meta or {}), "key": key}))
+    path = write_atomic(f"{key}{_SUFFIX}", encode(payload, {**(meta or {}), "key": key}))
     _journal(b"m")
     return path
 
@@ -142,10 +143,10 @@ def get_alias(fast: str) -> str | None:
 
 def put_alias(fast: str, key: str) -> None:
     """Point alias ``fast`` at object key ``key`` (atomically)."""
-    _write_atomic(f"{fast}{_ALIAS}", f"{fast} {key}\n".encode("ascii"))
+    write_atomic(f"{fast}{_ALIAS}", f"{fast} {key}\n".encode("ascii"))
 
 
-def _write_atomic(name: str, blob: bytes) -> Path:
+def write_atomic(name: str, blob: bytes) -> Path:
     """Write ``name`` in the store through a `temp_files` name (mode 0600, created exclusively)
     and a rename; the first write of a process removes a killed writer's leftovers."""
     directory = ensure_private_dir()
@@ -224,7 +225,7 @@ def cache_info() -> dict:
 
 
 def cache_clear() -> int:
-    """Delete every entry, the journal and aliases, the temp files of writers that are gone
+    """Delete every entry, the journal, aliases and the source digests, the temp files of writers that are gone
     (`temp_files.sweep_stale`; a live writer's is kept) and the ``.tmp-*.part`` temp files of
     earlier versions; returns the entries removed."""
     directory = store_dir()
@@ -234,7 +235,7 @@ def cache_clear() -> int:
     removed = 0
     for path in directory.iterdir():
         old_temp = path.name.startswith(".tmp-") and path.name.endswith(".part")
-        if old_temp or path.name == "journal" or path.suffix == _ALIAS:
+        if old_temp or path.name in ("journal", DIGESTS) or path.suffix == _ALIAS:
             _unlink_quietly(path)
         elif path.suffix == _SUFFIX:
             removed += _unlink_quietly(path)

@@ -5,12 +5,14 @@ For a kernel exported as ``<prefix>_pillars_pillarize`` the header holds::
     /* pillars.pillarize  (fast-math: none)
      *   static: max_pillars=16000 ...
      *   points      in     f32[n, 4]              m (x, y, z); reflectance 0..1 - the scan
-     *   ... */
-    void prefix_pillars_pillarize(const float *points, int64_t n, float *voxels, ...);
+     *   ...
+     *   returns 0 or a negative error code */
+    int prefix_pillars_pillarize(const float *points, int64_t n, float *voxels, ...);
     #define PREFIX_PILLARS_PILLARIZE_MAX_PILLARS 16000            (every static scalar)
     #define PREFIX_PILLARS_PILLARIZE_RNG {0.0, -39.68, ...}       (static lists: an initialiser)
     #define PREFIX_PILLARS_PILLARIZE_VOXELS_LEN 512004            (elements, when static)
     #define PREFIX_PILLARS_PILLARIZE_VOXELS_BYTES 8192064
+    #define PREFIX_PILLARS_PILLARIZE_POINTS_ROW_LEN 4              (a row of an [n, 4] buffer)
 
 The fast-math note lists the kernel's own flags and those its helpers add, e.g. pillars.decode:
 ``(fast-math: none (helpers: irutil.vexp contract))`` (`compile.fastmath`).
@@ -62,10 +64,12 @@ def c_type(arg: Arg, documented: bool = True) -> str:
     return f"{'const ' if arg.role == 'in' else ''}{base} *"
 
 
-def prototype(spec: KernelSpec, symbol: str) -> str:
-    """The C declaration of ``symbol`` with the spec's signature."""
+def prototype(spec: KernelSpec, symbol: str, internal: bool = False) -> str:
+    """The C declaration of ``symbol`` with the spec's arguments: returning ``int`` (0, the
+    count, or an error code: `cabi`), or with ``internal`` the kernel's own return type (its
+    object code's symbol)."""
     documented = bool(spec.arg_docs)
-    ret = _C_SCALARS[spec.ret] if spec.ret else "void"
+    ret = "int" if not internal else _C_SCALARS[spec.ret] if spec.ret else "void"
     params = ", ".join(_param(a, documented) for a in arg_decls(spec)) or "void"
     return f"{ret} {symbol}({params});"
 
@@ -76,7 +80,8 @@ def _param(arg: Arg, documented: bool) -> str:
 
 
 def eval_dim(dim, env: dict) -> int | None:
-    """An int dim, or a ``+ - * /`` expression over ``env`` names; None if a name is unknown."""
+    """An int dim, or a ``+ - * /`` expression over ``env`` names (and ``len(name)``,
+    ``sum(name)`` of a list param); None if a name is unknown."""
     if isinstance(dim, int):
         return dim
     try:
@@ -93,17 +98,26 @@ def _eval(node, env: dict) -> int:
         if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError(node.id)
         return value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id in ("len", "sum") and len(node.args) == 1 and \
+            isinstance(node.args[0], ast.Name):
+        items = env[node.args[0].id]
+        if not isinstance(items, (list, tuple)) or \
+                not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            raise ValueError(node.args[0].id)
+        return len(items) if node.func.id == "len" else sum(items)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
         return _OPS[type(node.op)](_eval(node.left, env), _eval(node.right, env))
     raise ValueError(ast.dump(node))
 
 
-def buffer_len(spec: KernelSpec, arg: Arg) -> int | None:
-    """Elements of ``arg``'s buffer when its shape depends only on static params, else None."""
+def buffer_len(spec: KernelSpec, arg: Arg, skip: int = 0) -> int | None:
+    """Elements of ``arg``'s buffer when its shape depends only on static params, else None;
+    ``skip=1``: the elements of one row (the dims after the first; 1 for a 1-D buffer)."""
     if arg.kind != "ptr" or not arg.shape:
         return None
     total = 1
-    for dim in arg.shape:
+    for dim in arg.shape[skip:]:
         value = eval_dim(dim, dict(spec.static))
         if value is None:
             return None
@@ -141,8 +155,11 @@ def kernel_block(spec: KernelSpec, symbol: str, fastmath: str | None = None) -> 
     for arg in arg_decls(spec):
         text = " - ".join(t for t in (arg.unit, arg.doc) if t)
         lines.append(f" *   {arg.name:<12} {arg.role:<7} {_shape_text(arg):<34} {text}".rstrip())
-    if spec.ret:
-        lines.append(f" *   returns {spec.ret}")
+    for arg in arg_decls(spec):
+        if arg.most is not None:
+            lines.append(f" *   {arg.name} <= {arg.most}")
+    lines.append(" *   returns " + ("the count (>= 0)" if spec.ret else "0") +
+                 " or a negative error code")
     lines.append(" */")
     lines.append(prototype(spec, symbol))
     macro = macro_name(symbol)
@@ -151,23 +168,36 @@ def kernel_block(spec: KernelSpec, symbol: str, fastmath: str | None = None) -> 
         if text is not None:
             lines.append(f"#define {macro}_{macro_name(key)} {text}")
     for arg in arg_decls(spec) if spec.arg_docs else ():
-        length = buffer_len(spec, arg)
-        if length is not None:
-            lines.append(f"#define {macro}_{macro_name(arg.name)}_LEN {length}")
-            lines.append(f"#define {macro}_{macro_name(arg.name)}_BYTES "
-                         f"{length * ELEMENT_BYTES[arg.dtype]}")
+        lines += _size_macros(spec, arg, f"{macro}_{macro_name(arg.name)}")
     return "\n".join(lines)
 
 
+def _size_macros(spec: KernelSpec, arg: Arg, name: str) -> list[str]:
+    """``NAME_LEN`` / ``NAME_BYTES`` of a buffer of static size; for one whose first dim is a
+    scalar argument (``count`` rows), ``NAME_ROW_LEN`` / ``NAME_ROW_BYTES`` of one row."""
+    length = buffer_len(spec, arg)
+    suffix = ""
+    if length is None:
+        length, suffix = buffer_len(spec, arg, skip=1), "_ROW"
+    if length is None:
+        return []
+    return [f"#define {name}{suffix}_LEN {length}",
+            f"#define {name}{suffix}_BYTES {length * ELEMENT_BYTES[arg.dtype]}"]
+
+
 def render_header(guard: str, title: str, kernels: list[tuple[KernelSpec, str]],
-                  fastmath: dict[str, str] | None = None) -> str:
+                  fastmath: dict[str, str] | None = None, abi: str = "",
+                  extra: str = "") -> str:
     """The whole header: ``kernels`` are (spec, exported symbol) pairs; ``fastmath`` maps a
-    symbol to the description of its flags (see `kernel_block`)."""
+    symbol to the description of its flags (see `kernel_block`); ``abi`` goes before the
+    kernels (`cabi.abi_header`), ``extra`` after them (an op's whole-pipeline API)."""
     fastmath = fastmath or {}
     blocks = "\n\n".join(kernel_block(spec, symbol, fastmath.get(symbol))
                          for spec, symbol in kernels)
+    body = "\n\n".join(t for t in (abi, blocks, extra) if t)
     return (f"/* {title}\n * Generated by cuvil-perception compile --library; do not edit.\n"
-            " * Pointers are C-contiguous arrays, row-major, shapes outermost first. */\n"
+            " * Pointers are C-contiguous arrays, row-major, shapes outermost first; every\n"
+            " * pointer argument must be non-NULL. */\n"
             f"#ifndef {guard}\n#define {guard}\n\n#include <stdint.h>\n\n"
             "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
-            f"{blocks}\n\n#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */\n")
+            f"{body}\n\n#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */\n")

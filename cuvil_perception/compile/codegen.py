@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from ..errors import CompileError
+from .fma_split import without_libm_fma
 from .optimize import DEFAULT_OPTIONS, OptOptions, optimize
 from .target import Target, ensure_llvm
 
@@ -26,13 +27,14 @@ def compile_ir(ir_text: str, target: Target, name: str = "<kernel>",
     """Parse, verify, optimise and emit ``ir_text`` for ``target``.
 
     ``want_text`` also returns the optimised IR and the assembly (costs a second code-gen pass).
-    Raises `CompileError` naming ``name`` when the IR does not parse or verify.
+    Raises `CompileError` naming ``name`` when the IR does not parse or verify. A target
+    without FMA gets ``llvm.fma`` as a multiply and an add, never a libm call (`fma_split`).
     Not thread-safe on its own: callers serialise compilations (see `registry`).
     """
     ensure_llvm()
     tm = target.machine(opt=min(opts.speed_level, 3))
     try:
-        mod = llvm.parse_assembly(ir_text)
+        mod = llvm.parse_assembly(without_libm_fma(ir_text, target))
         mod.triple = target.triple
         mod.data_layout = str(tm.target_data)
         mod.verify()

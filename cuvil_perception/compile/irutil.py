@@ -1,5 +1,6 @@
 """Small llvmlite IR helpers of the kernel language's lowering (`lang`); every kernel is
-written in the language, so this is all the hand-built IR left in the package.
+written in the language, so this and `lang.trampoline` (the native entry of ``kernel(...)``,
+which reads CPython objects no kernel can) are all the hand-built IR left in the package.
 
 Types: ``PTR`` (opaque pointer; LLVM 22), ``I1 I32 I64 F32 F64``, ``vec(elem, n)``.
 Memory: ``gep``, ``store_at`` (element-indexed, ``inbounds``), ``load_vec``

@@ -2,29 +2,36 @@
 
 ``build_library(specs, triple, out_dir, prefix)`` writes into ``out_dir``::
 
-    lib<prefix>.so     shared library: every kernel, exported as <prefix>_<kernel name>
-    lib<prefix>.a      static archive of the same objects
-    <prefix>.h         prototypes, per-argument units / dtypes / shapes, static params and
-                       buffer sizes as #defines (`cheader`)
-    obj/*.o            the object files (one per kernel)
-    library.json       manifest: triple, cpu, features, kernels and their symbols
+    lib<prefix>.so.<M>.<m>  shared library, SONAME lib<prefix>.so.<M> (M.m: `cabi.ABI_MAJOR`
+                            / `ABI_MINOR`), with the symlinks lib<prefix>.so.<M> and
+                            lib<prefix>.so; exports the API of `cabi` and nothing else
+    lib<prefix>.a           static archive of the same objects
+    <prefix>.h              version and error-code macros, thread safety, prototypes with
+                            per-argument units / dtypes / shapes, static params and buffer
+                            sizes as #defines (`cheader`), an op's whole-pipeline API
+    <prefix>_api.c          the entry points' C source (`cabi`), kept for reading
+    obj/*.o                 the object files (one per kernel, the API, the embedded blobs)
+    library.json            manifest: triple, cpu, features, ABI, kernels and their symbols
     (``compile --library`` adds ``example/`` from ops that offer one: cli/library_out.py)
 
 Each kernel is rendered exactly as for the host (same IR, same O3 pipeline), then its function
-is renamed to the library's symbol and every other definition in its module made internal, so
-two libraries (two pipelines, two prefixes) link into one program without clashes. Code is
-generated for ``cpu`` (default: the architecture's baseline, see `toolchain`), never for the
-host CPU unless asked, and linked with the triple's system toolchain. A directory that holds
-files but no ``library.json`` is never written into.
+is renamed to the internal symbol ``<prefix>_k_<kernel>`` (hidden visibility) and every other
+definition in its module made internal, so two libraries (two pipelines, two prefixes) link
+into one program without clashes. Code is generated for ``cpu`` (default: see `toolchain`;
+x86-64-v3 on an x86-64 host that has it, the baseline otherwise; FMAs split where the CPU has
+none, `fma_split`) and linked with the triple's system toolchain. A directory that holds files
+but no ``library.json`` is never written into.
 
 Same results on every target: integer kernels and kernels without fast-math (pillarize, the
 scatters, NMS) give bitwise the host's outputs; PFN's explicit FMAs (``kmath.fma``) round once
-everywhere; kernels with ``contract`` (decode: the exp polynomial) may round differently where
-one target fuses a multiply-add and another does not: the tests hold PFN and decode to
+on every CPU with FMA (a multiply and an add where there is none, `fma_split`); kernels with
+``contract`` (decode: the exp polynomial) may round differently where one target fuses a
+multiply-add and another does not: the tests hold PFN and decode to
 the kernels' own tolerances (PFN rtol 1e-5 + 1e-6 x the largest feature; decode boxes and scores
 rtol/atol 1e-5, counts, labels and anchor indices exact). Measured on the ten KITTI frames,
 aarch64 (generic, under qemu-user) against this x86-64 host (znver4): bitwise equal for all
-four; an x86-64-v2 build (no FMA) in this process: PFN bitwise, decode within its tolerance.
+four; an x86-64-v2 build (no FMA: multiply then add, `fma_split`) in this process: PFN and
+decode within their tolerances (tests/test_library_fma.py).
 The rest of configs/fusion.yaml's kernels (conv_scatter, head_cells, pillars NMS; yolo scan,
 decode with its vector exp, NMS), the bitmap-order scatter and examples/ground_removal, measured
 the same way on the KITTI frames and the sample drive's images: bitwise equal on aarch64 too
@@ -44,6 +51,8 @@ from typing import Iterable
 import llvmlite.binding as llvm
 
 from ..errors import UsageError
+from .cabi import (ABI_MAJOR, ABI_MINOR, LibraryPart, abi_header, api_source, internal_symbol,
+                   with_build_id)
 from .cheader import macro_name, render_header
 from .codegen import compile_ir
 from .optimize import DEFAULT_OPTIONS
@@ -66,12 +75,21 @@ class Library:
     out_dir: Path
     target: Target
     prefix: str
-    shared: Path
+    shared: Path  # the lib<prefix>.so symlink (what -l<prefix> and dlopen find)
     static: Path
     header: Path
     symbols: list[tuple[KernelSpec, str]] = field(default_factory=list)
     #: symbol -> the kernel's fast-math flags: its own, its helpers', found in its IR
     fastmath: dict[str, FastMathUse] = field(default_factory=dict)
+
+    @property
+    def soname(self) -> str:
+        return f"lib{self.prefix}.so.{ABI_MAJOR}"
+
+    @property
+    def shared_file(self) -> Path:
+        """The shared library's real file, ``lib<prefix>.so.<major>.<minor>``."""
+        return self.out_dir / f"{self.soname}.{ABI_MINOR}"
 
     def symbol(self, kernel_name: str) -> str:
         """The exported symbol of the first kernel called ``kernel_name``."""
@@ -135,8 +153,8 @@ def symbols_for(specs: list[KernelSpec], prefix: str) -> list[tuple[KernelSpec, 
 
 def library_object(spec: KernelSpec, symbol: str, target: Target,
                    ir_text: str | None = None) -> bytes:
-    """Object code of ``spec`` for ``target`` with the kernel exported as ``symbol`` only
-    (``ir_text``: the spec's rendered IR, if the caller has it)."""
+    """Object code of ``spec`` for ``target`` with the kernel as the hidden global ``symbol``
+    and nothing else global (``ir_text``: the spec's rendered IR, if the caller has it)."""
     ensure_llvm()
     module = llvm.parse_assembly(render(spec) if ir_text is None else ir_text)
     for fn in module.functions:
@@ -144,6 +162,7 @@ def library_object(spec: KernelSpec, symbol: str, target: Target,
             continue
         if fn.name == spec.fn_name:
             fn.name = symbol
+            fn.visibility = "hidden"
         else:
             fn.linkage = "internal"
     for var in module.global_variables:
@@ -153,62 +172,116 @@ def library_object(spec: KernelSpec, symbol: str, target: Target,
 
 
 def build_library(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path, prefix: str,
-                  cpu: str | None = None, features: str = "") -> Library:
+                  cpu: str | None = None, features: str = "",
+                  parts: Iterable[LibraryPart] = ()) -> Library:
     """Compile, link and document ``specs`` as one library (see the module docstring), as
-    release builds: a debug spec goes in as its `KernelSpec.release` (no error record)."""
-    if len(prefix) > MAX_PREFIX:  # before any file: a too-long name left half a library
-        raise UsageError(f"--prefix {prefix[:24]!r}...: {len(prefix)} characters, at most "
-                         f"{MAX_PREFIX} (it begins the library's file names and every symbol; "
-                         "the default comes from the pipeline's name)")
-    if not _PREFIX.fullmatch(prefix):
-        raise UsageError(f"--prefix {prefix!r}: must be a C identifier (letters, digits, _)")
+    release builds: a debug spec goes in as its `KernelSpec.release` (no error record).
+    ``parts``: what ops add to the API (`cabi.LibraryPart`)."""
+    check_prefix(prefix)
     tools = find_toolchain(triple)
     target = library_target(triple, cpu, features)
     out = _prepare(Path(out_dir))
     kernels = symbols_for(unique_specs(s.release() for s in specs), prefix)
     if not kernels:
         raise UsageError("the pipeline has no native kernels: nothing to put in a library")
+    parts = list(parts)
     objects, uses = [], {}
     for spec, symbol in kernels:
         rendered = render_checked(spec)
         uses[symbol] = rendered.fastmath
         path = out / "obj" / f"{symbol}.o"
-        path.write_bytes(library_object(spec, symbol, target, rendered.text))
+        path.write_bytes(library_object(spec, internal_symbol(prefix, symbol), target,
+                                        rendered.text))
         objects.append(path)
     lib = Library(out, target, prefix, out / f"lib{prefix}.so", out / f"lib{prefix}.a",
                   out / f"{prefix}.h", kernels, uses)
+    header = render_header(f"{macro_name(prefix)}_H",
+                           f"{prefix}: native kernels for {target.triple} (cpu {target.cpu})",
+                           kernels, {sym: use.describe() for sym, use in uses.items()},
+                           abi_header(prefix), "\n\n".join(p.header for p in parts))
+    lib.header.write_text(with_build_id(header), encoding="utf-8")
+    objects += _api_objects(tools, lib, parts)
     _link(tools, objects, lib)
-    lib.header.write_text(render_header(f"{macro_name(prefix)}_H",
-                                        f"{prefix}: native kernels for {target.triple} "
-                                        f"(cpu {target.cpu})", kernels,
-                                        {sym: use.describe() for sym, use in uses.items()}),
-                          encoding="utf-8")
     _write_manifest(lib)
     return lib
 
 
-def _prepare(out: Path) -> Path:
-    """Create ``out`` (and ``out/obj``); refuse a non-empty directory we did not make."""
+def _api_objects(tools: Toolchain, lib: Library, parts: list[LibraryPart]) -> list[Path]:
+    """The entry points (``<prefix>_api.c``) and the parts' blobs, compiled by the target's C
+    compiler: only the API is visible; no FP contraction, so the C code rounds as written
+    (aarch64 gcc contracts by default)."""
+    source = lib.out_dir / f"{lib.prefix}_api.c"
+    source.write_text(api_source(lib.prefix, lib.header.name, lib.symbols,
+                                 "\n\n".join(p.source for p in parts)), encoding="utf-8")
+    api = lib.out_dir / "obj" / f"{lib.prefix}_api.o"
+    tools.run([tools.cc, "-std=c11", "-O2", "-fPIC", "-fvisibility=hidden", "-ffp-contract=off",
+               "-fno-math-errno", "-Wall", f"-I{lib.out_dir}", "-c", "-o", str(api),
+               str(source)], "compiling the C API")
+    objects = [api]
+    blobs = {name: data for part in parts for name, data in part.blobs.items()}
+    if blobs:
+        objects.append(_blob_object(tools, lib, blobs))
+    return objects
+
+
+def _blob_object(tools: Toolchain, lib: Library, blobs: dict[str, bytes]) -> Path:
+    """One object embedding each blob as a hidden, 64-byte aligned read-only symbol."""
+    asm = [".section .rodata"]
+    for name, data in blobs.items():
+        path = lib.out_dir / "obj" / f"{name}.bin"
+        path.write_bytes(data)
+        asm += [".balign 64", f".globl {name}", f".hidden {name}", f"{name}:",
+                f'.incbin "{path.name}"']
+    source = lib.out_dir / "obj" / f"{lib.prefix}_blobs.s"
+    source.write_text("\n".join(asm) + '\n.section .note.GNU-stack,"",%progbits\n',
+                      encoding="utf-8")
+    obj = source.with_suffix(".o")
+    tools.run([tools.cc, "-c", f"-Wa,-I{source.parent}", "-o", str(obj), str(source)],
+              "assembling the weights")
+    return obj
+
+
+def check_prefix(prefix: str) -> None:
+    """A `UsageError` unless ``prefix`` is a C identifier of at most `MAX_PREFIX` characters."""
+    if len(prefix) > MAX_PREFIX:  # before any file: a too-long name left half a library
+        raise UsageError(f"--prefix {prefix[:24]!r}...: {len(prefix)} characters, at most "
+                         f"{MAX_PREFIX} (it begins the library's file names and every symbol; "
+                         "the default comes from the pipeline's name)")
+    if not _PREFIX.fullmatch(prefix):
+        raise UsageError(f"--prefix {prefix!r}: must be a C identifier (letters, digits, _)")
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse a file, or a non-empty directory we did not make."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--library {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
         raise UsageError(f"--library {out}: directory is not empty and holds no {MANIFEST}; "
                          "choose a new or empty directory")
+
+
+def _prepare(out: Path) -> Path:
+    """Create ``out`` (and ``out/obj``) after `check_out_dir`; clear our stale files."""
+    check_out_dir(out)
     try:
         (out / "obj").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--library {out}: cannot create directory: {exc}") from exc
-    for stale in (out / "obj").glob("*.o"):
-        stale.unlink()
+    for pattern in ("obj/*.o", "obj/*.bin", "obj/*.s", "lib*.so*"):
+        for stale in out.glob(pattern):
+            stale.unlink()
     return out
 
 
 def _link(tools: Toolchain, objects: list[Path], lib: Library) -> None:
-    """Shared library with the system compiler driver (-lm for any libm call LLVM emitted);
-    static archive with ``ar`` (replacing, not appending to, an older archive)."""
+    """Shared library with the system compiler driver (-lm, as needed, for a kernel's kmath
+    sin / cos / log), its SONAME and symlinks; static archive with ``ar`` (replacing, not
+    appending to, an older archive)."""
     names = [str(p) for p in objects]
-    tools.run([tools.cc, "-shared", f"-Wl,-soname,{lib.shared.name}", "-o", str(lib.shared),
-               *names, "-lm"], "linking the .so")
+    tools.run([tools.cc, "-shared", f"-Wl,-soname,{lib.soname}", "-o", str(lib.shared_file),
+               *names, "-Wl,--as-needed", "-lm"], "linking the .so")
+    (lib.out_dir / lib.soname).symlink_to(lib.shared_file.name)
+    lib.shared.symlink_to(lib.soname)
     lib.static.unlink(missing_ok=True)
     tools.run([tools.ar, "rcs", str(lib.static), *names], "archiving the .a")
 
@@ -223,11 +296,19 @@ def _fastmath_fields(spec: KernelSpec, use: FastMathUse | None) -> dict:
             "fastmath_emitted": list(use.emitted)}
 
 
+def _build_id(header: Path) -> str:
+    """The ``<PREFIX>_BUILD_ID`` value the header defines (`cabi.with_build_id`)."""
+    found = re.search(r"_BUILD_ID (0x[0-9a-f]+)ULL", header.read_text(encoding="utf-8"))
+    return found[1] if found else ""
+
+
 def _write_manifest(lib: Library) -> None:
     from .. import __version__
 
     manifest = {"format": "cuvil-library/1", "cuvil_perception": __version__,
-                "prefix": lib.prefix, "triple": lib.target.triple, "cpu": lib.target.cpu,
+                "prefix": lib.prefix, "abi": [ABI_MAJOR, ABI_MINOR], "soname": lib.soname,
+                "build_id": _build_id(lib.header),
+                "triple": lib.target.triple, "cpu": lib.target.cpu,
                 "features": lib.target.features,
                 "llvm": ".".join(str(v) for v in llvm.llvm_version_info),
                 "kernels": [{"name": spec.name, "symbol": symbol, "static": dict(spec.static),

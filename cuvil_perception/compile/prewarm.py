@@ -36,7 +36,13 @@ def unique_specs(specs: Iterable[KernelSpec]) -> list[KernelSpec]:
 
 def prewarm(specs: Iterable[KernelSpec]) -> list[PrewarmRow]:
     """Compile or load each distinct spec once (in order) and return one row per kernel.
-    Cache hits are loaded together (`registry.acquire_all`); their rows share the load time."""
+    Cache hits are loaded together (`registry.acquire_all`); their rows share the load time.
+    Kernels with prange loops bring the thread pool's two functions (`lang.parallel`)."""
+    specs = list(specs)
+    if any(spec.threads is not None for spec in specs):
+        from .lang.parallel import runtime_specs
+
+        specs += runtime_specs()
     unique = unique_specs(specs)
     return [PrewarmRow(spec.name, spec.static_str(), o.status, o.compile_ms, o.load_ms)
             for spec, o in zip(unique, acquire_all(unique))]

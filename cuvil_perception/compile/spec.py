@@ -50,6 +50,9 @@ class Arg:
     ``"max_pillars * max_points + 4"`` or ``"count"`` (a dim naming a scalar argument means "at
     least that many rows"). ``unit`` says what the values measure (``"m"``, ``"cells"``);
     ``role`` is one of `ROLES` (``state``: kept between calls, ``scratch``: any content).
+    ``most``: for a scalar, the largest value the kernel accepts (an int or an expression over
+    the static params, e.g. ``"pre"``); a library's C entry point returns its range error above
+    it (every size scalar is also checked to be >= 0 there).
     """
 
     name: str
@@ -59,6 +62,7 @@ class Arg:
     unit: str = ""
     role: str = "in"
     doc: str = ""
+    most: str | int | None = None
 
     def check(self, kernel: str) -> None:
         """Raise `CompileError` naming ``kernel`` when the declaration is inconsistent."""
@@ -98,6 +102,11 @@ class KernelSpec:
     never pass the record: the callable `get_kernel` returns takes ``call_args`` and supplies,
     checks and raises it itself (`loader`). Not part of the identity: the static param
     ``_debug`` (which the generator reads to add the argument) is.
+
+    ``threads`` marks a kernel with ``prange`` loops: its last argument before a debug build's
+    record is a hidden ``ptr`` to the calling thread's thread-pool record, and ``threads()``
+    returns that address (`lang.parallel.par_address`); the callable supplies it, as the record.
+    Not part of the identity either: the extra ``ptr`` in ``args`` is.
     """
 
     name: str
@@ -110,6 +119,7 @@ class KernelSpec:
     arg_docs: tuple[Arg, ...] = ()
     source: str = ""
     error_record: Callable[["KernelSpec", Any], Exception] | None = None
+    threads: Callable[[], int] | None = None
 
     def __post_init__(self) -> None:
         # Specs are written by kernel authors, not users: a bad spec is a CompileError (a bug).
@@ -198,8 +208,10 @@ class KernelSpec:
 
     @property
     def call_args(self) -> tuple[str, ...]:
-        """The argument kinds callers pass: ``args`` without a debug build's error record."""
-        return self.args[:-1] if self.error_record is not None else self.args
+        """The argument kinds callers pass: ``args`` without a debug build's error record and a
+        prange kernel's thread-pool record."""
+        hidden = (self.error_record is not None) + (self.threads is not None)
+        return self.args[:len(self.args) - hidden]
 
     def release(self) -> "KernelSpec":
         """The release build of a debug spec (no ``_debug``, no error record); else itself."""

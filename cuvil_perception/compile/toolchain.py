@@ -7,11 +7,14 @@ else the Debian cross toolchain ``<gnu-triple>-gcc`` / ``<gnu-triple>-ar`` (apt 
 `ToolchainError` (exit 2) naming the apt package to install.
 
 Default CPUs (``--cpu``): a library is built for the machines it is deployed on, not for this
-workstation, so the default is the baseline of the architecture rather than the host CPU:
-``x86-64-v2`` (SSE4.2/POPCNT, every x86-64 of the last ~12 years; no AVX, no FMA) and
-``generic`` for aarch64 (ARMv8.0-A with NEON: runs on every 64-bit Arm board; pass e.g.
-``--cpu cortex-a78`` for an Orin, ``--cpu neoverse-n1`` for a Graviton 2). ``--cpu host`` takes
-the host's CPU name and features (only for a triple of the host's architecture).
+workstation, so the default is a baseline level of the architecture rather than the host CPU:
+for x86-64, ``x86-64-v3`` (AVX2 + FMA: Haswell / Zen 1 and later) when this machine is an
+x86-64 that has that level, else ``x86-64-v2`` (SSE4.2/POPCNT, every x86-64 of the last ~12
+years; no FMA: ``llvm.fma`` is then split into a multiply and an add, `fma_split`, never a libm
+call); ``generic`` for aarch64 (ARMv8.0-A with NEON and FMA: runs on every 64-bit Arm board;
+pass e.g. ``--cpu cortex-a78`` for an Orin, ``--cpu neoverse-n1`` for a Graviton 2).
+``--cpu host`` takes the host's CPU name and features (only for a triple of the host's
+architecture); ``--cpu x86-64-v2`` builds for the older machines.
 """
 
 from __future__ import annotations
@@ -44,9 +47,23 @@ def host_arch() -> str:
     return arch_of(platform.machine())
 
 
+#: The features of x86-64-v3 above v2 (LLVM's names), all needed for it to be the default.
+X86_64_V3 = ("avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
+
+
 def default_cpu(triple: str) -> str:
-    """The baseline CPU of the triple's architecture (see the module docstring)."""
-    return DEFAULT_CPUS.get(arch_of(triple), "generic")
+    """The default CPU of the triple's architecture (see the module docstring)."""
+    arch = arch_of(triple)
+    if arch == "x86_64" and host_arch() == "x86_64" and _host_has_all(X86_64_V3):
+        return "x86-64-v3"
+    return DEFAULT_CPUS.get(arch, "generic")
+
+
+def _host_has_all(features: tuple[str, ...]) -> bool:
+    from .target import host_target  # llvm is loaded by then: a library is being built
+
+    enabled = set(host_target().features.split(","))
+    return all(f"+{name}" in enabled for name in features)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ over the same cores.
 
 The compute pool has ``workers`` threads (default: one per core this process may use), so up to
 ``workers`` compute stages run at once. An ONNX network inside a stage gets
-``cores // workers`` intra-op threads (at least 1), one inter-op thread and no spin-waiting
+``cores // workers`` intra-op threads (at least 1), as do a kernel's ``prange`` loops called from
+the stage (``compile.lang.parallel``), one inter-op thread and no spin-waiting
 (``ops.onnx_runner``): with the default pool that is one thread per network, so two detectors on
 two cores each own one core instead of four runtime threads time-slicing two cores; with
 ``--workers 1`` the single stage running at a time may use every core. Sources and io stages
@@ -20,7 +21,6 @@ Zen 4 (AVX-512 VNNI) dev VM the camera frame's resize took 0.75 ms with OpenCV's
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 
 from .lifecycle import is_source
@@ -28,10 +28,9 @@ from .lifecycle import is_source
 
 def usable_cores() -> int:
     """CPUs this process may run on (its affinity mask, else the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    from ..compile.lang.parallel import usable_cpus  # (one definition: prange's default)
+
+    return usable_cpus()
 
 
 def intra_op_threads(workers: int, cores: int | None = None) -> int:
@@ -62,7 +61,7 @@ def placement_lines(pipeline, instances, workers: int, knobs, threads: int,
     stages = pipeline.ordered()
     io = sum(1 for s in stages if s.effective_tag == "io")
     lines = [f"{usable_cores()} core(s): compute pool of {workers} worker(s), {io} io thread(s), "
-             f"{threads} intra-op thread(s) per network"]
+             f"{threads} intra-op thread(s) per network and per kernel prange loop"]
     if knobs.fifo_priority is not None:  # asked for; what took effect: the "threads:" line
         lines[0] += f"; SCHED_FIFO priority {knobs.fifo_priority} (executor threads, scheduler)"
     if knobs.deadline is not None:

@@ -3,8 +3,11 @@
 Each source reads ahead on its own thread (``sources.SourceReader``); every other ``io`` stage has
 one dedicated thread; ``compute`` stages share a pool of ``workers`` threads. Every thread takes
 its OS name and applies the pipeline's ``rt:`` thread knobs (affinity, scheduling policy) when it
-starts, and says what took effect in ``ledger`` (``thread_ledger``). Names: ``cuvil-compute_N``
-(the pool), ``cuvil-io-<stage id>`` (a source's reader, an io stage's thread).
+starts, and says what took effect in ``ledger`` (``thread_ledger``). A kernel's ``prange`` loops
+called from a compute thread use that thread's share of the cores
+(``placement.intra_op_threads``, what an ONNX network gets), from an io thread one thread
+(``compile.lang.parallel``). Names: ``cuvil-compute_N`` (the pool), ``cuvil-io-<stage id>`` (a
+source's reader, an io stage's thread).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .placement import intra_op_threads
 from .sources import SourceReader
 from .thread_ledger import ThreadLedger
 
@@ -41,17 +45,25 @@ class StageThreads:
                                            depth, self._io_thread_start, wake, self.idle,
                                            options.rate)
                         for s in sources}
+        share = intra_op_threads(options.worker_count())
         self.compute = ThreadPoolExecutor(options.worker_count(),
                                           thread_name_prefix="cuvil-compute",
-                                          initializer=self.ledger.start,
-                                          initargs=(knobs, "compute", warn))
+                                          initializer=self._thread_start,
+                                          initargs=(share, knobs, "compute", warn))
         self.io = {s.id: ThreadPoolExecutor(1, thread_name_prefix=f"cuvil-io-{s.id}",
-                                            initializer=self.ledger.start,
-                                            initargs=(knobs, "io", warn, f"cuvil-io-{s.id}"))
+                                            initializer=self._thread_start,
+                                            initargs=(1, knobs, "io", warn, f"cuvil-io-{s.id}"))
                    for s in workers if s.effective_tag == "io"}
 
     def _io_thread_start(self) -> None:
-        self.ledger.start(self.knobs, "io", self.warn)
+        self._thread_start(1, self.knobs, "io", self.warn)
+
+    def _thread_start(self, kernel_threads: int, *ledger_args) -> None:
+        """A new thread: its prange share (``kernel_threads``), its name and knobs (ledger)."""
+        from ..compile.lang.parallel import set_threads  # (rt needs compile/ only from here)
+
+        set_threads(kernel_threads)
+        self.ledger.start(*ledger_args)
 
     def start(self) -> None:
         """Start the source readers (the pools start threads as work arrives)."""

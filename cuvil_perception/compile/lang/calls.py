@@ -15,10 +15,12 @@ from llvmlite import ir
 from .. import irutil as u
 from . import folding, kmath, simd
 from .arith import compare, convert, negate
+from .atomic_lower import ATOMICS
 from .slices import value_slices
 from .source import Source, remember
 from .types import (BOOL, F64, I64, BufType, Scalar, VecType, address, local, select,
                     view)
+from .prange import prange
 from .values import BufRef, Const, Val
 
 MAX_LOCAL_ELEMENTS = 4096     # a local array lives on the stack: keep it small
@@ -93,6 +95,8 @@ class CallsMixin:
             return Val(self.b.ptrtoint(buf.ptr, u.I64), I64)
         if fn is select:
             return self.select(node)
+        if fn in ATOMICS:
+            return self.atomic(fn, node)
         if fn in kmath.FUNCTIONS:
             return self.math(fn, node)
         if fn in kmath.INT_FUNCTIONS:
@@ -109,6 +113,8 @@ class CallsMixin:
             self.fail(node, "range() outside a for loop", "`for i in range(...)`")
         if fn is bits:
             self.fail(node, "bits() outside a for loop", "`for bit in bits(word)`")
+        if fn is prange:
+            self.fail(node, "prange() outside a for loop", "`for i in prange(n)`")
         if callable(fn):
             module = getattr(fn, "__module__", "") or ""
             hint = ("the kernel math module (`from cuvil_perception.compile.lang import "

@@ -1,25 +1,42 @@
 """The fast path of ``kernel(...)``: one `Entry` per (static values, debug switch, current
-module constants), built after the first fully checked call, converting arguments with cheap
-comparisons against the signature it resolved once.
+module constants), built at the first fully checked call; later calls go through the entry's
+native trampoline (`trampoline`), which checks the arguments and calls the kernel in compiled
+code, and when it declines, through the entry's Python checks (`Entry.convert`), and when
+those decline, through the full path again.
 
 A full call (`Kernel._call_checked`) builds the spec, hashes its identity, looks the callable
 up, resolves every buffer's dtype and extents and converts addresses through ``arr.ctypes``
-(12-20 us for an empty kernel, 55-105 us with four arrays; AMD EPYC Zen 4 AVX-512 VNNI,
-shared and noisy; `benchmarks/dispatch.py`). An entry keeps
-the callable and, per argument, what to compare: the exact numpy type, the dtype object
-(``is``: numpy's native-order built-in dtypes are singletons), C-contiguity, the shape (static
-extents resolved; an extent naming a scalar parameter read from this call), writeability when
-the kernel writes the buffer, the address's alignment for streaming stores, and overlap for a
-``noalias`` kernel. Anything it does not accept as plainly valid (a read-only array, a numpy
-scalar, a bool for an int, overlapping buffers, a non-native dtype) is a miss: the caller takes
-the full path, which raises exactly what it always raised, or runs. So the entry never refuses
-and never accepts anything the full path would refuse.
+(12-20 us for an empty kernel, 55-170 us with four arrays; AMD EPYC Zen 4 AVX-512 VNNI,
+shared and noisy; `benchmarks/dispatch.py`). An entry keeps the callable and, per argument,
+what to compare: the exact numpy type, the dtype object (``is``: numpy's native-order
+built-in dtypes are singletons), C-contiguity, the shape (static extents resolved; an extent
+naming a scalar parameter read from this call), writeability when the kernel writes the
+buffer, the address's alignment for streaming stores, and overlap for a ``noalias`` kernel.
+Anything it does not accept as plainly valid (a read-only array, a numpy scalar, a bool for
+an int, overlapping buffers, a non-native dtype) is a miss: the caller takes the full path,
+which raises exactly what it always raised, or runs. So the entry never refuses and never
+accepts anything the full path would refuse.
+
+Why a native trampoline, measured (same machine; four float32 arrays and a static extent):
+the Python entry cost ~5 us a call, of which converting the arguments ~3.3 us (per array a
+type, dtype, shape and flags check and ~0.2 us to read its pointer and flags through ctypes,
+then the overlap check) and the ``CFUNCTYPE`` call ~0.5 us (ctypes converting four ints).
+Reading ``__array_interface__`` (~1.6 us an array) or ``arr.ctypes.data`` (~1.2 us) is slower
+still, and caching per array object is unsafe (an id is reused once an array is freed). In
+the trampoline the same checks are a few loads and compares and the call one indirect call:
+~0.1 us for the checks and the call together, leaving the Python frame of ``kernel(...)``
+and its key (~1 us): four arrays ~1.5 us, an empty kernel ~0.9 us. It needs no C compiler
+(LLVM IR, compiled and disk-cached like a kernel, `trampoline`) and releases the GIL around
+the kernel as ctypes does. It declines what needs converting (an int for a float, a read-only
+array, a subclass), which the Python entry then takes as before. Prewarm does not build
+trampolines (9 of them took a pipeline's prewarm from ~9 to 15-28 ms of CPU, for ops that call
+their kernels with addresses): the first ``kernel(...)`` builds its own.
 
 A buffer's address and flags are read from the array object itself (``PyArrayObject``'s data
 pointer and flags, right after the object header): ~0.2 us against ~1 us for
 ``arr.ctypes.data`` and ~0.15 us for ``arr.flags``; the layout is checked once per process
 against ``arr.ctypes`` and ``arr.flags`` on probe arrays and, if it does not match (another
-Python build), those are used.
+Python build), those are used and there is no native trampoline.
 """
 
 from __future__ import annotations
@@ -30,7 +47,9 @@ import sys
 import numpy as np
 
 from ... import config
+from ..registry import acquire_all, get_kernel
 from ...errors import KernelSourceError
+from . import trampoline
 from .constants import current
 from .types import BufType, resolve_dtype
 
@@ -71,15 +90,21 @@ def _fields_reader():
 
 
 _READ, _OFFSET = _fields_reader()
+_LAYOUT = trampoline.layout(_OFFSET if _READ is not None else None,
+                            {name: getattr(_Fields, name).offset
+                             for name in ("data", "nd", "dimensions", "descr", "flags")})
 
 
 def static_key(static: dict) -> tuple:
     """A hashable key of the static keywords of one call: the values with their types (``1``,
-    ``1.0`` and ``True`` are different specs); floats, numpy scalars and containers by their
-    repr (``-0.0`` is not ``0.0``, ``(True,)`` not ``(1,)``); an unhashable value raises
-    `TypeError` (the call then takes the full path)."""
+    ``1.0`` and ``True`` are different specs); floats, numpy scalars and containers (a list
+    too) by their repr (``-0.0`` is not ``0.0``, ``(True,)`` not ``(1,)``)."""
     if not static:
         return ()
+    if len(static) == 1:  # (the common case, ~2x cheaper: this runs on every call)
+        (name, value), = static.items()
+        if type(value) in _EXACT:
+            return name, value, type(value)
     kinds = tuple(map(type, static.values()))
     if _EXACT.issuperset(kinds):
         return tuple(static.items()), kinds
@@ -88,13 +113,12 @@ def static_key(static: dict) -> tuple:
 
 def call_key(kernel, static: dict) -> tuple | None:
     """The key of a ``kernel(...)`` call: its static values, the debug switch and the current
-    values of the module constants the kernel reads (a change recompiles, `constants`); None
-    for an unhashable static value."""
+    values of the module constants the kernel reads (a change recompiles, `constants`);
+    hashable (`static_key` and `constants.current` make every part so), or None when a value
+    cannot be keyed."""
     try:
         refs = kernel._refs
-        key = (static_key(static), config.kernel_debug(), current(refs) if refs else ())
-        hash(key)  # (a list among the values: unhashable)
-        return key
+        return (static_key(static), config.kernel_debug(), current(refs) if refs else ())
     except TypeError:
         return None
 
@@ -125,11 +149,13 @@ def bind_extents(kernel, args: tuple, static: dict) -> dict:
 class Entry:
     """What one call signature resolved to; see the module docstring."""
 
-    __slots__ = ("fn", "spec", "count", "buffers", "scalars", "noalias", "kernel", "_written")
+    __slots__ = ("fn", "spec", "count", "buffers", "scalars", "noalias", "kernel", "_written",
+                 "native", "_keep")
 
-    def __init__(self, kernel, spec, fn):
+    def __init__(self, kernel, spec):
+        """Load ``spec``'s callable (with its trampoline, in one engine: `_load`)."""
         runtime = kernel.params()[0]
-        self.kernel, self.spec, self.fn, self.count = kernel, spec, fn, len(runtime)
+        self.kernel, self.spec, self.count = kernel, spec, len(runtime)
         self.noalias = kernel.noalias
         self._written = None
         align = kernel.stream_alignment(spec)
@@ -149,11 +175,47 @@ class Entry:
             else:
                 scalars.append((i, False, 0, 0))
         self.buffers, self.scalars = tuple(buffers), tuple(scalars)
+        self.native, self._keep = _no_native, None
+        self._load()
+
+    def _load(self) -> None:
+        """The kernel's callable and, unless it is a debug build (whose callable is a Python
+        wrapper), a prange kernel or the layout is unknown, the native entry through its trampoline: both
+        taken together (`registry.acquire_all`), so a warm start maps both objects into one
+        engine (one target machine, one relocation pass: ~1-3 ms less)."""
+        spec = self.spec
+        tspec = None
+        # a prange kernel's hidden thread-pool record is filled in by its callable
+        # (`loader`), which the trampoline's direct call would bypass: it keeps that path
+        if _LAYOUT is not None and spec.error_record is None and spec.threads is None:
+            tspec = trampoline.spec_for(spec.args, self.buffers, spec.ret, self.noalias, _LAYOUT)
+        if tspec is None:
+            self.fn = get_kernel(spec)
+            return
+        try:
+            self.fn, tramp = (found.kernel for found in acquire_all([spec, tspec]))
+        except Exception:  # the kernel's own error is raised again here; a trampoline's is
+            self.fn = get_kernel(spec)  # not the caller's: the Python entry serves alone
+            return
+        self.native, self._keep = trampoline.bind(tramp, self.fn, self.count, self.buffers,
+                                                  self.scalars, MISS)
 
     def written(self) -> frozenset:
+        """The buffers the kernel writes (lowered once, when a read-only array is first passed;
+        the native entry is then rebuilt to take read-only arrays for the others)."""
         if self._written is None:
             self._written = self.kernel.written(self.spec)
+            if self._keep is not None:
+                read_only = frozenset(b[1] for b in self.buffers) - self._written
+                self.native, self._keep = trampoline.bind(
+                    self._keep[1], self.fn, self.count, self.buffers, self.scalars, MISS,
+                    read_only)
         return self._written
+
+    def call(self, args: tuple):
+        """Run the kernel through the Python checks (`convert`), or return `MISS`."""
+        raw = self.convert(args)
+        return MISS if raw is MISS else self.fn(*raw)
 
     def convert(self, args: tuple):
         """The raw arguments for ``fn``, or `MISS` when the full path must decide."""
@@ -202,6 +264,10 @@ class Entry:
         return raw
 
 
+def _no_native(*args):
+    return MISS
+
+
 def _extents_match(shape: tuple, dims: tuple, raw: list) -> bool:
     for s, d in zip(shape, dims):
         if d is None:
@@ -215,7 +281,8 @@ def _extents_match(shape: tuple, dims: tuple, raw: list) -> bool:
 
 class Specialized:
     """``Kernel.specialize(**static)``: calls the kernel with ``static`` merged into each
-    call's keywords (a keyword given again is refused: one value per name)."""
+    call's keywords (``k = fill.specialize(h=64)``, then ``k(img, w=2048)``); a name the
+    kernel does not take is refused at once, a keyword given again per call."""
 
     def __init__(self, kernel, static: dict):
         statics = kernel.params()[1]

@@ -128,7 +128,7 @@ class ExprMixin(FoldMixin):
             self.fail(node, "not a name")
         bound = binding_lines(self.frame.src.tree, node.id)
         if bound:  # a local (in Python, the module's name of that spelling is hidden)
-            self.fail(node, *unbound(node.id, bound))
+            self.fail(node, *self.prange_private.get(node.id, unbound(node.id, bound)))
         scope = self.frame.src.fn.__globals__
         builtins = scope.get("__builtins__", {})
         builtins = builtins if isinstance(builtins, dict) else vars(builtins)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import os
 import sys
 import types
 
@@ -37,13 +36,14 @@ from llvmlite import ir
 from ... import config
 from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
-from ..sources import file_digest
+from ..sources import file_digest, save_index, source_file
 from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import checked_arguments, plain_static, runtime_arg_docs
 from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
 from .constants import current, fileless_source, is_constant, reachable, referenced
 from .lower import Frame, Lowerer, Var
 from .names import assigned_once
+from .parallel import PAR_ARG, par_address, uses_prange
 from .slices import value_slices
 from .source import Source, remember
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
@@ -75,12 +75,9 @@ class Kernel:
         self.__doc__, self.__name__ = fn.__doc__, fn.__name__
         self.name = name or f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
         self.fastmath, self.noalias, self.debug, self.version = fastmath, noalias, debug, version
-        self._params = None
-        self._digest = None
-        self._refs: tuple = ()
+        self._params, self._digest, self._refs, self._streams = None, None, (), None
         self._digests: dict[tuple, str] = {}  # current constant values -> source digest
         self._written: dict[tuple, tuple] = {}  # spec identity -> `_layout`
-        self._streams: bool | None = None
         self._entries: dict[tuple, Entry] = {}  # call key -> `dispatch.Entry`
         self._extents_from: tuple | None = None  # `dispatch.bind_extents`' plan
         self._build = _builder(self)
@@ -119,10 +116,13 @@ class Kernel:
         values = {k: plain_static(v) for k, v in {**self._defaults(), **static}.items()}
         debug = self.debug or config.kernel_debug() if debug is None else debug
         args = tuple("ptr" if isinstance(t, BufType) else PARAM_KINDS[t] for _, t in runtime)
+        parallel = uses_prange(self.py_func)
+        args += ("ptr",) * parallel
         if debug:
             values["_debug"] = True
             args += ("ptr",)
         docs = tuple(arg_docs) or runtime_arg_docs(runtime, values, self.py_func)
+        docs += (PAR_ARG,) * parallel
         if debug:
             docs += (Arg("error_record", "ptr", "i64", (4,), role="out",
                          doc="bounds-check error record"),)
@@ -130,11 +130,11 @@ class Kernel:
                           arg_docs=docs, ret=PARAM_KINDS[ret] if ret is not None else None,
                           fastmath=self.fastmath, version=self.version,
                           source=self.source_digest(),
-                          error_record=self.index_error if debug else None)
+                          error_record=self.index_error if debug else None,
+                          threads=par_address if parallel else None)
 
     def specialize(self, **static) -> Specialized:
-        """This kernel with some static values bound once (``k = fill.specialize(h=64)``,
-        then ``k(img, w=2048)``); a name it does not take is refused here, the rest per call."""
+        """This kernel with static values bound once (`dispatch.Specialized`)."""
         return Specialized(self, static)
 
     @staticmethod
@@ -149,26 +149,30 @@ class Kernel:
 
     # -- running ------------------------------------------------------------------------
     def __call__(self, *args, **static):
-        """Compile (memoised) for ``static`` and run on numpy arrays / scalars: through the
-        entry an earlier call with these static values built (`dispatch`), else in full."""
-        static = bind_extents(self, args, static)
+        """Run on numpy arrays / scalars: through the entry of these static values, else in
+        full (compiling, memoised, and filing the entry: `dispatch`)."""
+        if self._extents_from != ():  # (None: not planned yet)
+            static = bind_extents(self, args, static)
         entry = self._entries.get(call_key(self, static))
         if entry is not None:
-            raw = entry.convert(args)
-            if raw is not MISS:
-                return entry.fn(*raw)
+            out = entry.native(*args)  # (`trampoline`: checks, calls, GIL released)
+            if out is MISS:
+                out = entry.call(args)  # (declined there: the Python checks)
+            if out is not MISS:
+                return out
         return self._call_checked(args, static)
 
     def _call_checked(self, args: tuple, static: dict):
         """The full call: build the spec, check every argument, run; then file a `dispatch`
         entry for the next call with the same static values."""
         spec = self.spec(**static)
-        fn = get_kernel(spec)
+        key = call_key(self, static)  # (after `spec`: the constants it reads are known)
+        entry = Entry(self, spec) if key is not None and key not in self._entries else None
+        fn = entry.fn if entry is not None else get_kernel(spec)
         raw = checked_arguments(self, spec, args)
         out = fn(*raw)  # a debug build's callable supplies and checks the error record
-        key = call_key(self, static)  # (after `spec`: the constants it reads are known)
-        if key is not None and key not in self._entries:
-            self._entries[key] = Entry(self, spec, fn)
+        if entry is not None:
+            self._entries[key] = entry  # (filed once the call went through)
         return out
 
     def written(self, spec: KernelSpec) -> frozenset:
@@ -222,7 +226,7 @@ def _input_buffers(k: Kernel, spec: KernelSpec) -> frozenset:
     """Buffers ``spec`` only reads, when its header docs are the default ones (`cheader` then
     declares them ``const`` and ``in``); empty when the kernel declared its own."""
     runtime = k.params()[0]
-    if tuple(spec.arg_docs) != runtime_arg_docs(runtime, Kernel.static_params(spec)):
+    if tuple(spec.arg_docs)[:len(runtime)] != runtime_arg_docs(runtime, Kernel.static_params(spec)):
         return frozenset()
     return frozenset(n for n, t in runtime if isinstance(t, BufType)) - k.written(spec)
 
@@ -235,9 +239,11 @@ def render_lowerer(k: Kernel, fn_name: str, static: dict, module: ir.Module | No
     runtime, _, ret = k.params()
     src = Source.of(k.py_func)
     arg_types = [u.PTR if isinstance(t, BufType) else t.ir for _, t in runtime]
+    parallel = uses_prange(k.py_func)  # (the thread-pool record: `parallel`)
     fn = ir.Function(module, ir.FunctionType(ret.ir if ret else u.VOID,
-                                             arg_types + ([u.PTR] if debug else [])), fn_name)
+                                             arg_types + [u.PTR] * (parallel + debug)), fn_name)
     low = Lowerer(fn, k.fastmath, debug)
+    low.par = fn.args[len(runtime)] if parallel else None
     env = {name: Const(value) for name, value in static.items()}
     low.frames.append(Frame(src, env, assigned_once(src.tree), ret_ty=ret))
     for (pname, ty), arg in zip(runtime, fn.args):
@@ -331,11 +337,12 @@ def _digest_sources(fn) -> str:
     the Python installation. Each file is read once per process (`sources.file_digest`)."""
     files, constants = _module_closure(fn.__module__)
     h = hashlib.sha256()
-    for path in sorted(files | {_file_of(fn, anywhere=True)} - {None}):
+    for path in sorted(files | {source_file(fn, anywhere=True)} - {None}):
         h.update(path.encode())
         h.update(file_digest(path))
     h.update(constants.encode())
     h.update((fileless_source(fn.__code__) or "").encode())  # a notebook cell's kernel
+    save_index()  # (digests recorded for the next process, `sources`)
     return h.hexdigest()[:24]
 
 
@@ -353,7 +360,7 @@ def _module_closure(module_name: str) -> tuple[frozenset, str]:
         module = sys.modules.get(name)
         if module is None or module.__name__ in seen:
             continue
-        own = _file_of(module, anywhere=ours or name.split(".")[0] == package)
+        own = source_file(module, anywhere=ours or name.split(".")[0] == package)
         if own is None:
             continue  # the standard library or another installed package: not ours to key
         seen.add(module.__name__)
@@ -368,32 +375,6 @@ def _module_closure(module_name: str) -> tuple[frozenset, str]:
             elif not key.startswith("__") and is_constant(obj):
                 constants.append(f"{module.__name__}.{key}={obj!r}")
     return frozenset(files), "\n".join(sorted(constants))
-
-
-_SYSTEM = tuple(os.path.realpath(p) + os.sep
-                for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
-
-
-def _file_of(obj, anywhere: bool = False) -> str | None:
-    """The resolved source file of a function or module, or None (no file, or, unless
-    ``anywhere``, one inside the Python installation / site-packages)."""
-    code = getattr(obj, "__code__", None)
-    name = code.co_filename if code is not None else getattr(obj, "__file__", None)
-    if not name or not name.endswith(".py"):
-        return None
-    if anywhere:
-        path = os.path.realpath(name)
-        return path if os.path.isfile(path) else None
-    return _resolved_source(name)
-
-
-@functools.lru_cache(maxsize=None)
-def _resolved_source(name: str) -> str | None:
-    path = os.path.realpath(name)
-    if path.startswith(_SYSTEM) or f"{os.sep}site-packages{os.sep}" in path \
-            or not os.path.isfile(path):
-        return None
-    return path
 
 
 __all__ = ["Kernel", "kernel", "CTYPES", "Val"]

@@ -16,7 +16,8 @@ floor/ceil  ``llvm.floor`` / ``llvm.ceil`` (return floats, like numpy)
 trunc       ``llvm.trunc``
 atan2       ``llvm.atan2`` (libm)
 sin/cos     ``llvm.sin`` / ``llvm.cos`` (libm)
-fma         ``llvm.fma`` (one rounding; uncompiled f32: the float64 product-sum, rounded)
+fma         ``llvm.fma`` (one rounding; uncompiled f32: the float64 product-sum, rounded);
+            a target without FMA gets a multiply then an add, never libm (`fma_split`)
 isnan       ``x != x``
 sigmoid     f32: ``1 / (1 + exp(-x))`` with the polynomial exp (see `irutil.sigmoid`)
 ==========  =========================================================================

@@ -1,6 +1,7 @@
 """Lowering a kernel's loops to LLVM IR: ``while``, counted ``for i in range(a, b, step)``,
-set-bit ``for bit in bits(word)``, unrolled ``for`` (over a static tuple, ``enumerate`` of one, or
-``unroll(n)``), ``break`` and ``continue``.
+set-bit ``for bit in bits(word)``, parallel ``for i in prange(n)`` (in `prange_lower`),
+unrolled ``for`` (over a static tuple, ``enumerate`` of one, or ``unroll(n)``), ``break`` and
+``continue``.
 
 A range loop is emitted in the canonical form LLVM's loop vectoriser recognises (a header phi
 counting in i64 by a constant step, ``nsw`` increment, one latch). A bits loop's header phi
@@ -83,6 +84,8 @@ class LoopMixin:
             return self.for_range(node)
         if call == "bits":
             return self.for_bits(node)
+        if call == "prange":
+            return self.for_prange(node)
         if call == "enumerate":
             seq = self.expr(it.args[0]) if len(it.args) == 1 else None
             if not (isinstance(seq, Const) and isinstance(seq.value, (tuple, list))):

@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from .. import irutil as u
 from .arith import binop, convert, fpow, power, truth
+from .atomic_lower import AtomicMixin
 from .constants import is_vector_constant
 from .calls import CallsMixin
 from .expr import ExprMixin
@@ -31,6 +32,7 @@ from .lane_lower import LanesMixin
 from .loop_lower import LoopMixin
 from .math_lower import MathMixin
 from .names import STMT_HINTS, binding_lines
+from .prange_lower import PrangeMixin
 from .simd_lower import SimdMixin
 from .slice_lower import SliceMixin, is_slice
 from .source import Source, fail
@@ -62,7 +64,7 @@ class Frame:
 
 
 class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMixin,
-              SliceMixin, LoopMixin):
+              SliceMixin, LoopMixin, PrangeMixin, AtomicMixin):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):
@@ -78,6 +80,12 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
         self.local_bytes = 0      # stack bytes of the local() arrays so far
         self.written: set[str] = set()  # buffer parameters stored to (or whose address escapes)
         self.streamed: dict[str, int] = {}  # buffer parameter -> alignment its stream stores need
+        self.par = None           # kernels with prange loops: the thread-pool record parameter
+        self.in_prange = False    # lowering a prange body (outlined: `prange_lower`)
+        self.prange_count = 0
+        self.shared_locals: set = set()  # ids of the pointers of local arrays a prange captured
+        self.prange_private: dict = {}  # name first bound in a prange body -> (message, instead)
+        self.at = None            # the statement being lowered
 
     @property
     def frame(self) -> Frame:
@@ -101,6 +109,7 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
     def mark_written(self, buf) -> None:
         """Record that the kernel may write ``buf`` (when it is a parameter): `kernel(...)`
         refuses a read-only array there instead of writing into memory numpy guards."""
+        self.prange_check_write(buf)
         if isinstance(buf.ptr, ir.Argument):
             self.written.add(buf.ptr.name)
 
@@ -112,6 +121,7 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
             self.stmt(stmt)
 
     def stmt(self, node: ast.stmt) -> None:
+        self.at = node  # (for errors found below an expression: `prange_check_write`)
         handler = getattr(self, f"s_{type(node).__name__}", None)
         if handler is None:
             self.fail(node, f"`{type(node).__name__}` statements are not supported in kernels",

@@ -34,7 +34,7 @@ def _statements(body: list, unrolled: bool, conditional: bool):
         yield node, conditional
         if isinstance(node, ast.For):
             runtime = isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name) \
-                and node.iter.func.id in ("range", "bits")
+                and node.iter.func.id in ("range", "bits", "prange")
             inner = conditional or (unrolled and runtime)
             yield from _statements(node.body + node.orelse, unrolled or not runtime, inner)
         elif isinstance(node, (ast.If, ast.While)):

@@ -29,6 +29,9 @@ numpy also clamps a slice to the array (``x[k:k + 4]`` near the end gives fewer 
 negative ``k`` counts from the end), where the compiled code takes every lane (a debug build
 raises `KernelIndexError`). So the index of every slice, read or stored, goes through
 `checked_index`, which raises `IndexError` for a lane outside its axis, as `simd.load` does.
+
+A ``for i in prange(...)`` loop runs its chunks in order, each reduction into its own partial
+combined in the compiled tree order (`prange.Rewrite`), so float sums have the compiled bits.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import numbers
 import numpy as np
 
 from ...errors import KernelSourceError
+from . import prange
 from .simd import Vector
 from .slice_lower import is_slice
 from .source import Source
@@ -54,7 +58,8 @@ _SLICE = "__cuvil_slice__"  # the builtin `slice` (the kernel's module may shado
 _LANES = "__cuvil_slice_lanes__"
 _STORES = "__cuvil_stores__"
 _PARAM = "__cuvil_param__"
-_HOOKS = (_VALUE, _INDEX, _SLICE, _LANES, _STORES, _PARAM)  # the rebuilt function's closure
+# the rebuilt function's closure (with `prange.HOOKS`: a prange loop's chunks, partials, tree)
+_HOOKS = (_VALUE, _INDEX, _SLICE, _LANES, _STORES, _PARAM, *prange.HOOKS)
 _SLICE_OPS = {"BUILD_SLICE", "BINARY_SLICE", "STORE_SLICE"}
 _REBUILT_OPS = _SLICE_OPS | {"STORE_SUBSCR"}
 
@@ -244,7 +249,8 @@ def value_slices(fn, params: bool = False):
     and with ``params`` (a kernel's function) whose scalar arguments are cast to their types
     (see the module docstring)."""
     cast = params and _scalar_params(fn)
-    if fn.__code__.co_freevars or not (cast or _has_slices(fn.__code__)):
+    parallel = "prange" in fn.__code__.co_names
+    if fn.__code__.co_freevars or not (cast or parallel or _has_slices(fn.__code__)):
         return fn  # (a closure cannot compile: kernels resolve module globals only)
     try:
         src = Source.of(fn)
@@ -254,7 +260,9 @@ def value_slices(fn, params: bool = False):
     tree.decorator_list = []
     wrap = _WrapReads()
     tree = wrap.visit(tree)
-    if not (cast and _cast_params(tree)) and not wrap.found:
+    chunked = prange.Rewrite(tree)
+    tree = chunked.visit(tree) if parallel else tree
+    if not (cast and _cast_params(tree)) and not wrap.found and not chunked.found:
         return fn
     # A factory binds the wrapper as a closure cell: the module's globals stay untouched.
     factory = ast.FunctionDef(
@@ -273,8 +281,9 @@ def value_slices(fn, params: bool = False):
     scope: dict = {}
     exec(code, fn.__globals__, scope)  # noqa: S102 - the user's own kernel source
     rebuilt = scope["__cuvil_factory__"](as_value, checked_index, slice, Lanes, Stores,
-                                         as_param)
+                                         as_param, *prange.HOOKS.values())
     functools.update_wrapper(rebuilt, fn)
+    rebuilt.__cuvil_prange__ = chunked.found
     rebuilt.__kwdefaults__, rebuilt.__defaults__ = fn.__kwdefaults__, fn.__defaults__
     return rebuilt
 

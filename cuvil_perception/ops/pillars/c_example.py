@@ -3,7 +3,8 @@
 ``example_files`` returns ``example.c`` (pillarize then PFN on a KITTI ``.bin`` scan, with the
 model's folded PFN weights read from ``pfn_weights.f32``), its ``Makefile`` (``make`` builds it
 against the shared library one folder up; ``make run SCAN=scan.bin`` runs it) and the weights
-file: float32, the [14, C] weights of ``kernel_pfn.fold_weights`` then the [C] bias.
+file: float32, the [14, C] weights of ``kernel_pfn.fold_weights`` then the [C] bias (their
+layout is written in the header's PFN block). What ``compile --library --kernels-only`` writes.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ static float *read_floats(const char *path, size_t *count) {
 
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: %s scan.bin pfn_weights.f32\n", argv[0]); return 2; }
+    if (@P@_check_build(@M@_BUILD_ID) != 0) {
+        fprintf(stderr, "lib@LIB@ is not the build @HEADER@ describes\n");
+        return 1;
+    }
     size_t values, wvalues;
     float *points = read_floats(argv[1], &values);
     if (values % 4 != 0) { fprintf(stderr, "%s: not N x 4 float32\n", argv[1]); return 2; }
@@ -70,13 +75,16 @@ int main(int argc, char **argv) {
     int32_t *cells = zalloc(@PZ@_CELLS_BYTES);
     float *features = zalloc((size_t)MAX_PILLARS * CHANNELS * sizeof(float));
 
-    @PILLARIZE@(points, (int64_t)(values / 4), voxels, coords, num_points, counts, grid,
-                overflow, cells);
+    int rc = @PILLARIZE@(points, (int64_t)(values / 4), voxels, coords, num_points, counts,
+                         grid, overflow, cells);
+    if (rc < 0) { fprintf(stderr, "pillarize: %s\n", @P@_strerror(rc)); return 1; }
     printf("%lld points -> %lld pillars (dropped points %lld, dropped pillars %lld, "
            "invalid %lld, out of range %lld)\n", (long long)(values / 4), (long long)counts[0],
            (long long)counts[1], (long long)counts[2], (long long)counts[3],
            (long long)counts[4]);
-    @PFN@(voxels, coords, num_points, counts[0], weights, weights + 14 * CHANNELS, features);
+    rc = @PFN@(voxels, coords, num_points, counts[0], weights, weights + 14 * CHANNELS,
+               features);
+    if (rc < 0) { fprintf(stderr, "pfn: %s\n", @P@_strerror(rc)); return 1; }
     double total = 0.0;
     float top = 0.0f;
     for (int64_t i = 0; i < counts[0] * CHANNELS; i++) {
@@ -113,7 +121,8 @@ def example_files(pillarize: str, pfn: str, prefix: str, cc: str, weights: np.nd
     """``{"example.c", "Makefile", "pfn_weights.f32"}`` for the exported symbols ``pillarize``
     and ``pfn`` of library ``lib<prefix>``; ``weights`` float32 [14, C], ``bias`` [C]."""
     fill = {"@PILLARIZE@": pillarize, "@PFN@": pfn, "@PZ@": macro_name(pillarize),
-            "@PF@": macro_name(pfn), "@HEADER@": f"{prefix}.h", "@LIB@": prefix, "@CC@": cc}
+            "@PF@": macro_name(pfn), "@HEADER@": f"{prefix}.h", "@LIB@": prefix, "@CC@": cc,
+            "@P@": prefix, "@M@": macro_name(prefix)}
     texts = {"example.c": _EXAMPLE_C, "Makefile": _MAKEFILE}
     files = {}
     for name, text in texts.items():

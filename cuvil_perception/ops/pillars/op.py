@@ -23,7 +23,10 @@ from ..summary import count_by_class
 from ..warmup import synthetic_cloud, warm_up
 from ...geometry.bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
+from .c_backbone import backbone_part
+from .c_detect import detect_part
 from .c_example import example_files
+from .c_example_detect import detect_example_files
 from .kernel_pfn import fold_weights, pfn_spec
 from .kernel_pillarize import pillarize_spec
 from .model import PointPillars, load_split
@@ -148,6 +151,18 @@ class PillarsDetect(Op):
             return {}
         weights, bias = fold_weights(load_split(self.p["model"]).pfn)
         return example_files(pillarize, pfn, prefix, cc, weights, bias)
+
+    def library_api(self, symbols: dict, prefix: str, cc: str):
+        """The whole-pipeline C API of a library (``compile --library``: `c_detect`), with its
+        example; refused while the model has no native backbone (a `c_backbone.BackbonePlan`
+        as ``backbone_plan``, whose kernels are among the model's ``kernels()``)."""
+        pp = self._detector()
+        plan = getattr(pp, "backbone_plan", None)  # issue 29 item 1 sets it
+        backbone = backbone_part(plan, symbols, prefix) if plan is not None else None
+        part = detect_part(pp, symbols, prefix, backbone, where=self.name,
+                           model=str(self.p["model"]))
+        part.example = detect_example_files(prefix, cc)
+        return part
 
     def open(self, ctx: RunContext) -> None:
         self._ctx = ctx

@@ -45,8 +45,12 @@ def pfn_args() -> tuple[Arg, ...]:
         Arg("num_points", "ptr", "i32", ("count",), "points", "in"),
         Arg("count", "i64", unit="pillars", doc="pillars to compute (counts[0] of pillarize)"),
         Arg("weights", "ptr", "f32", (14, "channels"), "", "in",
-            "BN-folded PFN weights (kernel_pfn.fold_weights)"),
-        Arg("bias", "ptr", "f32", ("channels",), "", "in", "BN-folded bias"),
+            "PFN Linear(10 -> C, no bias) with its BatchNorm folded in: rows 0-9 W[k, c] = "
+            "linear[k, c] * gamma[c] / sqrt(var[c] + eps) for the point features k = x, y, z, "
+            "r, x - pillar mean x, y - mean y, z - mean z, x - cell centre x, y - centre y, "
+            "z - centre z; rows 10-13 = W0 + W4 + W7, W1 + W5 + W8, W2 + W6 + W9, W3"),
+        Arg("bias", "ptr", "f32", ("channels",), "", "in",
+            "folded BatchNorm bias: beta[c] - mean[c] * gamma[c] / sqrt(var[c] + eps)"),
         Arg("out", "ptr", "f32", ("count", "channels"), "", "out",
             "pillar features; rows past count are not written"),
     )
@@ -110,7 +114,7 @@ def nms_args() -> tuple[Arg, ...]:
             "sorted by descending score"),
         Arg("cosines", "ptr", "f64", ("m",), "", "in", "cos of each heading"),
         Arg("sines", "ptr", "f64", ("m",), "", "in", "sin of each heading"),
-        Arg("m", "i64", unit="boxes", doc="rows of boxes (<= pre)"),
+        Arg("m", "i64", unit="boxes", doc="rows of boxes", most="pre"),
         Arg("keep", "ptr", "i32", ("post",), "row index", "out",
             "rows kept, by descending score; the return value says how many"),
         Arg("suppressed", "ptr", "u8", ("pre",), "", "scratch"),
