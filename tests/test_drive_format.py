@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cuvil_perception.drives import Drive, formats
+from cuvil_perception.drives import Drive, registry
 from cuvil_perception.drives.recording import open_recording, recording_image_size
 from cuvil_perception.errors import DriveError
 
@@ -119,11 +119,11 @@ def _npz_drive(path: Path, frames: int) -> None:
 
 @pytest.fixture
 def npz_format(tmp_path, monkeypatch):
-    """The throwaway module, and its registry line (what an edit of drives/formats.py adds)."""
+    """The throwaway module, and its registry line (what an edit of drives/registry.py adds)."""
     (tmp_path / "npz_drive_format.py").write_text(MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     module = importlib.import_module("npz_drive_format")
-    monkeypatch.setattr(formats, "FORMATS", [*formats.FORMATS, module.NpzFormat()])
+    monkeypatch.setattr(registry, "FORMATS", [*registry.FORMATS, module.NpzFormat()])
     yield module
     sys.modules.pop("npz_drive_format", None)
 
@@ -146,10 +146,10 @@ def test_a_new_format_replays_like_the_drive_it_came_from(npz_format, tmp_path):
 
 def test_the_registry_picks_by_content_and_names_every_format(npz_format, tmp_path):
     _npz_drive(tmp_path / "drive.mcap", 1)  # the extension says nothing
-    assert formats.find_format(tmp_path / "drive.mcap").name == "npz"
+    assert registry.find_format(tmp_path / "drive.mcap").name == "npz"
     assert recording_image_size(tmp_path / "drive.mcap") == (1242, 375)
-    assert formats.find_format(SAMPLE).name == "kitti"
-    assert formats.find_format(tmp_path / "missing").name == "kitti"  # Drive says what is missing
+    assert registry.find_format(SAMPLE).name == "kitti"
+    assert registry.find_format(tmp_path / "missing").name == "kitti"  # Drive says what is missing
     (tmp_path / "junk").write_bytes(b"\x00" * 64)
     assert recording_image_size(tmp_path / "junk") is None
     with pytest.raises(DriveError, match=r"junk: neither a drive folder \(KITTI raw layout\) "
@@ -160,6 +160,6 @@ def test_the_registry_picks_by_content_and_names_every_format(npz_format, tmp_pa
 def test_a_rosbag2_folder_wins_over_a_kitti_layout(tmp_path):
     """A tie-break that matters: ``metadata.yaml`` is a marker, ``velodyne_points/`` a layout."""
     (tmp_path / "velodyne_points").mkdir()
-    assert formats.find_format(tmp_path).name == "kitti"
+    assert registry.find_format(tmp_path).name == "kitti"
     (tmp_path / "metadata.yaml").write_text("rosbag2_bagfile_information: {}\n")
-    assert formats.find_format(tmp_path).name == "rosbag2"
+    assert registry.find_format(tmp_path).name == "rosbag2"

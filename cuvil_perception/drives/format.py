@@ -1,6 +1,6 @@
 """The ``DriveFormat`` interface: what a kind of recording (a KITTI-raw folder, a ROS bag, an
 MCAP file, ...) provides so that ``--replay``, the ``replay``/``bag`` sources, ``inspect`` and
-``render`` read it. The registry of formats is ``formats.FORMATS``; how to add one is in
+``render`` read it. The registry of formats is ``registry.FORMATS``; how to add one is in
 docs/drive-format.md.
 
 A format's ``open`` returns a reader with the interface of ``Recording`` (``reader.Drive`` and

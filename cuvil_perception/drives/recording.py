@@ -1,5 +1,5 @@
 """Open any recorded drive: a KITTI-raw folder, a ROS bag, an MCAP file or any other format in
-the registry (``formats.FORMATS``), told apart by content, so ``--replay``, the replay sources
+the registry (``registry.FORMATS``), told apart by content, so ``--replay``, the replay sources
 and ``render`` take each of them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .format import ReadOptions, Recording
-from .formats import find_format, format_of
+from .registry import find_format, format_of
 
 
 def open_recording(path: Path, sync_tolerance_ms: float = 50.0, *,

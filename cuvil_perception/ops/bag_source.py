@@ -1,5 +1,5 @@
 """The ``bag`` source: a ROS bag or MCAP file replayed as a drive; the ``replay`` source with
-the bag-only params (both open a path through ``drives.formats``, which tells a bag from a
+the bag-only params (both open a path through ``drives.registry``, which tells a bag from a
 KITTI-raw folder by content, so ``--replay FILE`` works for both).
 
 ``bag`` has the ports of ``replay`` (image, points, P2, R0_rect, Tr_velo_to_cam, labels,

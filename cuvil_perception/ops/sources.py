@@ -1,4 +1,4 @@
-"""Source ops: ``replay`` (a recorded drive in any format of ``drives.formats``: KITTI raw
+"""Source ops: ``replay`` (a recorded drive in any format of ``drives.registry``: KITTI raw
 layout, a ROS bag or MCAP file, picked by content; ``bag_source`` adds the bag-only params) and
 ``camera`` (OpenCV)."""
 
@@ -63,7 +63,7 @@ class Replay(Source):
         return recording_image_size(path, dict(self.p.get("topics") or {}))
 
     def _open_drive(self, path: Path) -> Recording:
-        """The reader of the format ``path`` holds (``drives.formats``: a KITTI folder, a bag,
+        """The reader of the format ``path`` holds (``drives.registry``: a KITTI folder, a bag,
         ...); ``topics`` and ``stamp`` are the ``bag`` op's params."""
         return open_recording(path, self.p["sync_tolerance_ms"],
                               topics=dict(self.p.get("topics") or {}),

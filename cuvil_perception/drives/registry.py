@@ -11,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DriveError
-from .bag.format import MCAP, ROS1, ROSBAG2, SQLITE3
+from .bag.formats import MCAP, ROS1, ROSBAG2, SQLITE3
 from .format import DriveFormat
 from .kitti import KittiRaw
 
 FORMATS: list[DriveFormat] = [
     KittiRaw(),  # drives/kitti.py: a folder in KITTI raw layout
-    MCAP,  # drives/bag/format.py: the four bag kinds BagDrive reads
+    MCAP,  # drives/bag/formats.py: the four bag kinds BagDrive reads
     SQLITE3,
     ROS1,
     ROSBAG2,
