@@ -1,6 +1,7 @@
 """Recorded drives in KITTI raw layout: reading (timestamps, calibration, points, images,
-labels, synchronisation), ROS bags and MCAP files as drives (``drives.bag``), ``open_recording``
-for either (by content), and the synthetic drive generator (``drives.synth``)."""
+labels, synchronisation), ROS bags and MCAP files as drives (``drives.bag``), the registry of
+drive formats (``registry``, the interface in ``format``) and ``open_recording`` for any of them
+(by content), and the synthetic drive generator (``drives.synth``)."""
 
 from .calib import Calibration, load_calibration, parse_calib_file, write_calibration
 from .images import png_size, read_image

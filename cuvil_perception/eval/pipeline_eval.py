@@ -101,10 +101,13 @@ def _with_total(progress, frames: int | None, replay, drive: Path):
     passes 0 then): the drive's synchronised frame pairs."""
     if progress is None or frames is not None:
         return progress
-    from ..drives import Drive
+    from ..drives import open_recording
 
     tolerance = replay.resolved_params.get("sync_tolerance_ms", 50.0)
-    total = len(Drive(drive, tolerance).pairs)
+    recording = open_recording(drive, tolerance)  # any registered format
+    total = len(recording.pairs)
+    if hasattr(recording, "close"):  # a bag holds its file open
+        recording.close()
     return lambda done, _: progress(done, max(total, done))
 
 

@@ -1,5 +1,6 @@
-"""The ``bag`` source: a ROS bag or MCAP file replayed as a drive, and the dispatch the ``replay``
-source uses to tell a bag from a KITTI-raw folder by content (``--replay FILE`` works for both).
+"""The ``bag`` source: a ROS bag or MCAP file replayed as a drive; the ``replay`` source with
+the bag-only params (both open a path through ``drives.registry``, which tells a bag from a
+KITTI-raw folder by content, so ``--replay FILE`` works for both).
 
 ``bag`` has the ports of ``replay`` (image, points, P2, R0_rect, Tr_velo_to_cam, labels,
 dropped_points; labels are empty: bags carry no ground truth) plus the parameters that only
@@ -13,25 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..drives.recording import open_recording as drives_open_recording
-from ..drives.recording import recording_image_size as drives_image_size
 from ..graph import Param, ParamProblem, register
 from .sources import Replay
-
-
-def _bag_options(params: dict) -> dict:
-    return {"topics": dict(params.get("topics") or {}), "stamp": params.get("stamp", "header"),
-            "intensity_scale": params.get("intensity_scale")}
-
-
-def open_recording(path: Path, params: dict):
-    """The replay/bag stage's drive: KITTI-raw folder or bag, by content."""
-    return drives_open_recording(path, params["sync_tolerance_ms"], **_bag_options(params))
-
-
-def recording_image_size(path: Path, params: dict) -> tuple[int, int] | None:
-    """(width, height) of the stage's recording before it is opened, or None."""
-    return drives_image_size(path, _bag_options(params)["topics"])
 
 
 @register

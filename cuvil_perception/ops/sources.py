@@ -1,5 +1,6 @@
-"""Source ops: ``replay`` (a recorded drive: KITTI raw layout, or a ROS bag / MCAP file picked
-by content, see ``bag_source``) and ``camera`` (OpenCV)."""
+"""Source ops: ``replay`` (a recorded drive in any format of ``drives.registry``: KITTI raw
+layout, a ROS bag or MCAP file, picked by content; ``bag_source`` adds the bag-only params) and
+``camera`` (OpenCV)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..drives import Drive
+from ..drives.format import Recording
 from ..drives.labels import LABEL_COLUMNS
+from ..drives.recording import open_recording, recording_image_size
 from ..errors import CameraError, DriveError, UsageError
 from ..graph import Param, ParamProblem, PortSpec, Range, RunContext, Sample, Source, register
 
@@ -51,22 +53,22 @@ class Replay(Source):
 
     def __init__(self, params, inputs):
         super().__init__(params, inputs)
-        self.drive: Drive | None = None
+        self.drive: Recording | None = None
         self.skipped = 0
         self._next = 0
         self._pass = 0
 
     def _image_size(self, path: Path) -> tuple[int, int] | None:
         """(width, height) of the recording's images, before it is opened (static shapes)."""
-        from .bag_source import recording_image_size
+        return recording_image_size(path, dict(self.p.get("topics") or {}))
 
-        return recording_image_size(path, self.p)
-
-    def _open_drive(self, path: Path):
-        """A ``Drive`` (KITTI folder) or ``BagDrive`` (bag, told apart by content)."""
-        from .bag_source import open_recording
-
-        return open_recording(path, self.p)
+    def _open_drive(self, path: Path) -> Recording:
+        """The reader of the format ``path`` holds (``drives.registry``: a KITTI folder, a bag,
+        ...); ``topics`` and ``stamp`` are the ``bag`` op's params."""
+        return open_recording(path, self.p["sync_tolerance_ms"],
+                              topics=dict(self.p.get("topics") or {}),
+                              stamp=self.p.get("stamp", "header"),
+                              intensity_scale=self.p.get("intensity_scale"))
 
     def output_ports(self) -> tuple[PortSpec, ...]:
         size = self._image_size(self.p["path"]) if self.p.get("path") is not None else None

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from cuvil_perception.drives.recording import open_recording
 from cuvil_perception.errors import DriveError, PipelineError
 from cuvil_perception.graph import Pipeline
-from cuvil_perception.ops.bag_source import open_recording
 
 from ._runner import REPO, assert_one_line_error, assert_unchanged, cli, snapshot
 
@@ -62,7 +62,7 @@ def test_files_that_are_not_bags_or_drives(tmp_path, content):
     path = tmp_path / "drive.mcap"
     path.write_bytes(content)
     with pytest.raises(DriveError, match=rf"{path}: neither a drive folder .* nor a ROS bag"):
-        open_recording(path, {"sync_tolerance_ms": 50.0})
+        open_recording(path, 50.0)
 
 
 @pytest.mark.parametrize("args,fragment", [

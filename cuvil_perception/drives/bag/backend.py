@@ -18,51 +18,15 @@ of an exception, so a caller can process the messages before it and then report 
 
 from __future__ import annotations
 
-import sqlite3
 import struct
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from ...errors import DriveError
 from .detect import BAG_KINDS, recording_kind
+from .records import Damage, TopicInfo, read_errors
 
-
-@dataclass(frozen=True)
-class Damage:
-    """Where reading a bag stopped: ``offset`` in bytes (None when the format does not say),
-    ``messages`` read before it, and the library's reason."""
-
-    path: Path
-    offset: int | None
-    messages: int
-    reason: str
-
-    def describe(self) -> str:
-        where = f"at byte {self.offset}" if self.offset is not None else \
-            f"after {self.messages} message(s)"
-        return f"{self.path}: damaged or truncated {where} ({self.reason})"
-
-
-@dataclass
-class TopicInfo:
-    """A topic of the bag: ROS type (``sensor_msgs/msg/PointCloud2``), message count, and the
-    library's connection objects (one per publisher)."""
-
-    name: str
-    msgtype: str
-    count: int
-    connections: list = field(default_factory=list)
-
-
-def _read_errors() -> tuple[type[BaseException], ...]:
-    from mcap.exceptions import McapError
-    from rosbags.rosbag1 import ReaderError as Reader1Error
-    from rosbags.rosbag2 import ReaderError as Reader2Error
-    from rosbags.serde import SerdeError
-
-    return (Reader1Error, Reader2Error, SerdeError, McapError, sqlite3.Error, struct.error,
-            EOFError, ValueError, KeyError, IndexError, OSError)
+__all__ = ["BagFile", "Damage", "TopicInfo"]  # Damage, TopicInfo: defined in records
 
 
 class BagFile:
@@ -86,7 +50,7 @@ class BagFile:
         self._stream = None
         try:
             self._open_rosbags()
-        except _read_errors() as exc:
+        except read_errors() as exc:
             self._stream = _front_to_back(self.path, self.kind)
             if self._stream is None:
                 raise DriveError(f"{self.path}: cannot open {self.kind} bag ({exc})") from None
@@ -151,7 +115,7 @@ class BagFile:
             for conn, log_ns, raw in self._reader.messages(connections=connections):
                 count += 1
                 yield conn.topic, int(log_ns), raw
-        except _read_errors() as exc:
+        except read_errors() as exc:
             self.damage = Damage(self.path, None, count, f"{type(exc).__name__}: {exc}")
 
     def deserialize(self, raw: bytes, msgtype: str):

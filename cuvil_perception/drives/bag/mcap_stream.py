@@ -10,25 +10,16 @@ starts).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 from ...errors import DriveError
-
-
-class StreamConnection(NamedTuple):
-    """What the typestore needs of a channel (same attribute names as rosbags' Connection)."""
-
-    topic: str
-    msgtype: str
-    msgdef: object
+from .records import Damage, StreamConnection, TopicInfo, read_errors
 
 
 class McapStream:
     """An MCAP file read front to back; ``topics`` and ``damage`` come from a first scan."""
 
     def __init__(self, path: Path):
-        from .backend import TopicInfo
-
         self.path = Path(path)
         self.topics: dict[str, TopicInfo] = {}
         self.damage = None
@@ -48,7 +39,6 @@ class McapStream:
         """Every complete record; sets ``damage`` at the first incomplete or corrupt one."""
         from mcap.stream_reader import StreamReader
 
-        from .backend import Damage, _read_errors
 
         messages = 0
         with open(self.path, "rb") as f:
@@ -58,7 +48,7 @@ class McapStream:
                     good = f.tell()
                     messages += type(record).__name__ == "Message"
                     yield record
-            except _read_errors() as exc:
+            except read_errors() as exc:
                 self.damage = Damage(self.path, good, messages,
                                      f"{type(exc).__name__}: {exc}".rstrip(": "))
 

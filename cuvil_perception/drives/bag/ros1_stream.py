@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ...errors import DriveError
-from .mcap_stream import StreamConnection
+from .records import Damage, StreamConnection, TopicInfo
 
 MAGIC = b"#ROSBAG V2.0\n"
 OP_MESSAGE, OP_CHUNK, OP_CONNECTION = 0x02, 0x05, 0x07
@@ -80,8 +80,6 @@ class Ros1Stream:
     """A ROS 1 bag read front to back; ``topics`` and ``damage`` come from a first scan."""
 
     def __init__(self, path: Path):
-        from .backend import TopicInfo
-
         self.path = Path(path)
         self.damage = None
         self._connections: dict[int, StreamConnection] = {}
@@ -113,8 +111,6 @@ class Ros1Stream:
             yield from self._scan(data)
 
     def _scan(self, data) -> Iterator[tuple[int, int, bytes]]:
-        from .backend import Damage
-
         if data[:len(MAGIC)] != MAGIC:
             raise DriveError(f"{self.path}: not a ROS 1 bag (no '#ROSBAG V2.0' line)")
         count, at = 0, len(MAGIC)
