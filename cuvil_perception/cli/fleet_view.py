@@ -1,7 +1,8 @@
 """What ``fleet`` shows on the terminal: progress while drives run, then the fleet report.
 
 Progress goes to stderr: a bar with drives done / failed / ETA when stderr is a terminal, and
-one line per finished drive in every case (so a log of a long fleet says which drive ran where).
+one line per finished drive and per retry in every case (so a log of a long fleet says which
+drive ran where, on which attempt, and what was retried where).
 """
 
 from __future__ import annotations
@@ -53,11 +54,12 @@ class Display:
 
     def row(self, row: dict) -> None:
         self.done += 1
-        where = row.get("where") or {}
-        place = f"{where.get('host')}:{where.get('pid')}"
+        place = place_text(row.get("where"))
+        attempts = len(row.get("attempts", []))
         if row["status"] == "ok":
             text = (f"[{self.done}/{self.total}] {row['name']}: ok, {row.get('frames', 0)} "
-                    f"frame(s) in {row['seconds']:.2f} s on {place}")
+                    f"frame(s) in {row['seconds']:.2f} s on {place}"
+                    + (f" (attempt {attempts})" if attempts > 1 else ""))
         else:
             self.failed += 1
             error = row.get("error") or {}
@@ -68,9 +70,28 @@ class Display:
         if self.bar is not None:
             self.bar.update(self.task, advance=1, failed=self.failed)
 
+    def retry(self, task, outcome: dict) -> None:
+        """A failed attempt that runs again (``task``: the next attempt)."""
+        error = outcome.get("error") or {}
+        how = "another node" if task.avoid else "again"
+        if task.ship:
+            how += ", with the drive's bytes"
+        self._print(f"[yellow]retry[/yellow] {task.name}: attempt {task.attempt - 1} failed on "
+                    f"{place_text(outcome.get('where'))}: {error.get('type')}: "
+                    f"{error.get('message')}; attempt {task.attempt} on {how}")
+
     def _print(self, text: str) -> None:
         console = self.bar.console if self.bar is not None else self.errors
         console.print(text, highlight=False, soft_wrap=True)
+
+
+def place_text(where: dict | None) -> str:
+    """``host:pid`` and, on Ray, ``node 1a2b3c4d``; ``an unknown node`` when it was lost."""
+    where = where or {}
+    if where.get("host") is None and where.get("node") is None:
+        return "a lost worker"
+    node = f" node {where['node'][:8]}" if where.get("node") else ""
+    return f"{where.get('host')}:{where.get('pid')}{node}"
 
 
 def print_report(report, run, paths) -> None:
