@@ -94,8 +94,9 @@ def cluster(tmp_path_factory):
     address = f"{LOOPBACK}:{port}"
     common = ["--block", "--node-ip-address", LOOPBACK, "--num-cpus", "1",
               "--disable-usage-stats"]
-    head = _start([str(RAY), "start", "--head", "--port", str(port), "--include-dashboard",
-                   "false", *common], root / "head.log")
+    dashboard = _free_port()  # its job server takes `ray job submit`
+    head = _start([str(RAY), "start", "--head", "--port", str(port), "--dashboard-host",
+                   LOOPBACK, "--dashboard-port", str(dashboard), *common], root / "head.log")
     processes = [head]
     try:
         _wait_for(root / "head.log", "Ray runtime started", head)
@@ -104,7 +105,7 @@ def cluster(tmp_path_factory):
                         root / "worker.log")
         processes.append(worker)
         _wait_for(root / "worker.log", "Ray runtime started", worker)
-        yield address, hidden, sorted(hidden.glob("drive_*"))
+        yield address, hidden, sorted(hidden.glob("drive_*")), f"http://{LOOPBACK}:{dashboard}"
     finally:
         for process in reversed(processes):
             _stop(process)
@@ -128,7 +129,7 @@ def fleet(*args: str, auth: bool = True) -> tuple[int, str, str]:
 
 
 def test_a_node_that_cannot_read_the_drives_gets_their_bytes(cluster, tmp_path):
-    address, hidden, drives = cluster
+    address, hidden, drives, _ = cluster
     out = tmp_path / "ray"
     code, _, stderr = fleet("fleet", "eval", str(FUSION), str(hidden / "drive_*"), "--out",
                           str(out), "--ray", address)
@@ -150,6 +151,32 @@ def test_a_node_that_cannot_read_the_drives_gets_their_bytes(cluster, tmp_path):
     expected = json.loads((local / "report.json").read_text())["pooled"]["scores"]
     assert report["pooled"]["scores"] == expected
     assert (out / "ray.log").exists()
+
+
+def test_a_refused_token_says_why_and_how_to_fix_it(cluster, drives, tmp_path):
+    code, _, stderr = fleet("fleet", "eval", str(FUSION), str(drives[0]), "--out",
+                            str(tmp_path / "out"), "--ray", cluster[0], auth=False)
+    assert code == 2, stderr
+    assert "Unauthenticated" in stderr and "InvalidAuthToken" in stderr  # Ray's reason
+    assert "set RAY_AUTH_MODE=token" in stderr  # and the fix
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_ray_job_submit_recipe(cluster, drives, tmp_path):
+    """docs/fleet.md's recipe: the fleet as a Ray job (its entrypoint joins with --ray auto,
+    which reads the RAY_ADDRESS the job sets)."""
+    address, _, _, dashboard = cluster
+    out = tmp_path / "out"
+    env = dict(os.environ, RAY_ADDRESS=dashboard, RAY_AUTH_MODE="token", PYTHONPATH=str(REPO))
+    entry = [sys.executable, "-m", "cuvil_perception", "fleet", "eval", str(FUSION),
+             *map(str, drives), "--ray", "auto", "--out", str(out)]
+    done = subprocess.run([str(RAY), "job", "submit", "--", *entry], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "succeeded" in done.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["drives"]["ok"] == 3
+    assert report["backend"].startswith(f"joined the Ray cluster at {address} (RAY_ADDRESS=")
 
 
 def _raylet_in_other_namespace() -> int | None:
