@@ -111,7 +111,7 @@ def cluster(tmp_path_factory):
             _stop(process)
 
 
-def fleet(*args: str, auth: bool = True) -> tuple[int, str, str]:
+def fleet(*args: str, auth: bool = True, **env_vars: str) -> tuple[int, str, str]:
     """``cuvil-perception ARGS`` in a new process (a driver of its own, as a user runs it;
     test ops registered), with Ray's token auth on (``auth``), which Ray turns on by itself
     only for a cluster it finds, never for an address given."""
@@ -120,6 +120,7 @@ def fleet(*args: str, auth: bool = True) -> tuple[int, str, str]:
     env.pop("RAY_AUTH_MODE", None)
     if auth:
         env["RAY_AUTH_MODE"] = "token"
+    env.update(env_vars)
     main = ("import sys, cuvil_perception.testing.ops; from cuvil_perception.cli import main; "
             "main(sys.argv[1:])")
     done = subprocess.run([sys.executable, "-c", main, *args], cwd=REPO, env=env,
@@ -155,7 +156,8 @@ def test_a_node_that_cannot_read_the_drives_gets_their_bytes(cluster, tmp_path):
 
 def test_a_refused_token_says_why_and_how_to_fix_it(cluster, drives, tmp_path):
     code, _, stderr = fleet("fleet", "eval", str(FUSION), str(drives[0]), "--out",
-                            str(tmp_path / "out"), "--ray", cluster[0], auth=False)
+                            str(tmp_path / "out"), "--ray", cluster[0], auth=False,
+                            RAY_NUM_REDIS_GET_RETRIES="2")  # Ray's ~20 s of retries: 2
     assert code == 2, stderr
     assert "Unauthenticated" in stderr and "InvalidAuthToken" in stderr  # Ray's reason
     assert "set RAY_AUTH_MODE=token" in stderr  # and the fix

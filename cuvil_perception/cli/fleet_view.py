@@ -100,9 +100,14 @@ def print_report(report, run, paths) -> None:
     from ..rt.report import budget_table, timing_table
     from .eval_cmd import score_table
 
+    from ..fleet.report import node_summary
+
     console = wide_console()
     if report.drives and len(report.drives) <= MAX_DRIVE_ROWS:
         console.print(drive_table(report))
+    nodes = node_summary(report.drives)
+    if nodes:
+        console.print(node_table(nodes))
     for drive in report.failed:
         error = drive.row.get("error") or {}
         console.print(f"[red]failed[/red] {drive.row['name']} ({drive.row['drive']}): "
@@ -128,7 +133,9 @@ def print_report(report, run, paths) -> None:
 
 def drive_table(report) -> Table:
     """One row per drive: status, frames, seconds, where, mAP per scored stage, e2e p99."""
-    table = Table(title="drives", title_justify="left")
+    from ..fleet.report import failed_first
+
+    table = Table(title="drives (failed first)", title_justify="left")
     for name in ("drive", "status", "frames", "s", "host:pid"):
         table.add_column(name, justify="left" if name in ("drive", "status", "host:pid")
                          else "right")
@@ -136,7 +143,7 @@ def drive_table(report) -> Table:
     for stage, metric in columns:
         table.add_column(f"{stage} {metric.upper()} mAP", justify="right")
     table.add_column("e2e p99 ms", justify="right")
-    for drive in report.drives:
+    for drive in failed_first(report.drives):
         row, where = drive.row, drive.row.get("where") or {}
         status = "ok" if drive.ok else "[bold red]failed[/bold red]"
         cells = [row["name"], status, str(row.get("frames") or 0), f"{row['seconds'] or 0:.2f}",
@@ -146,6 +153,19 @@ def drive_table(report) -> Table:
         e2e = drive.latency.row("e2e").p99 if drive.latency is not None else None
         cells.append("" if e2e is None else f"{e2e:.3f}")
         table.add_row(*cells)
+    return table
+
+
+def node_table(nodes: list[dict]) -> Table:
+    """One row per machine (Ray node, else host): drives finished there, retries from it."""
+    table = Table(title="nodes", title_justify="left")
+    for name in ("node", "host", "drives", "ok", "failed", "frames", "run s",
+                 "retried elsewhere"):
+        table.add_column(name, justify="left" if name in ("node", "host") else "right")
+    for n in nodes:
+        table.add_row(n["node"][:16], str(n["host"] or ""), str(n["drives"]), str(n["ok"]),
+                      str(n["failed"]), str(n["frames"]), f"{n['seconds']:.2f}",
+                      str(n["retried_elsewhere"]))
     return table
 
 
