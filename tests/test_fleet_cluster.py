@@ -109,6 +109,9 @@ def cluster(tmp_path_factory):
     finally:
         for process in reversed(processes):
             _stop(process)
+        current = Path("/tmp/ray/ray_current_cluster")  # `ray stop` would remove it
+        if current.exists() and current.read_text().strip() == address:
+            current.unlink()
 
 
 def fleet(*args: str, auth: bool = True, **env_vars: str) -> tuple[int, str, str]:

@@ -16,8 +16,12 @@ ray = pytest.importorskip("ray", reason="Ray is in the dev extra; install it wit
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray for the module (``--ray local`` then uses it, and leaves it running)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    """One local Ray for the module, started as ``--ray local`` starts one (on 127.0.0.1);
+    ``--ray local`` then uses it, and leaves it running."""
+    from cuvil_perception.fleet.ray_connect import join
+
+    assert join(ray, "local", ship_package=False) == "started a local Ray on 127.0.0.1"
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}  # loopback only
     yield ray
     ray.shutdown()
 
@@ -57,3 +61,23 @@ def test_ray_worker_death_is_retried_and_a_corrupt_drive_reported(local_ray, dri
     assert record["fleet"]["where"]["node"] == ray.get_runtime_context().get_node_id()
     assert record["outputs"][0]["path"] == "points.jsonl"
     assert ray.is_initialized()  # a Ray the fleet did not start is left running
+
+
+def test_ray_local_is_private_even_with_ray_address_set(drives, tmp_path):
+    """``--ray local`` starts its own Ray (on 127.0.0.1) whatever RAY_ADDRESS names; the
+    driver is a new process, as a user runs it."""
+    import os
+    import subprocess
+    import sys
+
+    from fleet_support import REPO
+
+    env = dict(os.environ, RAY_ADDRESS="127.0.0.9:1", PYTHONPATH=str(REPO))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "cuvil_perception", "fleet", "eval",
+                           str(FUSION), str(drives[0]), "--out", str(out), "--ray", "local"],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert "started a local Ray on 127.0.0.1" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert (out / "ray.log").exists()

@@ -73,7 +73,10 @@ def _join(ray, address: str, ship_package: bool) -> str:
     if address == "local":
         _keep_on_loopback(ray)
         with _without_ray_address():
-            ray.init(num_cpus=os.cpu_count() or 1, _node_ip_address=LOCAL_IP, **options)
+            # address="local": Ray's word for a new instance (None would join a cluster that
+            # `ray start` left on this machine)
+            ray.init(address="local", num_cpus=os.cpu_count() or 1,
+                     _node_ip_address=LOCAL_IP, **options)
         return f"started a local Ray on {LOCAL_IP}"
     if address == "auto":
         ray.init(address="auto", **options)
