@@ -14,7 +14,7 @@ WIDTH = 760
 LABEL_W = 260  # px for the names
 ROW_H = 24
 TOP = 28  # room for the axis caption
-VALUE_W = 90  # px after the longest bar, for its value
+VALUE_W = 150  # px after the longest bar, for its value
 BAR = "#4c78a8"
 INNER = "#1f3b5c"
 LINE = "#d62728"
@@ -65,6 +65,8 @@ def _short(label: str) -> str:
 
 
 def _fmt(value: float) -> str:
+    if float(value).is_integer() and abs(value) >= 1:
+        return f"{value:.0f}"
     return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
 
 

@@ -173,7 +173,8 @@ def _nodes_section(data: dict) -> list[str]:
     rows = [[_e(n["node"][:16]), _e(n["host"] or ""), str(n["drives"]), str(n["ok"]),
              str(n["failed"]), str(n["frames"]), _fmt(n["seconds"], 2),
              str(n["retried_elsewhere"])] for n in nodes]
-    chart = hbar_svg([(f"{(n['node'] or '')[:12]} ({n['host']})", float(n["drives"]), None)
+    chart = hbar_svg([(n["node"] if n["node"] == n["host"] else
+                       f"{n['node'][:12]} ({n['host']})", float(n["drives"]), None)
                       for n in nodes], "drive(s)", "drives finished per node")
     return ["<h2>nodes</h2>", _table(["node", "host", "drives", "ok", "failed", "frames",
                                       "run s", "attempts retried elsewhere"], rows), chart]
