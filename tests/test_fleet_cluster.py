@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -147,6 +148,9 @@ def test_a_node_that_cannot_read_the_drives_gets_their_bytes(cluster, tmp_path):
     nodes = {d["where"]["node"] for d in report["per_drive"]}
     assert nodes == set(prewarm)  # both nodes ran drives, the blind one from shipped bytes
     assert all(d["attempts"] == 1 for d in report["per_drive"])
+    finished = re.findall(r"\] drive_\d+: ok, .* on \S+ node ([0-9a-f]{8})", stderr)
+    assert len(finished) == 6 and {n for n in finished} == {n[:8] for n in prewarm}
+    assert [n["drives"] for n in report["nodes"]] != [6]  # the nodes table: both ran drives
 
     local = tmp_path / "local"
     code, _, stderr = cli("fleet", "eval", str(FUSION), str(hidden / "drive_*"), "--out",
@@ -230,6 +234,8 @@ def test_a_node_lost_during_the_prewarm_leaves_its_work_to_the_others(cluster, d
     killer.join()
     assert code == 0, stderr
     assert "Traceback" not in stderr
+    noise = [line for line in stderr.splitlines() if line.startswith("[20") or "(raylet)" in line]
+    assert not noise, noise  # Ray's own messages went to OUT/ray.log
     report = json.loads((out / "report.json").read_text())
     lost = [row for row in report["prewarm"] if row.get("lost")]
     assert len(lost) == 1 and "lost during the prewarm" in lost[0]["error"]["message"]

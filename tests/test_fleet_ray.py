@@ -21,7 +21,7 @@ def local_ray():
     from cuvil_perception.fleet.ray_connect import join
 
     assert join(ray, "local", ship_package=False) == "started a local Ray on 127.0.0.1"
-    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}  # loopback only
+    assert {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]} == {"127.0.0.1"}
     yield ray
     ray.shutdown()
 
@@ -63,9 +63,24 @@ def test_ray_worker_death_is_retried_and_a_corrupt_drive_reported(local_ray, dri
     assert ray.is_initialized()  # a Ray the fleet did not start is left running
 
 
-def test_ray_local_is_private_even_with_ray_address_set(drives, tmp_path):
-    """``--ray local`` starts its own Ray (on 127.0.0.1) whatever RAY_ADDRESS names; the
-    driver is a new process, as a user runs it."""
+def test_a_node_with_another_package_stops_the_fleet(local_ray, drives, monkeypatch, tmp_path):
+    from cuvil_perception.fleet import ray_backend
+
+    monkeypatch.setattr(ray_backend, "package_identity",  # the driver's, edited
+                        lambda: {"version": "0.1.0", "source": "0123456789ab"})
+    out = tmp_path / "out"
+    code, _, stderr = cli("fleet", "eval", str(FUSION), str(drives[0]), "--out", str(out),
+                          "--ray", "local")
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert "runs cuvil-perception 0.1.0 (source" in stderr and "0123456789ab" in stderr
+    assert "--ship-package" in stderr
+    assert not (out / "results.jsonl").exists()
+
+
+def test_ray_local_is_private_and_ships_the_package(drives, tmp_path):
+    """``--ray local`` starts its own Ray (on 127.0.0.1) whatever RAY_ADDRESS names, and
+    ``--ship-package`` makes its workers import the driver's package from Ray's runtime_env;
+    the driver is a new process, as a user runs it."""
     import os
     import subprocess
     import sys
@@ -75,9 +90,13 @@ def test_ray_local_is_private_even_with_ray_address_set(drives, tmp_path):
     env = dict(os.environ, RAY_ADDRESS="127.0.0.9:1", PYTHONPATH=str(REPO))
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "cuvil_perception", "fleet", "eval",
-                           str(FUSION), str(drives[0]), "--out", str(out), "--ray", "local"],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+                           str(FUSION), str(drives[0]), "--out", str(out), "--ray", "local",
+                           "--ship-package"],  # cwd: not the source tree (Ray puts the
+                          # driver's cwd first on its workers' sys.path)
+                          env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "started a local Ray on 127.0.0.1" in done.stderr
     assert "Traceback" not in done.stderr
     assert (out / "ray.log").exists()
+    prewarm = json.loads((out / "report.json").read_text())["prewarm"]
+    assert len(prewarm) == 1 and "runtime_resources" in prewarm[0]["package"]

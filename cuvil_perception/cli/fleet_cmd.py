@@ -162,6 +162,10 @@ def _fleet(mode: str, pipeline: str, drives, out, local, ray, ship_package, work
                     run = run_fleet(job, refs, backend, results, job_hash(job, validated),
                                     out_dir, on_row=display.row, on_start=display.start,
                                     on_retry=display.retry)
+            except UsageError:  # found before the first drive (a node's package): no file
+                results.close()
+                results.discard_if_empty()
+                raise
             finally:
                 results.close()
         finally:

@@ -13,7 +13,7 @@
                 "retried_elsewhere"}],                                 # report.node_summary
      "worst": [{"stage", "budget", "breaches", "drives": [{"name", "value", "p50", "p99",
                                                           "passed"}]}],
-     "prewarm": [{"where", "kernels", "compiled", "seconds", "version", "source",
+     "prewarm": [{"where", "kernels", "compiled", "seconds", "version", "source", "package",
                   "unreadable": [drive indices], "lost", "error"}]}
 
 Scores use the ``cuvil-eval/1`` per-stage layout (AP null when a class has no ground truth);

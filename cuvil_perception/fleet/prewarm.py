@@ -40,9 +40,10 @@ def package_identity() -> dict:
 
 
 def prewarm_node(job: FleetJob, drives: list[str]) -> dict:
-    """``{"where", "kernels", "compiled", "seconds", "version", "source", "unreadable"[,
-    "error"]}`` (``drives``: the locations of the drives to run; ``unreadable``: the indices of
-    those this node cannot read); never raises: a failed prewarm only costs time (each drive's
+    """``{"where", "kernels", "compiled", "seconds", "version", "source", "package",
+    "unreadable"[, "error"]}`` (``drives``: the locations of the drives to run; ``package``: the
+    folder this node imports cuvil_perception from; ``unreadable``: the indices of the drives
+    this node cannot read); never raises: a failed prewarm only costs time (each drive's
     own run prewarms too, and reports what is wrong)."""
     from ..rt.lifecycle import all_ops, build_instances
     from ..rt.prewarm import prewarm_ops
@@ -50,7 +51,7 @@ def prewarm_node(job: FleetJob, drives: list[str]) -> dict:
     started = time.perf_counter()
     unreadable = [i for i, d in enumerate(drives) if not readable_here(d)]
     row = dict(where=where(), kernels=0, compiled=0, unreadable=unreadable,
-               **package_identity())
+               package=str(Path(__file__).resolve().parents[1]), **package_identity())
     first = next((d for i, d in enumerate(drives) if i not in set(unreadable)), None)
     try:
         if first is None:
