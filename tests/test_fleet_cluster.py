@@ -49,6 +49,7 @@ def _start(argv: list[str], log: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0", **FAST_HEALTH)
     env["RAY_AUTH_MODE"] = "token"  # Ray's default for a new cluster; every node needs it
     env.pop("RAY_ADDRESS", None)
+    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)  # Ray's one-node mode refuses a second
     with open(log, "w") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)

@@ -73,12 +73,12 @@ class Display:
     def retry(self, task, outcome: dict) -> None:
         """A failed attempt that runs again (``task``: the next attempt)."""
         error = outcome.get("error") or {}
-        how = "another node" if task.avoid else "again"
+        how = "on another node" if task.avoid else "runs"
         if task.ship:
             how += ", with the drive's bytes"
         self._print(f"[yellow]retry[/yellow] {task.name}: attempt {task.attempt - 1} failed on "
                     f"{place_text(outcome.get('where'))}: {error.get('type')}: "
-                    f"{error.get('message')}; attempt {task.attempt} on {how}")
+                    f"{error.get('message')}; attempt {task.attempt} {how}")
 
     def _print(self, text: str) -> None:
         console = self.bar.console if self.bar is not None else self.errors

@@ -71,8 +71,7 @@ def _join(ray, address: str, ship_package: bool) -> str:
     if host is not None:  # this machine's own cluster: join it as a node on that address
         options["_node_ip_address"] = host
     if address == "local":
-        _keep_on_loopback(ray)
-        with _without_ray_address():
+        with _without_ray_address(), _on_loopback(ray):
             # address="local": Ray's word for a new instance (None would join a cluster that
             # `ray start` left on this machine)
             ray.init(address="local", num_cpus=os.cpu_count() or 1,
@@ -95,13 +94,27 @@ def _loopback_host(address: str) -> str | None:
     return host if host.startswith("127.") and host != "127.0.0.1" else None
 
 
-def _keep_on_loopback(ray) -> None:
-    """Ray's single-machine mode: 127.0.0.1 stays 127.0.0.1 (this process and the Ray
-    processes it starts)."""
+@contextmanager
+def _on_loopback(ray):
+    """Ray's single-machine mode while inside (the Ray processes started inside inherit it):
+    127.0.0.1 stays 127.0.0.1. Restored after, so that later Ray processes of this program
+    (a ``ray start`` of another node) are not refused as a second node."""
+    saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
-    if constants is not None and hasattr(constants, "ENABLE_RAY_CLUSTER"):
+    patched = constants is not None and hasattr(constants, "ENABLE_RAY_CLUSTER")
+    before = constants.ENABLE_RAY_CLUSTER if patched else None
+    if patched:
         constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if patched:
+            constants.ENABLE_RAY_CLUSTER = before
+        if saved is None:
+            os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        else:
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved
 
 
 @contextmanager
