@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cuvil_perception.fleet import read_results
+from cuvil_perception.fleet.report import LOST
 from fleet_support import (FUSION, cli, corrupt_drive, drives, exit_pipeline,  # noqa: F401
                            fleet_dir, single_run_bytes, union_drive, union_scores)
 
@@ -61,6 +62,16 @@ def test_ray_worker_death_is_retried_and_a_corrupt_drive_reported(local_ray, dri
     assert record["fleet"]["where"]["node"] == ray.get_runtime_context().get_node_id()
     assert record["outputs"][0]["path"] == "points.jsonl"
     assert ray.is_initialized()  # a Ray the fleet did not start is left running
+    report = json.loads((out / "report.json").read_text())
+    assert report["per_drive"][0]["name"] == "drive_corrupt"  # failed drives first
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes[LOST]["retried_elsewhere"] == 1 and nodes[LOST]["drives"] == 0
+    node = ray.get_runtime_context().get_node_id()
+    assert (nodes[node]["drives"], nodes[node]["ok"], nodes[node]["failed"]) == (4, 3, 1)
+    retry = next(d for d in report["per_drive"] if d["retries"])["retries"]
+    assert retry == [{"attempt": 1, "node": None, "host": None, "error": "WorkerCrashedError",
+                      "message": retry[0]["message"]}]
+    assert "retry drive_" in stderr and "attempt 2 runs" in stderr
 
 
 def test_a_node_with_another_package_stops_the_fleet(local_ray, drives, monkeypatch, tmp_path):

@@ -163,7 +163,8 @@ def node_table(nodes: list[dict]) -> Table:
                  "retried elsewhere"):
         table.add_column(name, justify="left" if name in ("node", "host") else "right")
     for n in nodes:
-        table.add_row(n["node"][:16], str(n["host"] or ""), str(n["drives"]), str(n["ok"]),
+        node = n["node"] if not n["host"] else n["node"][:16]
+        table.add_row(node, str(n["host"] or ""), str(n["drives"]), str(n["ok"]),
                       str(n["failed"]), str(n["frames"]), f"{n['seconds']:.2f}",
                       str(n["retried_elsewhere"]))
     return table

@@ -65,7 +65,7 @@ def _short(label: str) -> str:
 
 
 def _fmt(value: float) -> str:
-    if float(value).is_integer() and abs(value) >= 1:
+    if float(value).is_integer():
         return f"{value:.0f}"
     return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
 

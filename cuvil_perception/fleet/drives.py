@@ -13,9 +13,9 @@ A DRIVES argument is
 The same drive named twice is kept once (first position wins). A missing path is an error
 naming it (and the list file's line); nothing starts until every argument resolves.
 
-A drive is identified by its resolved path plus a **fingerprint**: sha256 over every file in it
-(relative path, size, mtime in ns; for a URL, its ETag or modification time). A re-recorded or regenerated drive gets a new fingerprint
-and ``--resume`` runs it again. File metadata rather than bytes, because reading a terabyte
+A drive is identified by its resolved path (or URL) plus a **fingerprint**: sha256 over every
+file in it (relative path, size, mtime in ns; for a URL, its ETag or modification time). A
+re-recorded or regenerated drive gets a new fingerprint and ``--resume`` runs it again. File metadata rather than bytes, because reading a terabyte
 fleet twice just to decide what to skip would cost more than the runs it saves.
 """
 

@@ -170,10 +170,11 @@ def _nodes_section(data: dict) -> list[str]:
     nodes = data.get("nodes") or []
     if not nodes:
         return []
-    rows = [[_e(n["node"][:16]), _e(n["host"] or ""), str(n["drives"]), str(n["ok"]),
+    rows = [[_e(n["node"] if not n["host"] else n["node"][:16]), _e(n["host"] or ""),
+             str(n["drives"]), str(n["ok"]),
              str(n["failed"]), str(n["frames"]), _fmt(n["seconds"], 2),
              str(n["retried_elsewhere"])] for n in nodes]
-    chart = hbar_svg([(n["node"] if n["node"] == n["host"] else
+    chart = hbar_svg([(n["node"] if n["node"] == n["host"] or not n["host"] else
                        f"{n['node'][:12]} ({n['host']})", float(n["drives"]), None)
                       for n in nodes], "drive(s)", "drives finished per node")
     return ["<h2>nodes</h2>", _table(["node", "host", "drives", "ok", "failed", "frames",

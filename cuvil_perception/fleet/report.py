@@ -25,6 +25,7 @@ from ..rt import BREACH_EXIT_CODE, Verdict, evaluate
 from . import latency
 
 FAILED_EXIT_CODE = 3
+LOST = "a lost worker (node unknown)"
 WORST = 5  # drives listed per budget
 
 
@@ -109,7 +110,8 @@ def node_summary(drives: list[DriveResult]) -> list[dict]:
     """One row per machine that ran an attempt (Ray node id, else host), in order of first use:
     ``{"node", "host", "drives", "ok", "failed", "frames", "seconds", "retried_elsewhere"}``:
     the drives that finished there, their frames and run seconds, and the attempts that failed
-    there and ran again elsewhere (``node`` "lost" when Ray could not say where)."""
+    there and ran again elsewhere (``node`` ``LOST`` when Ray could not say where: a task whose
+    worker or node died)."""
     nodes: dict[str, dict] = {}
     for drive in drives:
         if drive.row.get("resumed"):
@@ -117,7 +119,7 @@ def node_summary(drives: list[DriveResult]) -> list[dict]:
         attempts = drive.row.get("attempts") or []
         for number, attempt in enumerate(attempts, start=1):
             where = attempt.get("where") or {}
-            key = where.get("node") or where.get("host") or "lost"
+            key = where.get("node") or where.get("host") or LOST
             entry = nodes.setdefault(key, {"node": key, "host": where.get("host"), "drives": 0,
                                            "ok": 0, "failed": 0, "frames": 0, "seconds": 0.0,
                                            "retried_elsewhere": 0})
