@@ -32,7 +32,7 @@ stages:
   - id: die
     op: test.exit
     inputs: {{points: drive/points}}
-    params: {{at_frame: 1, how: {how}, marker: {marker}, sleep_ms: {sleep_ms}}}
+    params: {{at_frame: 1, how: {how}, marker: {marker}, sleep_ms: {sleep_ms}{hold}}}
   - {{id: out, op: jsonl, inputs: {{points: die/y, labels: drive/labels}},
      params: {{path: points.jsonl}}}}
 """
@@ -116,14 +116,16 @@ def union_drive(drives, tmp_path_factory) -> Path:
 
 
 def exit_pipeline(folder: Path, how: str = "exit", marker: Path | None = None,
-                  sleep_ms: float = 0.0) -> Path:
+                  sleep_ms: float = 0.0, hold: Path | None = None) -> Path:
     """The test.exit pipeline in ``folder``; ``marker`` None: a marker that already exists
-    (the stage then never kills anything)."""
+    (the stage then never kills anything); ``hold``: its prewarm waits while that file is
+    there (test.exit's ``hold``)."""
     if marker is None:
         marker = folder / "never-die"
         marker.touch()
     path = folder / "exit.yaml"
-    path.write_text(EXIT_PIPELINE.format(how=how, marker=marker, sleep_ms=sleep_ms))
+    path.write_text(EXIT_PIPELINE.format(how=how, marker=marker, sleep_ms=sleep_ms,
+                                         hold=f", hold: {hold}" if hold else ""))
     return path
 
 

@@ -77,6 +77,9 @@ def _common(function):
         click.option("--ray", "ray", metavar="ADDRESS", help="One task per drive on Ray: "
                      "auto, HOST:PORT, ray://HOST:PORT, or local (start one here). Needs the "
                      "'fleet' extra."),
+        click.option("--ship-package", is_flag=True, help="With --ray: send this "
+                     "cuvil_perception to every node through Ray's runtime_env (py_modules), "
+                     "for nodes that have another version or none."),
         click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Compute threads of each drive's run (= Ray CPUs per task)."),
         click.option("--frames", type=click.IntRange(min=1), help="Only the first N frames "
@@ -133,12 +136,12 @@ def fleet_run(**kwargs) -> None:
     _fleet("run", **kwargs)
 
 
-def _fleet(mode: str, pipeline: str, drives, out, local, ray, workers, frames, resume,
-           budgets_path, **job_options) -> None:
+def _fleet(mode: str, pipeline: str, drives, out, local, ray, ship_package, workers, frames,
+           resume, budgets_path, **job_options) -> None:
     from ..fleet import (RESULTS_NAME, ResultsFile, build_report, discover, job_hash,
                          make_job, report_dict, run_fleet)
 
-    backend = make_backend(ray, local, workers)
+    backend = make_backend(ray, local, workers, ship_package)
     refs = discover(list(drives))
     job, validated, spec = make_job(mode, pipeline, refs, budgets_path, frames=frames,
                                     workers=workers, **job_options)
@@ -147,6 +150,7 @@ def _fleet(mode: str, pipeline: str, drives, out, local, ray, workers, frames, r
         raise UsageError(f"{out_dir}: exists and is not a folder")
     _check_out(out_dir, pipeline, refs, budgets_path)
     with _hold_out(out_dir):
+        backend.log_path = out_dir / "ray.log"  # Ray's own messages (the Ray backend only)
         backend.connect()  # before the results file: a cluster that cannot be joined leaves
         # none
         try:
@@ -156,7 +160,12 @@ def _fleet(mode: str, pipeline: str, drives, out, local, ray, workers, frames, r
             try:
                 with display:
                     run = run_fleet(job, refs, backend, results, job_hash(job, validated),
-                                    out_dir, on_row=display.row, on_start=display.start)
+                                    out_dir, on_row=display.row, on_start=display.start,
+                                    on_retry=display.retry)
+            except UsageError:  # found before the first drive (a node's package): no file
+                results.close()
+                results.discard_if_empty()
+                raise
             finally:
                 results.close()
         finally:
@@ -190,7 +199,8 @@ def _check_out(out_dir: Path, pipeline: str, refs, budgets_path: str | None) -> 
     from ..rt.output_policy import Claim, check_outputs
 
     inputs = [Claim("the pipeline file", Path(pipeline))]
-    inputs += [Claim(f"drive {ref.name}", ref.path, folder=ref.path.is_dir()) for ref in refs]
+    inputs += [Claim(f"drive {ref.name}", ref.path, folder=ref.path.is_dir()) for ref in refs
+               if ref.url is None]
     if budgets_path:
         inputs.append(Claim("the budgets file", Path(budgets_path)))
     reports = [Claim("--out", out_dir / name) for name in ("report.json", "report.html")]
@@ -200,7 +210,8 @@ def _check_out(out_dir: Path, pipeline: str, refs, budgets_path: str | None) -> 
     check_outputs(reports, [], remedy="move it away or choose another --out")
 
 
-def make_backend(ray: str | None, local: str | None, workers: int):
+def make_backend(ray: str | None, local: str | None, workers: int,
+                 ship_package: bool = False):
     """The backend the options ask for; a usage error for both, a bad N, or no Ray."""
     from ..fleet import LocalPool, default_processes
 
@@ -209,7 +220,9 @@ def make_backend(ray: str | None, local: str | None, workers: int):
     if ray is not None:
         from ..fleet.ray_backend import RayBackend
 
-        return RayBackend(ray, workers)
+        return RayBackend(ray, workers, ship_package)
+    if ship_package:
+        raise UsageError("--ship-package sends the package to Ray nodes: it needs --ray")
     processes = default_processes(workers) if local in (None, "auto") else parse_processes(
         local)
     return LocalPool(processes)

@@ -1,7 +1,8 @@
 """What ``fleet`` shows on the terminal: progress while drives run, then the fleet report.
 
 Progress goes to stderr: a bar with drives done / failed / ETA when stderr is a terminal, and
-one line per finished drive in every case (so a log of a long fleet says which drive ran where).
+one line per finished drive and per retry in every case (so a log of a long fleet says which
+drive ran where, on which attempt, and what was retried where).
 """
 
 from __future__ import annotations
@@ -53,11 +54,12 @@ class Display:
 
     def row(self, row: dict) -> None:
         self.done += 1
-        where = row.get("where") or {}
-        place = f"{where.get('host')}:{where.get('pid')}"
+        place = place_text(row.get("where"))
+        attempts = len(row.get("attempts", []))
         if row["status"] == "ok":
             text = (f"[{self.done}/{self.total}] {row['name']}: ok, {row.get('frames', 0)} "
-                    f"frame(s) in {row['seconds']:.2f} s on {place}")
+                    f"frame(s) in {row['seconds']:.2f} s on {place}"
+                    + (f" (attempt {attempts})" if attempts > 1 else ""))
         else:
             self.failed += 1
             error = row.get("error") or {}
@@ -68,9 +70,28 @@ class Display:
         if self.bar is not None:
             self.bar.update(self.task, advance=1, failed=self.failed)
 
+    def retry(self, task, outcome: dict) -> None:
+        """A failed attempt that runs again (``task``: the next attempt)."""
+        error = outcome.get("error") or {}
+        how = "on another node" if task.avoid else "runs"
+        if task.ship:
+            how += ", with the drive's bytes"
+        self._print(f"[yellow]retry[/yellow] {task.name}: attempt {task.attempt - 1} failed on "
+                    f"{place_text(outcome.get('where'))}: {error.get('type')}: "
+                    f"{error.get('message')}; attempt {task.attempt} {how}")
+
     def _print(self, text: str) -> None:
         console = self.bar.console if self.bar is not None else self.errors
         console.print(text, highlight=False, soft_wrap=True)
+
+
+def place_text(where: dict | None) -> str:
+    """``host:pid`` and, on Ray, ``node 1a2b3c4d``; ``an unknown node`` when it was lost."""
+    where = where or {}
+    if where.get("host") is None and where.get("node") is None:
+        return "a lost worker"
+    node = f" node {where['node'][:8]}" if where.get("node") else ""
+    return f"{where.get('host')}:{where.get('pid')}{node}"
 
 
 def print_report(report, run, paths) -> None:
@@ -79,9 +100,14 @@ def print_report(report, run, paths) -> None:
     from ..rt.report import budget_table, timing_table
     from .eval_cmd import score_table
 
+    from ..fleet.report import node_summary
+
     console = wide_console()
     if report.drives and len(report.drives) <= MAX_DRIVE_ROWS:
         console.print(drive_table(report))
+    nodes = node_summary(report.drives)
+    if nodes:
+        console.print(node_table(nodes))
     for drive in report.failed:
         error = drive.row.get("error") or {}
         console.print(f"[red]failed[/red] {drive.row['name']} ({drive.row['drive']}): "
@@ -107,7 +133,9 @@ def print_report(report, run, paths) -> None:
 
 def drive_table(report) -> Table:
     """One row per drive: status, frames, seconds, where, mAP per scored stage, e2e p99."""
-    table = Table(title="drives", title_justify="left")
+    from ..fleet.report import failed_first
+
+    table = Table(title="drives (failed first)", title_justify="left")
     for name in ("drive", "status", "frames", "s", "host:pid"):
         table.add_column(name, justify="left" if name in ("drive", "status", "host:pid")
                          else "right")
@@ -115,7 +143,7 @@ def drive_table(report) -> Table:
     for stage, metric in columns:
         table.add_column(f"{stage} {metric.upper()} mAP", justify="right")
     table.add_column("e2e p99 ms", justify="right")
-    for drive in report.drives:
+    for drive in failed_first(report.drives):
         row, where = drive.row, drive.row.get("where") or {}
         status = "ok" if drive.ok else "[bold red]failed[/bold red]"
         cells = [row["name"], status, str(row.get("frames") or 0), f"{row['seconds'] or 0:.2f}",
@@ -125,6 +153,20 @@ def drive_table(report) -> Table:
         e2e = drive.latency.row("e2e").p99 if drive.latency is not None else None
         cells.append("" if e2e is None else f"{e2e:.3f}")
         table.add_row(*cells)
+    return table
+
+
+def node_table(nodes: list[dict]) -> Table:
+    """One row per machine (Ray node, else host): drives finished there, retries from it."""
+    table = Table(title="nodes", title_justify="left")
+    for name in ("node", "host", "drives", "ok", "failed", "frames", "run s",
+                 "retried elsewhere"):
+        table.add_column(name, justify="left" if name in ("node", "host") else "right")
+    for n in nodes:
+        node = n["node"] if not n["host"] else n["node"][:16]
+        table.add_row(node, str(n["host"] or ""), str(n["drives"]), str(n["ok"]),
+                      str(n["failed"]), str(n["frames"]), f"{n['seconds']:.2f}",
+                      str(n["retried_elsewhere"]))
     return table
 
 

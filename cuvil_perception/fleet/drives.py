@@ -6,14 +6,16 @@ A DRIVES argument is
   what it can read, per drive, so a new drive format needs no change here);
 - a glob (``drives/drive_*``, ``**/*.mcap``): every match, sorted; no match is an error;
 - a list file, ``@FILE`` or a file ending in ``.txt`` / ``.list``: one path or glob per line,
-  relative to the list file's folder; blank lines and ``#`` comments are skipped.
+  relative to the list file's folder; blank lines and ``#`` comments are skipped;
+- a URL (``s3://bucket/drives/drive_0003``, ``file:///data/drive_0003``, a glob of them): read
+  through fsspec by every node that runs it (``transport``), never by the driver's file system.
 
 The same drive named twice is kept once (first position wins). A missing path is an error
 naming it (and the list file's line); nothing starts until every argument resolves.
 
-A drive is identified by its resolved path plus a **fingerprint**: sha256 over every file in it
-(relative path, size, mtime in ns). A re-recorded or regenerated drive gets a new fingerprint
-and ``--resume`` runs it again. File metadata rather than bytes, because reading a terabyte
+A drive is identified by its resolved path (or URL) plus a **fingerprint**: sha256 over every
+file in it (relative path, size, mtime in ns; for a URL, its ETag or modification time). A
+re-recorded or regenerated drive gets a new fingerprint and ``--resume`` runs it again. File metadata rather than bytes, because reading a terabyte
 fleet twice just to decide what to skip would cost more than the runs it saves.
 """
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from .transport import is_url, url_files, url_fs, url_stamp
 
 LIST_SUFFIXES = (".txt", ".list")
 _GLOB_CHARS = set("*?[")
@@ -34,24 +37,51 @@ _GLOB_CHARS = set("*?[")
 @dataclass(frozen=True)
 class DriveRef:
     """One drive of a fleet: ``path`` (resolved), ``name`` (unique within the fleet: the
-    folder or file name, with a short hash of the path when two drives share a name)."""
+    folder or file name, with a short hash of the path when two drives share a name), ``url``
+    (a drive named by URL; ``path`` is then the URL's path, for its name only)."""
 
     path: Path
     name: str
+    url: str | None = None
+
+    @property
+    def location(self) -> str:
+        """What a task is given: the URL, else the absolute path."""
+        return self.url or str(self.path)
 
 
 def discover(arguments: list[str]) -> list[DriveRef]:
     """Expand DRIVES arguments (see the module docstring) into unique drives, in order."""
     if not arguments:
         raise UsageError("no drives given: pass drive folders, bag files, globs or a list file")
-    found: list[Path] = []
+    found: list[Path | str] = []
     for argument in arguments:
         found.extend(_expand(argument, Path.cwd(), argument))
     unique = list(dict.fromkeys(found))
     return _named(unique)
 
 
-def _expand(argument: str, base: Path, where: str) -> list[Path]:
+def _expand_url(url: str, where: str) -> list[str]:
+    """A URL, or every match of a URL glob (sorted); checked to exist through fsspec."""
+    fs, path = url_fs(url)
+    protocol = url.split("://", 1)[0]
+    try:
+        if _GLOB_CHARS & set(path):
+            matches = sorted(fs.glob(path))
+            if not matches:
+                raise UsageError(f"{where}: the pattern matches no drive")
+            return [f"{protocol}://{m.lstrip('/') if protocol != 'file' else m}"
+                    for m in matches]
+        if not fs.exists(path):
+            raise UsageError(f"{where}: no such drive (folder or file)")
+    except (OSError, ValueError) as exc:  # unreachable store, refused credentials: one line
+        raise UsageError(f"{where}: cannot read it ({str(exc).splitlines()[0]})") from None
+    return [url.rstrip("/")]
+
+
+def _expand(argument: str, base: Path, where: str) -> list[Path | str]:
+    if is_url(argument.strip()):
+        return _expand_url(argument.strip(), where)
     try:
         return _expand_path(argument, base, where)
     except OSError as exc:  # an unreadable folder on the way: one line, never a traceback
@@ -102,22 +132,27 @@ def _read_list(path: Path) -> list[Path]:
     return found
 
 
-def _named(paths: list[Path]) -> list[DriveRef]:
+def _named(found: list[Path | str]) -> list[DriveRef]:
     counts: dict[str, int] = {}
+    paths = [Path(f.split("://", 1)[1]) if isinstance(f, str) else f for f in found]
     for path in paths:
         counts[path.name] = counts.get(path.name, 0) + 1
     refs = []
-    for path in paths:
+    for item, path in zip(found, paths):
         name = path.name
         if counts[name] > 1:
-            name = f"{name}-{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
-        refs.append(DriveRef(path, name))
+            name = f"{name}-{hashlib.sha256(str(item).encode()).hexdigest()[:8]}"
+        refs.append(DriveRef(path, name, item if isinstance(item, str) else None))
     return refs
 
 
-def fingerprint(path: Path) -> str:
-    """sha256 hex of every file under ``path`` (or the file itself): relative path, size and
-    mtime_ns, in sorted order. Raises UsageError when the drive is gone."""
+def fingerprint(drive: DriveRef | Path) -> str:
+    """sha256 hex of every file of the drive (or the file itself): relative path, size and
+    mtime_ns (a URL: size and ETag or modification time), in sorted order. Raises UsageError
+    when the drive is gone."""
+    if isinstance(drive, DriveRef) and drive.url is not None:
+        return _url_fingerprint(drive.url)
+    path = drive.path if isinstance(drive, DriveRef) else drive
     digest = hashlib.sha256()
     try:
         if path.is_file():
@@ -133,4 +168,15 @@ def fingerprint(path: Path) -> str:
         raise UsageError(f"{path}: cannot read the drive ({exc.strerror or exc})") from None
     for relative, stat in entries:
         digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _url_fingerprint(url: str) -> str:
+    digest = hashlib.sha256()
+    try:
+        files = url_files(url)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{url}: cannot read the drive ({str(exc).splitlines()[0]})") from None
+    for relative, info in files:
+        digest.update(f"{relative}\0{info.get('size')}\0{url_stamp(info)}\n".encode())
     return digest.hexdigest()

@@ -7,10 +7,14 @@
      "pooled": {"scores": [eval stage scores], "latency": [rt latency rows],
                 "budgets": [verdicts]},
      "per_drive": [{"name", "drive", "status", "error", "frames", "seconds", "where",
-                    "attempts", "outputs", "scores", "latency", "budgets"}],
+                    "attempts", "retries": [{"attempt", "node", "host", "error", "message"}],
+                    "outputs", "scores", "latency", "budgets"}],     # failed drives first
+     "nodes": [{"node", "host", "drives", "ok", "failed", "frames", "seconds",
+                "retried_elsewhere"}],                                 # report.node_summary
      "worst": [{"stage", "budget", "breaches", "drives": [{"name", "value", "p50", "p99",
                                                           "passed"}]}],
-     "prewarm": [{"where", "kernels", "compiled", "seconds"}]}
+     "prewarm": [{"where", "kernels", "compiled", "seconds", "version", "source", "package",
+                  "unreadable": [drive indices], "lost", "error"}]}
 
 Scores use the ``cuvil-eval/1`` per-stage layout (AP null when a class has no ground truth);
 latency rows the ``rt`` layout (ms); a non-finite number is written as null.
@@ -23,7 +27,7 @@ import math
 from pathlib import Path
 
 from ..output_files import write_text_atomic
-from .report import FleetReport, budget_label
+from .report import FleetReport, budget_label, failed_first, node_summary
 
 FORMAT = "cuvil-fleet-report/1"
 
@@ -41,7 +45,8 @@ def report_dict(report: FleetReport, run=None, backend: str = "") -> dict:
         "pooled": {"scores": [s.as_dict() for s in report.pooled_scores],
                    "latency": _latency(report.pooled_latency),
                    "budgets": [verdict_dict(v) for v in report.verdicts]},
-        "per_drive": [_drive(d) for d in report.drives],
+        "per_drive": [_drive(d) for d in failed_first(report.drives)],
+        "nodes": [dict(n, seconds=_num(n["seconds"])) for n in node_summary(report.drives)],
         "worst": [{"stage": w["budget"].stage, "budget": budget_label(w["budget"]), "breaches":
                    w["breaches"], "drives": [dict(verdict_dict(v), name=name)
                                              for name, v in w["drives"]]}
@@ -57,10 +62,20 @@ def _drive(drive) -> dict:
             "seconds": row.get("seconds"), "where": row.get("where"),
             "attempts": len(row.get("attempts", [])) or None, "resumed": row.get("resumed",
                                                                                False),
+            "retries": [_attempt(a) for a in row.get("attempts", [])[:-1]],
             "outputs": row.get("outputs", []),
             "scores": [s.as_dict() for s in drive.scores],
             "latency": _latency(drive.latency),
             "budgets": [verdict_dict(v) for v in drive.verdicts]}
+
+
+def _attempt(attempt: dict) -> dict:
+    """A failed attempt that ran again: where, and why."""
+    where = attempt.get("where") or {}
+    error = attempt.get("error") or {}
+    return {"attempt": attempt.get("attempt"), "node": where.get("node"),
+            "host": where.get("host"), "error": error.get("type"),
+            "message": error.get("message")}
 
 
 def _latency(table) -> list[dict]:

@@ -1,9 +1,12 @@
 """The fleet report as one self-contained HTML page (``OUT/report.html``) a reviewer can open.
 
-No network assets: plots are inline SVG (per-drive AP bars, per-drive p99 bars) and one inline
-PNG (the pooled latency histogram per stage, drawn by ``rt.plot.histogram_image``).
-Everything is built from the JSON form (``export.report_dict``), so the page and report.json
-always say the same thing.
+Order: the failed drives first (what went wrong, and every retry: where it ran, why it ran
+again), the nodes (a table and a chart of the drives each ran), AP pooled (table, chart per
+class), mAP per drive, latency pooled (table, p50/p99 chart per stage, the histogram PNG),
+e2e p99 per drive, budgets, then every drive (failed first). No network assets: charts are
+inline SVG (``charts``) and one inline PNG (the pooled latency histogram per stage, drawn by
+``rt.plot.histogram_image``). Everything is built from the JSON form (``export.report_dict``),
+so the page and report.json always say the same thing.
 """
 
 from __future__ import annotations
@@ -13,12 +16,12 @@ import html
 from pathlib import Path
 
 from ..output_files import HTML_SIGNATURE, write_text_atomic
+from .charts import hbar_svg
 
-_BAR_W, _BAR_GAP, _PLOT_H = 18, 4, 160
-_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;font-size:15px}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 9px;
 text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
-.bad{color:#b00;font-weight:bold}.ok{color:#070}svg text{font-size:10px}"""
+.bad{color:#b00;font-weight:bold}.ok{color:#070}svg{display:block;margin:.3em 0 1.2em}"""
 
 
 def write_html(path: Path, data: dict, histogram_png: bytes | None) -> Path:
@@ -31,6 +34,8 @@ def write_html(path: Path, data: dict, histogram_png: bytes | None) -> Path:
              f"<span class='{'bad' if drives['failed'] else 'ok'}'>{drives['failed']} failed"
              f"</span>, {drives['unfinished']} not run, {drives['resumed']} resumed · exit code "
              f"{data['exit_code']} · {_e(data['backend'])}</p>"]
+    parts += _failed_section(data)
+    parts += _nodes_section(data)
     parts += _scores_section(data)
     parts += _latency_section(data, histogram_png)
     parts += _budgets_section(data)
@@ -60,12 +65,18 @@ def _scores_section(data: dict) -> list[str]:
     rows = [[_e(s["stage"]), _e(s["metric"]), _e(c["class"]), _fmt(c["ap"]), str(c["num_gt"]),
              str(c["num_det"]), str(c["tp"])] for s in pooled for c in s["classes"]]
     out = ["<h2>AP pooled over all drives</h2>",
-           _table(["stage", "metric", "class", "AP", "GT", "det", "TP"], rows),
-           "<h2>mean AP per drive</h2>"]
+           _table(["stage", "metric", "class", "AP", "GT", "det", "TP"], rows)]
+    for score in pooled:
+        out.append(f"<h3>AP per class: {_e(score['stage'])} {_e(score['metric'])}</h3>")
+        out.append(hbar_svg([(c["class"], c["ap"], None) for c in score["classes"]], "",
+                            "AP pooled over all drives (0 to 1)", score["mAP"], "mAP", 1.0))
+    out.append("<h2>mean AP per drive</h2>")
     for i, score in enumerate(pooled):
-        values = [(d["name"], d["scores"][i]["mAP"]) for d in data["per_drive"] if d["scores"]]
+        values = [(d["name"], d["scores"][i]["mAP"], None) for d in data["per_drive"]
+                  if d["scores"]]
         out.append(f"<h3>{_e(score['stage'])} {_e(score['metric'])}</h3>")
-        out.append(bar_svg(values, 1.0, score["mAP"], "mAP"))
+        out.append(hbar_svg(values, "", "mAP per drive; dashed: pooled", score["mAP"],
+                            "pooled", 1.0))
     return out
 
 
@@ -76,16 +87,18 @@ def _latency_section(data: dict, histogram_png: bytes | None) -> list[str]:
     table = [[_e(r["stage"]), _e(r["op"]), str(r["frames"]), _fmt(r["p50"]), _fmt(r["p99"]),
               _fmt(r["max"])] for r in rows]
     out = ["<h2>latency pooled over all drives (ms)</h2>",
-           _table(["stage", "op", "frames", "p50", "p99", "max"], table)]
+           _table(["stage", "op", "frames", "p50", "p99", "max"], table),
+           hbar_svg([(r["stage"], r["p99"], r["p50"]) for r in rows], "ms",
+                    "per stage: p50 (dark) inside p99, ms")]
     if histogram_png:
         encoded = base64.b64encode(histogram_png).decode("ascii")
         out.append("<h3>distribution per stage (all frames of all drives)</h3>"
                    f"<img alt='latency histograms' src='data:image/png;base64,{encoded}'>")
-    per_drive = [(d["name"], _row(d["latency"], "e2e")) for d in data["per_drive"]
+    per_drive = [(d["name"], _row(d["latency"], "e2e"), None) for d in data["per_drive"]
                  if d["latency"]]
-    top = max([v for _, v in per_drive if v is not None] + [1e-9])
     out += ["<h3>end-to-end p99 per drive (ms)</h3>",
-            bar_svg(per_drive, top * 1.1, _row(rows, "e2e"), "ms")]
+            hbar_svg(per_drive, "ms", "e2e p99 per drive; dashed: pooled", _row(rows, "e2e"),
+                     "pooled")]
     return out
 
 
@@ -124,31 +137,46 @@ def _drives_section(data: dict) -> list[str]:
         error = d["error"] or {}
         rows.append([_e(d["name"]), status, str(d["frames"] or 0), _fmt(d["seconds"], 2),
                      _e(f"{where.get('host')}:{where.get('pid')}"), _e(where.get("node") or ""),
-                     str(d["attempts"] or ""), _e(error.get("message", ""))])
-    return ["<h2>drives</h2>", _table(["drive", "status", "frames", "s", "host:pid", "Ray node",
-                                       "attempts", "error"], rows)]
+                     str(d["attempts"] or ""), _retries(d), _e(error.get("message", ""))])
+    return ["<h2>drives (failed first)</h2>", _table(
+        ["drive", "status", "frames", "s", "host:pid", "Ray node", "attempts",
+         "retried after", "error"], rows)]
 
 
-def bar_svg(values: list[tuple[str, float | None]], top: float, line: float | None,
-            unit: str) -> str:
-    """A bar per (label, value) scaled to ``top``; ``line``: a dashed reference (pooled)."""
-    width = max(200, len(values) * (_BAR_W + _BAR_GAP) + 60)
-    height = _PLOT_H + 70
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}'>"]
-    scale = _PLOT_H / top if top > 0 else 0.0
-    for i, (label, value) in enumerate(values):
-        x = 40 + i * (_BAR_W + _BAR_GAP)
-        h = 0.0 if value is None else max(0.0, value) * scale
-        parts.append(f"<rect x='{x}' y='{10 + _PLOT_H - h:.1f}' width='{_BAR_W}' "
-                     f"height='{h:.1f}' fill='#1f77b4'><title>{_e(label)}: "
-                     f"{_fmt(value)} {unit}</title></rect>")
-        parts.append(f"<text transform='translate({x + 12},{_PLOT_H + 16}) rotate(60)'>"
-                     f"{_e(label[:16])}</text>")
-    if line is not None:
-        y = 10 + _PLOT_H - line * scale
-        parts.append(f"<line x1='36' x2='{width}' y1='{y:.1f}' y2='{y:.1f}' stroke='#d62728' "
-                     f"stroke-dasharray='4 3'/><text x='0' y='{y + 3:.1f}' fill='#d62728'>"
-                     f"{_fmt(line, 2)}</text>")
-    parts.append(f"<line x1='38' x2='38' y1='10' y2='{10 + _PLOT_H}' stroke='#000'/>"
-                 f"<text x='0' y='14'>{_fmt(top, 2)}</text></svg>")
-    return "".join(parts)
+def _retries(drive: dict) -> str:
+    """``attempt 1 on node 1a2b3c4d: DriveNotHere`` per failed attempt that ran again."""
+    return "<br>".join(_e(f"attempt {r['attempt']} on {_place(r)}: {r['error']}")
+                       for r in drive.get("retries", []))
+
+
+def _place(where: dict) -> str:
+    if where.get("node"):
+        return f"node {where['node'][:8]}"
+    return where.get("host") or "a lost worker"
+
+
+def _failed_section(data: dict) -> list[str]:
+    failed = [d for d in data["per_drive"] if d["status"] != "ok"]
+    if not failed:
+        return []
+    rows = [[_e(d["name"]), _e((d["error"] or {}).get("type", "")),
+             _e((d["error"] or {}).get("message", "")), str(d["attempts"] or ""), _retries(d)]
+            for d in failed]
+    return [f"<h2 class='bad'>{len(failed)} failed drive(s)</h2>",
+            _table(["drive", "error", "message", "attempts", "retried after"], rows)]
+
+
+def _nodes_section(data: dict) -> list[str]:
+    nodes = data.get("nodes") or []
+    if not nodes:
+        return []
+    rows = [[_e(n["node"] if not n["host"] else n["node"][:16]), _e(n["host"] or ""),
+             str(n["drives"]), str(n["ok"]),
+             str(n["failed"]), str(n["frames"]), _fmt(n["seconds"], 2),
+             str(n["retried_elsewhere"])] for n in nodes]
+    chart = hbar_svg([(n["node"] if n["node"] == n["host"] or not n["host"] else
+                       f"{n['node'][:12]} ({n['host']})", float(n["drives"]), None)
+                      for n in nodes], "drive(s)", "drives finished per node")
+    return ["<h2>nodes</h2>", _table(["node", "host", "drives", "ok", "failed", "frames",
+                                      "run s", "attempts retried elsewhere"], rows), chart]
+

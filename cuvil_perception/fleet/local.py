@@ -68,10 +68,10 @@ class LocalPool:
     def connect(self) -> None:
         """Nothing to join for a local pool (the Ray backend joins its cluster here)."""
 
-    def start(self, job: FleetJob, first_drive: str) -> list[dict]:
+    def start(self, job: FleetJob, drives: list[str]) -> list[dict]:
         """Prewarm this machine's kernel cache (here, once), then start the processes."""
         self._job = job
-        rows = [prewarm_node(job, first_drive)]
+        rows = [prewarm_node(job, drives)]
         self._workers = [self._spawn() for _ in range(self.processes)]
         return rows
 

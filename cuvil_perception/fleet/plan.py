@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from .. import __version__
 from ..errors import InputError, PipelineError, UsageError
 from .drives import DriveRef
 from .task import FleetJob, load_job_pipeline
+from .transport import local_drive
 
 
 def make_job(mode: str, pipeline_path: str, drives: list[DriveRef], budgets_path: str | None,
@@ -47,16 +49,21 @@ def make_job(mode: str, pipeline_path: str, drives: list[DriveRef], budgets_path
 
 
 def _validated(job: FleetJob, drives: list[DriveRef]):
-    """The pipeline validated with the first drive that can be opened; a drive error on every
-    one of the first few is raised (the pipeline itself cannot be checked without a drive)."""
+    """The pipeline validated with the first drive that can be opened (a drive named by URL is
+    fetched for it); a drive error on every one of the first few is raised (the pipeline itself
+    cannot be checked without a drive)."""
     error = None
     for drive in drives[:5]:
         try:
-            return load_job_pipeline(job, str(drive.path)).validate()
+            with tempfile.TemporaryDirectory(prefix="cuvil-fleet-plan-") as tmp, \
+                    local_drive(drive.location, Path(tmp)) as local:
+                return load_job_pipeline(job, local).validate()
         except PipelineError:
             raise
         except InputError as exc:  # this drive is unreadable: its run will say so
             error = exc
+        except OSError as exc:  # a URL that cannot be fetched: the same, one line
+            error = UsageError(f"{drive.location}: cannot read the drive ({exc})")
     raise error
 
 

@@ -25,6 +25,7 @@ from ..rt import BREACH_EXIT_CODE, Verdict, evaluate
 from . import latency
 
 FAILED_EXIT_CODE = 3
+LOST = "a lost worker (node unknown)"
 WORST = 5  # drives listed per budget
 
 
@@ -103,6 +104,38 @@ def _drive(row: dict, spec, method: str) -> DriveResult:
             result.verdicts = evaluate(spec, result.latency, latency.report([ref]) if ref
                                        else None)
     return result
+
+
+def node_summary(drives: list[DriveResult]) -> list[dict]:
+    """One row per machine that ran an attempt (Ray node id, else host), in order of first use:
+    ``{"node", "host", "drives", "ok", "failed", "frames", "seconds", "retried_elsewhere"}``:
+    the drives that finished there, their frames and run seconds, and the attempts that failed
+    there and ran again elsewhere (``node`` ``LOST`` when Ray could not say where: a task whose
+    worker or node died)."""
+    nodes: dict[str, dict] = {}
+    for drive in drives:
+        if drive.row.get("resumed"):
+            continue
+        attempts = drive.row.get("attempts") or []
+        for number, attempt in enumerate(attempts, start=1):
+            where = attempt.get("where") or {}
+            key = where.get("node") or where.get("host") or LOST
+            entry = nodes.setdefault(key, {"node": key, "host": where.get("host"), "drives": 0,
+                                           "ok": 0, "failed": 0, "frames": 0, "seconds": 0.0,
+                                           "retried_elsewhere": 0})
+            if number < len(attempts):
+                entry["retried_elsewhere"] += 1
+                continue
+            entry["drives"] += 1
+            entry["ok" if drive.ok else "failed"] += 1
+            entry["frames"] += drive.row.get("frames") or 0
+            entry["seconds"] += attempt.get("seconds") or 0.0
+    return list(nodes.values())
+
+
+def failed_first(drives: list[DriveResult]) -> list[DriveResult]:
+    """The drives with the failed ones first (each group in fleet order)."""
+    return [d for d in drives if not d.ok] + [d for d in drives if d.ok]
 
 
 def row_problem(row: dict) -> str | None:

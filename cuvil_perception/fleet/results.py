@@ -43,6 +43,8 @@ class ResultsFile:
     def __init__(self, path: Path, header: dict, resume: bool):
         self.path = Path(path)
         self._failed = False  # a row could not be written (close() then says nothing more)
+        self._new = not self.path.exists()
+        self._lines = 0  # lines this object wrote (the header included)
         self.previous: list[dict] = []
         if self.path.exists():
             if not resume:
@@ -65,10 +67,17 @@ class ResultsFile:
             self._file.write(json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
             self._file.flush()
             os.fsync(self._file.fileno())
+            self._lines += 1
         except OSError as exc:  # disk full: one line naming the file, not a traceback
             self._failed = True
             raise OutputWriteError(self.path, f"writing a row failed ({describe_os_error(exc)})"
                                    "; --resume continues from the whole rows before it") from None
+
+    def discard_if_empty(self) -> None:
+        """Remove the file when this object made it and wrote no drive row (a fleet stopped by
+        a usage error before its first drive leaves nothing that would need --resume)."""
+        if self._new and self._lines <= 1:
+            self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
         try:

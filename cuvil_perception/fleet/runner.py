@@ -4,9 +4,11 @@ For every drive, in fleet order: a drive whose (path, fingerprint, pipeline hash
 row in the results file being resumed is not run again. The others go to the backend, at most
 ``backend.slots`` at a time. As each one finishes:
 
-- a failed attempt whose error is retryable (the worker died, a machine-level error) runs once
-  more (``MAX_ATTEMPTS`` = 2); a deterministic failure (a corrupt drive, a stage that raised) is
-  final at once;
+- a failed attempt whose error is retryable (the worker died, its node was lost, a
+  machine-level error, a node that cannot read the drive) runs once more (``MAX_ATTEMPTS`` = 2),
+  never on the node it failed on (``DriveTask.avoid``), and with the drive's bytes when that
+  node could not read it (``DriveTask.ship``); ``on_retry`` is told. A deterministic failure
+  (a corrupt drive, a stage that raised) is final at once;
 - its outputs (``fleet run``) are written under ``OUT/drives/NAME/`` (into a temporary folder
   renamed into place, so a folder there is always a whole drive's output), then its row is
   appended to the results file, then ``on_row`` is told (progress display).
@@ -49,24 +51,26 @@ class FleetRun:
 def run_fleet(job: FleetJob, drives: list[DriveRef], backend, results: ResultsFile,
               pipeline_hash: str, out_dir: Path,
               on_row: Callable[[dict], None] | None = None,
-              on_start: Callable[[int, int], None] | None = None) -> FleetRun:
+              on_start: Callable[[int, int], None] | None = None,
+              on_retry: Callable[[DriveTask, dict], None] | None = None) -> FleetRun:
     """Run every drive not finished yet (see the module docstring)."""
     started = time.perf_counter()
     finished = results.finished()
     run = FleetRun([None] * len(drives))
     todo, prints = deque(), {}
     for index, drive in enumerate(drives):
-        prints[index] = fingerprint(drive.path)
-        previous = finished.get((str(drive.path), prints[index], pipeline_hash))
+        prints[index] = fingerprint(drive)
+        previous = finished.get((drive.location, prints[index], pipeline_hash))
         if previous is not None:
             run.rows[index] = dict(previous, resumed=True)
             run.resumed += 1
         else:
-            todo.append(DriveTask(index, str(drive.path), drive.name))
-    context = _Context(job, drives, results, pipeline_hash, out_dir, prints, run, on_row)
+            todo.append(DriveTask(index, drive.location, drive.name))
+    context = _Context(job, drives, results, pipeline_hash, out_dir, prints, run, on_row,
+                       on_retry)
     try:
         if todo:
-            run.prewarm = backend.start(job, todo[0].drive)
+            run.prewarm = backend.start(job, [t.drive for t in todo])
         if on_start is not None:
             on_start(len(drives), run.resumed)
         _loop(backend, todo, context)
@@ -92,6 +96,7 @@ class _Context:
     prints: dict[int, str]
     run: FleetRun
     on_row: Callable[[dict], None] | None
+    on_retry: Callable[[DriveTask, dict], None] | None
     attempts: dict[int, list[dict]] = field(default_factory=dict)
 
 
@@ -107,13 +112,24 @@ def _loop(backend, todo: deque, ctx: _Context) -> None:
             error = outcome.get("error") or {}
             if outcome["status"] != "ok" and error.get("retryable") \
                     and task.attempt < MAX_ATTEMPTS:
-                todo.appendleft(replace(task, attempt=task.attempt + 1))
+                retry = _retry(task, outcome)
+                todo.appendleft(retry)
+                if ctx.on_retry is not None:
+                    ctx.on_retry(retry, outcome)
                 continue
             row = _row(task, outcome, ctx)
             ctx.results.append(row)
             ctx.run.rows[task.index] = row
             if ctx.on_row is not None:
                 ctx.on_row(row)
+
+
+def _retry(task: DriveTask, outcome: dict) -> DriveTask:
+    """The next attempt: not on the node that failed, with the bytes if it could not read."""
+    node = (outcome.get("where") or {}).get("node")
+    avoid = task.avoid + ((node,) if node and node not in task.avoid else ())
+    return replace(task, attempt=task.attempt + 1, avoid=avoid,
+                   ship=task.ship or bool(outcome["error"].get("elsewhere")))
 
 
 def _attempt(task: DriveTask, outcome: dict) -> dict:
@@ -124,7 +140,7 @@ def _attempt(task: DriveTask, outcome: dict) -> dict:
 def _row(task: DriveTask, outcome: dict, ctx: _Context) -> dict:
     """The results row of a finished drive; its outputs are written first."""
     drive = ctx.drives[task.index]
-    row = {"drive": str(drive.path), "name": drive.name, "fingerprint": ctx.prints[task.index],
+    row = {"drive": drive.location, "name": drive.name, "fingerprint": ctx.prints[task.index],
            "pipeline_hash": ctx.pipeline_hash, "mode": ctx.job.mode,
            "status": outcome["status"], "where": outcome["where"],
            "seconds": outcome.get("seconds"), "attempts": ctx.attempts[task.index],

@@ -16,9 +16,11 @@ file system, and a drive that fails half-way leaves no partial output behind. It
 gets a ``fleet`` section (host, pid, Ray node, attempt) and output paths relative to the drive's
 output folder.
 
-Errors: a ``CuvilError`` (bad input, a corrupt drive, a stage that raised) would fail the same
-way again and is not retryable; anything else (``OSError``, ``MemoryError``, ...) may be the
-machine's fault and is.
+The drive reaches the task through ``transport.local_drive`` (its path, its shipped bytes, or
+its URL). Errors: a ``CuvilError`` (bad input, a corrupt drive, a stage that raised) would fail
+the same way again and is not retryable; a drive this node cannot read (``DriveNotHere``) is
+retryable *elsewhere* (``error["elsewhere"]``: another node, with the drive's bytes); anything
+else (``OSError``, ``MemoryError``, ...) may be the machine's fault and is retryable.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CuvilError
+from .transport import DriveNotHere, local_drive
 
 MODES = ("run", "eval", "bench")
 
@@ -63,12 +66,16 @@ class FleetJob:
 
 @dataclass(frozen=True)
 class DriveTask:
-    """One drive to run: its position in the fleet, path, unique name, and which attempt."""
+    """One drive to run: its position in the fleet, location (absolute path or URL), unique
+    name, which attempt, the Ray nodes it failed on (``avoid``: not there again), and whether
+    its bytes go with it (``ship``: a node could not read it)."""
 
     index: int
     drive: str
     name: str
     attempt: int = 1
+    avoid: tuple[str, ...] = ()
+    ship: bool = False
 
 
 def where() -> dict:
@@ -97,16 +104,22 @@ def load_job_pipeline(job: FleetJob, drive: str | None):
     return apply_cli_sources(pipeline, replay=drive, sets=job.sets)
 
 
-def execute(job: FleetJob, task: DriveTask) -> dict:
-    """Run one drive; never raises for the drive's own errors (they become a failed outcome)."""
+def execute(job: FleetJob, task: DriveTask, shipped: dict[str, bytes] | None = None) -> dict:
+    """Run one drive (``shipped``: its bytes, ``transport.pack``, for a node that cannot read
+    its path); never raises for the drive's own errors (they become a failed outcome)."""
     started = time.perf_counter()
     outcome = {"where": where(), "warnings": []}
     try:
         with tempfile.TemporaryDirectory(prefix="cuvil-fleet-") as tmp:
-            outcome.update(_MODES[job.mode](job, task, Path(tmp), outcome["warnings"]))
+            with local_drive(task.drive, Path(tmp), shipped) as drive:
+                outcome.update(_MODES[job.mode](job, task, drive, Path(tmp),
+                                                outcome["warnings"]))
         outcome["status"] = "ok"
     except CuvilError as exc:
         outcome.update(status="failed", error=error_dict(exc, retryable=False))
+    except DriveNotHere as exc:
+        outcome.update(status="failed", error=dict(error_dict(exc, retryable=True),
+                                                   elsewhere=True))
     except Exception as exc:  # noqa: BLE001 - reported per drive; the fleet goes on
         outcome.update(status="failed", error=error_dict(exc, retryable=True))
     outcome["seconds"] = round(time.perf_counter() - started, 6)
@@ -118,11 +131,11 @@ def error_dict(exc: BaseException, retryable: bool) -> dict:
     return {"type": type(exc).__name__, "message": message, "retryable": retryable}
 
 
-def _run(job: FleetJob, task: DriveTask, tmp: Path, warnings: list) -> dict:
+def _run(job: FleetJob, task: DriveTask, drive: str, tmp: Path, warnings: list) -> dict:
     from ..rt import RunOptions, run_pipeline
     from ..rt.lifecycle import sink_outputs
 
-    pipeline = load_job_pipeline(job, task.drive).validate()
+    pipeline = load_job_pipeline(job, drive).validate()
     outputs = sink_outputs(pipeline)
     names = [Path(o["path"]).name for o in outputs]
     for output, name in zip(outputs, names):
@@ -155,10 +168,10 @@ def _annotate_record(path: Path, out: Path, task: DriveTask) -> None:
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
-def _eval(job: FleetJob, task: DriveTask, tmp: Path, warnings: list) -> dict:
+def _eval(job: FleetJob, task: DriveTask, drive: str, tmp: Path, warnings: list) -> dict:
     from ..eval import evaluate_pipeline
 
-    pipeline = load_job_pipeline(job, task.drive)
+    pipeline = load_job_pipeline(job, drive)
     report = evaluate_pipeline(pipeline, frames=job.frames, iou_threshold=job.iou_threshold,
                                method=job.method, min_height=job.min_height,
                                workers=job.workers, warn=warnings.append)
@@ -166,11 +179,11 @@ def _eval(job: FleetJob, task: DriveTask, tmp: Path, warnings: list) -> dict:
             "latency": _latency(report.run.recorder, pipeline, report.run)}
 
 
-def _bench(job: FleetJob, task: DriveTask, tmp: Path, warnings: list) -> dict:
+def _bench(job: FleetJob, task: DriveTask, drive: str, tmp: Path, warnings: list) -> dict:
     from ..rt import bench_pipeline, parse_budgets
 
     spec = parse_budgets(job.budgets_text, Path(job.budgets_source))
-    pipeline = load_job_pipeline(job, task.drive).validate()
+    pipeline = load_job_pipeline(job, drive).validate()
     result = bench_pipeline(pipeline, spec, frames=job.frames or spec.frames,
                             repeat=job.repeat, workers=job.workers, warn=warnings.append)
     out = {"frames": sum(r.frames for r in result.runs),

@@ -24,7 +24,9 @@ test.exit          compute   passes LiDAR ``points`` through (after ``sleep_ms``
                              ``at_frame`` ends its
                              whole process (``os._exit`` or SIGKILL): a worker that dies. With
                              ``marker`` only while that file is missing (it is created first),
-                             so a retried run goes through
+                             so a retried run goes through. With ``hold``:
+                             ``kernels()`` (prewarm) writes ``HOLD.<pid>`` and waits while
+                             the file ``HOLD`` exists (a prewarm a test can catch in flight)
 test.lines         io        Sink: one JSON line per frame (frame, stale map, every input as a
                              list) flushed per frame; the file is what determinism tests hash
 =================  ========  ===============================================================
@@ -239,10 +241,22 @@ class ExitOp(Op):
                     range=Range(0.0, 60_000.0), unit="ms"),
               # str, not Path: a file that appears is not an input of the pipeline's results
               Param("marker", str, None, "absolute path of a file: die only while it is "
-                    "missing (then create it)", optional=True))
+                    "missing (then create it)", optional=True),
+              Param("hold", str, None, "absolute path of a file: kernels() (the prewarm) "
+                    "writes HOLD.<pid> and waits while HOLD exists (at most 120 s)",
+                    optional=True))
 
     def input_ports(self):
         return (PortSpec("points", "float32", (None, 4)),)
+
+    def kernels(self) -> list:
+        hold = self.p.get("hold")
+        if hold is not None and os.path.exists(hold):
+            Path(f"{hold}.{os.getpid()}").touch()
+            deadline = time.monotonic() + 120
+            while os.path.exists(hold) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return []
 
     def output_ports(self):
         return (PortSpec("y", "float32", (None, 4)),)
