@@ -291,3 +291,29 @@ def test_promtool_parses_every_dashboard_query(tmp_path):
     done = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ctrl_c_ends_the_linger_even_when_a_library_ignores_sigint():
+    """Ray's driver and embedding applications replace the SIGINT handler: the linger's
+    "Ctrl-C ends it" still holds (and the handler is given back after)."""
+    notes, lingering = [], threading.Event()
+
+    def note(message: str) -> None:
+        notes.append(message)
+        lingering.set() if "--metrics-linger" in message else None
+
+    def interrupt() -> None:
+        lingering.wait(60)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        watcher = threading.Thread(target=interrupt)
+        watcher.start()
+        with serve_for_run("127.0.0.1:0", note, "metrics", 300.0):
+            pass
+        watcher.join()
+        assert "closed early" in notes[-1]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -13,7 +13,7 @@ from prometheus_client import (CollectorRegistry, PlatformCollector, ProcessColl
 
 from ..errors import UsageError
 from .metrics import RunMetrics
-from .signals import sigterm_as_interrupt
+from .signals import sigint_as_keyboard_interrupt, sigterm_as_interrupt
 
 DEFAULT_HOST = "127.0.0.1"
 #: ``--metrics-linger`` default and bound, seconds: a 5 s scrape interval sees the final counts
@@ -66,7 +66,7 @@ class MetricsServer:
             return
         note(f"metrics stay at {self.url} for {seconds:g} s (--metrics-linger; Ctrl-C ends it)")
         try:
-            with sigterm_as_interrupt():
+            with sigterm_as_interrupt(), sigint_as_keyboard_interrupt():
                 time.sleep(seconds)
         except KeyboardInterrupt:
             note(f"metrics at {self.url} closed early (Ctrl-C / SIGTERM during --metrics-linger)")

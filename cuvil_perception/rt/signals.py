@@ -22,6 +22,21 @@ def stop_signal(exc: BaseException) -> str:
 
 
 @contextmanager
+def sigint_as_keyboard_interrupt():
+    """While the block runs (main thread only), Ctrl-C raises ``KeyboardInterrupt`` whatever
+    handler a library installed before (Ray's driver, an embedding application): a wait that
+    says "Ctrl-C ends it" must end on Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
 def sigterm_as_interrupt():
     """While the block runs (main thread only), SIGTERM raises ``RunTerminated`` once; a second
     SIGTERM during the clean-up is ignored so the record still gets written."""
