@@ -15,9 +15,10 @@ each starting on a 64-byte boundary, in this order (offsets in floats are ``#def
     anchors      [A, 7]               x y z dx dy dz heading (reference.anchors)
 
 The network between the first layer and the heads is ``<prefix>_backbone`` (declared in
-`c_detect_source`): the native backbone's `LibraryPart` defines it, with its own weights.
-Until it exists, ``backbone`` is None and a library of the whole pipeline is refused
-(a `UsageError`: one line); ``compile --library --kernels-only`` builds the kernels alone.
+`c_detect_source`): the native backbone's `LibraryPart` (`c_backbone`, from the lowered
+network: `c_net`) defines it, with its own weights. Without one (``backbone`` None) a library
+of the whole pipeline is refused (a `UsageError`: one line); ``compile --library
+--kernels-only`` builds the kernels alone.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ def _sizes(pp: PointPillars) -> dict[str, str]:
             "CLASSES": head.num_classes}
     text = {k: str(v) for k, v in fill.items()}
     text["PARTS"] = ", ".join(str(p) for p in heads["parts"])
+    text["FEAT_LAYOUT"] = (f"f32 [{heads['cells']}, parts[k]] (NHWC)" if heads.get("nhwc")
+                           else f"f32 [parts[k], {heads['cells']}] (NCHW)")
     text["GRID_T"] = "int16_t" if grid_type(config.max_pillars).dtype == np.int16 else "int32_t"
     text["CLASS_NAMES"] = ", ".join(f"{i} {name}" for i, name in
                                     enumerate(CLASSES[:head.num_classes]))
