@@ -205,3 +205,35 @@ def test_compiled_pipeline_prints_runs_jsonl_on_the_sample_drive(tmp_path):
             boxes = np.array(frame["boxes"]["data"], np.float32).reshape(-1, 7)
             _assert_rows(_rows(block), boxes, np.array(frame["scores"]["data"], np.float32),
                          frame["labels"]["data"], exact, f"frame {i} {sets}")
+
+
+@pytest.mark.parametrize("seed,batch_norm,channels", [(1, True, (32, 32)), (3, True, (16, 32, 32))])
+def test_random_cuda_pointpillars_models_run_whole_in_c(tmp_path, seed, batch_norm, channels):
+    """Random-weight models of the CUDA-PointPillars layout (other depths and widths than the
+    demo's, BN folded): three random clouds through one handle, against the native runtime."""
+    import onnx
+
+    from cuvil_perception.ops.pillars.config import PillarConfig
+    from cuvil_perception.testing.pillars_onnx import build_pointpillars_onnx
+
+    tools = _host_tools()
+    small = PillarConfig((0.0, -10.24, -3.0, 20.48, 10.24, 1.0), (0.16, 0.16, 4.0),
+                         max_pillars=900)
+    path = tmp_path / "random.onnx"
+    onnx.save(build_pointpillars_onnx(small, HEAD, seed=seed, batch_norm=batch_norm,
+                                      channels=channels, cls_bias=-2.0), str(path))
+    pp = PointPillars.from_onnx(path, small, HEAD, runtime="native").open()
+    rng = np.random.default_rng(seed)
+    frames = []
+    for i in range(3):
+        points = np.column_stack([rng.uniform(0, 20.4, 3000), rng.uniform(-10.2, 10.2, 3000),
+                                  rng.uniform(-2.5, 0.5, 3000), rng.uniform(0, 1, 3000)])
+        frames.append(tmp_path / f"cloud{i}.bin")
+        points.astype("<f4").tofile(frames[-1])
+    want = [pp.detect(scan(frame)) for frame in frames]
+    _, exe = _library(tools, f"{host_arch()}-linux-gnu", tmp_path, pp)
+    printed = subprocess.run([str(exe), *map(str, frames)], capture_output=True, text=True,
+                             check=True).stdout
+    for i, (block, (boxes, scores, labels)) in enumerate(zip(_blocks(printed), want,
+                                                             strict=True)):
+        _assert_rows(_rows(block), boxes, scores, labels, exact=False, where=f"cloud {i}")

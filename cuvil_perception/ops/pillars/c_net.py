@@ -1,4 +1,4 @@
-"""The native network (native_net's `NetPlan`) as the library's backbone (`c_backbone.BackbonePlan`).
+"""The native network (native_net's `NetPlan`) as the library's `c_backbone.BackbonePlan`.
 
 ``library_plan(pp)`` for a `PointPillars` built with ``runtime="native"`` on the sparse path
 (the scatter fused into the first layer, the heads at candidate cells reading NHWC maps):
