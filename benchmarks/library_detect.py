@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from _util import interleaved, print_machine, print_table
 
-from cuvil_perception.compile.library import build_library, symbols_for
+from cuvil_perception.compile.library import build_library, library_target, symbols_for
 from cuvil_perception.compile.prewarm import unique_specs
 from cuvil_perception.compile.toolchain import host_arch
 from cuvil_perception.graph import builtin_models_dir
@@ -46,12 +46,12 @@ BOX_BYTES = 36  # sizeof(<prefix>_box)
 
 def build(pp: PointPillars, work: Path, cpu: str | None):
     """(the library loaded, its target CPU name)."""
-    plan = library_plan(pp)
+    triple = f"{host_arch()}-linux-gnu"
+    plan = library_plan(pp, target=library_target(triple, cpu))
     specs = [s.release() for s in library_kernels(pp, plan)]
     symbols = dict(symbols_for(unique_specs(specs), "bench"))
     part = c_detect.detect_part(pp, symbols, "bench", backbone_part(plan, symbols, "bench"))
-    lib = build_library(specs, f"{host_arch()}-linux-gnu", work / "lib", "bench", cpu,
-                        parts=[part])
+    lib = build_library(specs, triple, work / "lib", "bench", cpu, parts=[part])
     return ctypes.CDLL(str(lib.shared_file)), lib.target.cpu
 
 

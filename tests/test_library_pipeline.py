@@ -138,6 +138,24 @@ def test_example_makefile_builds_and_make_run_prints_one_line_per_box(tmp_path, 
     _assert_rows(_rows(done.stdout), boxes, scores, labels, exact=True, where="make run")
 
 
+def test_library_layers_take_the_targets_run_length():
+    """8 accumulators per run where the target's features enable AVX-512, 4 elsewhere (the
+    default targets, a CPU named without features): c_net, whatever this host has."""
+    from cuvil_perception.compile.target import Target
+    from cuvil_perception.ops.pillars.c_net import accumulators
+    from cuvil_perception.ops.pillars.kernel_bev_conv import run_length
+
+    pp = PointPillars.from_onnx(MODEL, CONFIG, HEAD, runtime="native")
+    wide = Target("x86_64-linux-gnu", "znver4", "+avx2,+fma,+avx512f")
+    for target, count in ((wide, 8), (Target("x86_64-linux-gnu", "x86-64-v3"), 4),
+                          (Target("aarch64-linux-gnu", "generic"), 4), (None, 4)):
+        assert accumulators(target) == count
+        layers = [step.spec for step in library_plan(pp, target=target).steps
+                  if "run" in step.spec.static]
+        assert layers and all(spec.static["run"] == run_length(spec.static["cout"], count)
+                              for spec in layers)
+
+
 def _host_tools():
     try:
         return find_toolchain(f"{host_arch()}-linux-gnu")

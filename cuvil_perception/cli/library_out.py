@@ -3,9 +3,9 @@ ops' example files.
 
 Whole pipeline (the default): the stage whose op has ``library_api(symbols, prefix, cc)``
 (``pillars.detect``: ``<prefix>_open / _detect / _close``, `ops.pillars.c_detect`) adds its
-`LibraryPart`, and the library holds that op's ``library_kernels()`` when it has them (the
-detector's: its network lowered to native kernels, `ops.pillars.c_net`, whatever its
-``runtime``); a pipeline with kernels in a stage that has no such API, or whose op cannot give
+`LibraryPart`, and the library holds that op's ``library_kernels(target)`` when it has them
+(the detector's: its network lowered to native kernels for the target, `ops.pillars.c_net`,
+whatever its ``runtime``); a pipeline with kernels in a stage that has no such API, or whose op cannot give
 one (a model whose network does not lower), is refused with one line.
 ``--kernels-only``: the kernels alone, and every stage whose op has
 ``library_files(symbols, prefix, cc)`` (e.g. ``pillars.detect``: a C example on a .bin scan)
@@ -40,18 +40,18 @@ def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
     prefix = prefix or default_prefix(pipeline.name)
     check_prefix(prefix)  # the user's mistakes first, before the pipeline's
     cc = Path(find_toolchain(triple).cc).name
-    library_target(triple, cpu)
+    target = library_target(triple, cpu)
     # Ops look their kernels up by the specs they declare; under CUVIL_KERNEL_DEBUG=1 those are
     # debug builds, and the library holds their release builds (`build_library`).
     parts = []
     if not kernels_only:
         stage_id, op = _api_stage(pipeline)
-        specs = op.library_kernels() if hasattr(op, "library_kernels") else specs
+        specs = op.library_kernels(target) if hasattr(op, "library_kernels") else specs
     symbols = dict(symbols_for(unique_specs(s.release() for s in specs), prefix))
     symbols.update({s: symbols[s.release()] for s in specs if s.release() in symbols})
     if not kernels_only:
         try:
-            parts.append(op.library_api(symbols, prefix, cc))
+            parts.append(op.library_api(symbols, prefix, cc, target))
         except UsageError as exc:
             raise UsageError(f"stage {stage_id!r}: {exc}") from None
     lib = build_library(specs, triple, out_dir, prefix, cpu, parts=parts)

@@ -20,14 +20,17 @@ writes must be the handle's own, never touched between frames by anything else.
 
 Run length: kernel_bev_conv / kernel_bev_deconv pick their accumulators from the HOST's
 features (8 with AVX-512's 32 zmm registers); a library's code runs on another CPU, so its
-layers take `LIBRARY_ACCUMULATORS` (4: the accumulators and a weight row stay in registers on
-AVX2's 16 ymm and NEON's 32 q, the default targets). The run length changes no result.
+layers take `accumulators(target)`: 8 when the target's feature string enables AVX-512
+(``--cpu host`` on such a machine), else 4 (the accumulators and a weight row stay in
+registers on AVX2's 16 ymm and NEON's 32 q: the default targets, and any CPU named without
+features). The run length changes no result.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...compile.target import Target
 from ...errors import UsageError
 from .c_backbone import BackbonePlan, Step
 from .kernel_bev_conv import ACCUMULATORS, run_length
@@ -35,13 +38,21 @@ from .model import PointPillars
 from .native_bev import NativeRunner
 from .native_plan import INPUT, Map, NetPlan
 
-LIBRARY_ACCUMULATORS = ACCUMULATORS // 2
 SLACK = 16  # floats past each map (kernel_bev_conv.store_cells)
 
 
-def library_plan(pp: PointPillars, where: str = "pillars.detect") -> BackbonePlan:
-    """The `BackbonePlan` of ``pp``'s native network (module docstring); a `UsageError` (one
-    line naming ``where``) for a model whose network the C pipeline cannot hold."""
+def accumulators(target: Target | None) -> int:
+    """The layers' vector accumulators per run of cells in a library for ``target`` (module
+    docstring; None: 4)."""
+    wide = target is not None and "+avx512f" in target.features.split(",")
+    return ACCUMULATORS if wide else ACCUMULATORS // 2
+
+
+def library_plan(pp: PointPillars, where: str = "pillars.detect",
+                 target: Target | None = None) -> BackbonePlan:
+    """The `BackbonePlan` of ``pp``'s native network (module docstring) for a library of
+    ``target``; a `UsageError` (one line naming ``where``) for a model whose network the C
+    pipeline cannot hold."""
     runner = pp.runner
     if not isinstance(runner, NativeRunner) or pp.heads is None or pp.plan.conv is None:
         raise UsageError(f"{where}: the C pipeline needs the native network on the sparse path "
@@ -61,7 +72,7 @@ def library_plan(pp: PointPillars, where: str = "pillars.detect") -> BackbonePla
     for step in net.steps:
         args = tuple(f"w:{ref[1]}" if ref[0] == "blob" else names[tuple(ref)]
                      for ref in step.args)
-        steps.append(Step(_for_library(step.spec), args))
+        steps.append(Step(_for_library(step.spec, accumulators(target)), args))
     weights = np.ascontiguousarray(net.weights(), "<f4").tobytes()
     return BackbonePlan(steps, buffers | masks, weights, offsets, ones=tuple(masks))
 
@@ -84,8 +95,8 @@ def _whole(net: NetPlan, role: str, shape: tuple, where: str) -> int:
     return value.buffer
 
 
-def _for_library(spec):
+def _for_library(spec, count: int):
     """A layer's spec with the library's run length (module docstring)."""
     if "run" not in spec.static or "cout" not in spec.static:
         return spec
-    return spec.with_static(run=run_length(spec.static["cout"], LIBRARY_ACCUMULATORS))
+    return spec.with_static(run=run_length(spec.static["cout"], count))

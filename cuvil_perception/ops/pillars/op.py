@@ -25,7 +25,7 @@ from ...geometry.bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
 from .c_backbone import BackbonePlan, backbone_part
 from .c_detect import check_sparse, detect_part
-from .c_net import library_kernels, library_plan
+from .c_net import accumulators, library_kernels, library_plan
 from .c_example import example_files
 from .c_example_detect import detect_example_files
 from .kernel_pfn import fold_weights, pfn_spec
@@ -160,28 +160,32 @@ class PillarsDetect(Op):
         weights, bias = fold_weights(load_split(self.p["model"]).pfn)
         return example_files(pillarize, pfn, prefix, cc, weights, bias)
 
-    def _library_model(self) -> tuple[PointPillars, BackbonePlan]:
-        """The model a whole-pipeline library holds and its backbone: the network lowered to
-        native kernels on the sparse path whatever ``runtime`` says (a C library has no ONNX
-        Runtime; ``runtime`` picks where ``run`` computes it: the boxes agree within the
-        documented tolerance, docs/c-library.md)."""
+    def _library_model(self, target=None) -> tuple[PointPillars, BackbonePlan]:
+        """The model a whole-pipeline library for ``target`` holds and its backbone: the
+        network lowered to native kernels on the sparse path whatever ``runtime`` says (a C
+        library has no ONNX Runtime; ``runtime`` picks where ``run`` computes it: the boxes
+        agree within the documented tolerance, docs/c-library.md)."""
         if getattr(self, "_library", None) is None:
             config, head = self._configs()
             pp = PointPillars.from_onnx(self.p["model"], config, head, "native", sparse=True)
             check_sparse(pp, self.name)
-            self._library = (pp, library_plan(pp, self.name))
-        return self._library
+            self._library = (pp, {})
+        pp, plans = self._library
+        key = accumulators(target)  # the only thing of the target the plan depends on
+        if key not in plans:
+            plans[key] = library_plan(pp, self.name, target)
+        return pp, plans[key]
 
-    def library_kernels(self) -> list:
-        """The kernels of a whole-pipeline library (``compile --library``): pre / post-processing
-        and the native network, with the library's run lengths (`c_net`)."""
-        return library_kernels(*self._library_model())
+    def library_kernels(self, target=None) -> list:
+        """The kernels of a whole-pipeline library for ``target`` (``compile --library``):
+        pre / post-processing and the native network, with the target's run lengths (`c_net`)."""
+        return library_kernels(*self._library_model(target))
 
-    def library_api(self, symbols: dict, prefix: str, cc: str):
+    def library_api(self, symbols: dict, prefix: str, cc: str, target=None):
         """The whole-pipeline C API of a library (``compile --library``: `c_detect`, the
-        backbone from `c_net`), with its example. ``symbols``: each of ``library_kernels()``
-        -> its exported symbol."""
-        pp, plan = self._library_model()
+        backbone from `c_net`), with its example. ``symbols``: each of
+        ``library_kernels(target)`` -> its exported symbol."""
+        pp, plan = self._library_model(target)
         part = detect_part(pp, symbols, prefix, backbone_part(plan, symbols, prefix),
                            where=self.name, model=str(self.p["model"]))
         part.example = detect_example_files(prefix, cc)
