@@ -3,8 +3,8 @@ native backbone included (`c_net`: the network lowered to our kernels).
 
 What is tested: every stage of ``detect`` in C (pillarize, PFN, the fused conv + scatter, the
 network's layers with their change masks carried over frames, head_cells, decode, the score
-sort and rotated NMS, the finite filter) on four KITTI frames in one handle, statically linked,
-against ``PointPillars(runtime="native")`` in this process (the same kernels: count and labels
+sort and rotated NMS, the finite filter) on four KITTI frames in one handle (linked against
+the .a; under qemu-aarch64 also the .so), against ``PointPillars(runtime="native")`` in this process (the same kernels: count and labels
 exact, floats rtol 1e-5 / atol 1e-5 as decode), on x86-64 and under qemu-aarch64; the example's
 Makefile (``make``, ``make static``, ``make run SCAN=``); ``compile --library`` on
 configs/lidar_pillars.yaml and its example's lines against ``run``'s JSONL on the bundled drive
@@ -49,9 +49,9 @@ def native_model() -> PointPillars:
     return PointPillars.from_onnx(MODEL, CONFIG, HEAD, runtime="native").open()
 
 
-def _library(tools, triple: str, work: Path, pp, build: bool = True):
+def _library(tools, triple: str, work: Path, pp, build: bool = True, link: str = "static"):
     """The library of ``pp`` with its example folder and (``build``) the example linked
-    statically."""
+    against the .a (``link`` "static") or the .so ("detect")."""
     plan = library_plan(pp)
     specs = [s.release() for s in library_kernels(pp, plan)]
     symbols = dict(symbols_for(unique_specs(specs), "pipe"))
@@ -62,7 +62,7 @@ def _library(tools, triple: str, work: Path, pp, build: bool = True):
     for name, data in detect_example_files("pipe", Path(tools.cc).name).items():
         (example / name).write_bytes(data)
     if build:
-        subprocess.run(["make", "-s", "-C", str(example), "static", f"CC={tools.cc}"],
+        subprocess.run(["make", "-s", "-C", str(example), link, f"CC={tools.cc}"],
                        check=True, capture_output=True)
     return lib, example / "detect"
 
@@ -89,9 +89,10 @@ def _assert_rows(rows: list, boxes, scores, labels, exact: bool, where: str) -> 
         np.testing.assert_allclose(got[:, 7], scores, rtol=1e-5, atol=1e-5, err_msg=where)
 
 
-def _run_and_compare(tools, triple: str, work: Path, frames: list[Path]) -> None:
+def _run_and_compare(tools, triple: str, work: Path, frames: list[Path],
+                     link: str = "static") -> None:
     pp = native_model()
-    lib, exe = _library(tools, triple, work, pp)
+    lib, exe = _library(tools, triple, work, pp, link=link)
     undefined = subprocess.run(["nm", "-u", str(lib.static)], capture_output=True, text=True,
                                check=True).stdout.split()
     calls = {s for s in undefined if s not in ("U",) and not s.endswith(".o:")
@@ -116,9 +117,11 @@ def test_detect_through_every_native_stage_on_the_host(tmp_path, kitti_frames):
     _run_and_compare(tools, f"{host_arch()}-linux-gnu", tmp_path, kitti_frames[:FRAMES])
 
 
-def test_detect_through_every_native_stage_under_qemu_aarch64(tmp_path, kitti_frames):
+@pytest.mark.parametrize("link", ["static", "detect"])
+def test_detect_through_every_native_stage_under_qemu_aarch64(tmp_path, kitti_frames, link):
+    """Linked against the .a and against the .so (found through the example's rpath)."""
     tools = aarch64_toolchain()
-    _run_and_compare(tools, "aarch64-linux-gnu", tmp_path, kitti_frames[:FRAMES])
+    _run_and_compare(tools, "aarch64-linux-gnu", tmp_path, kitti_frames[:FRAMES], link)
 
 
 @pytest.mark.parametrize("target", ["", "static"])
