@@ -3,9 +3,10 @@ native backbone included (`c_net`: the network lowered to our kernels).
 
 What is tested: every stage of ``detect`` in C (pillarize, PFN, the fused conv + scatter, the
 network's layers with their change masks carried over frames, head_cells, decode, the score
-sort and rotated NMS, the finite filter) on four KITTI frames in one handle (linked against
-the .a; under qemu-aarch64 also the .so), against ``PointPillars(runtime="native")`` in this process (the same kernels: count and labels
-exact, floats rtol 1e-5 / atol 1e-5 as decode), on x86-64 and under qemu-aarch64; the example's
+sort and rotated NMS, the finite filter) on four KITTI frames in one handle against
+``PointPillars(runtime="native")`` in this process (the same kernels: count and labels exact,
+floats rtol 1e-5 / atol 1e-5 as decode), on x86-64 (the .a) and under qemu-aarch64 (the .a and
+the .so); random-weight CUDA-PointPillars-layout models the same way; the example's
 Makefile (``make``, ``make static``, ``make run SCAN=``); ``compile --library`` on
 configs/lidar_pillars.yaml and its example's lines against ``run``'s JSONL on the bundled drive
 (float32 for float32 with ``runtime: native``; with the YAML's ONNX Runtime within the native
