@@ -31,9 +31,7 @@ from cuvil_perception.compile.library import build_library, library_target, symb
 from cuvil_perception.compile.prewarm import unique_specs
 from cuvil_perception.compile.toolchain import host_arch
 from cuvil_perception.graph import builtin_models_dir
-from cuvil_perception.ops.pillars import c_detect
-from cuvil_perception.ops.pillars.c_backbone import backbone_part
-from cuvil_perception.ops.pillars.c_net import library_kernels, library_plan
+from cuvil_perception.ops.pillars.c_net import library_kernels, library_part, library_plan
 from cuvil_perception.ops.pillars.config import HeadConfig, PillarConfig
 from cuvil_perception.ops.pillars.model import PointPillars
 
@@ -50,7 +48,7 @@ def build(pp: PointPillars, work: Path, cpu: str | None):
     plan = library_plan(pp, target=library_target(triple, cpu))
     specs = [s.release() for s in library_kernels(pp, plan)]
     symbols = dict(symbols_for(unique_specs(specs), "bench"))
-    part = c_detect.detect_part(pp, symbols, "bench", backbone_part(plan, symbols, "bench"))
+    part = library_part(pp, plan, symbols, "bench")
     lib = build_library(specs, triple, work / "lib", "bench", cpu, parts=[part])
     return ctypes.CDLL(str(lib.shared_file)), lib.target.cpu
 

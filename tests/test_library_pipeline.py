@@ -28,10 +28,8 @@ from cuvil_perception.compile.library import build_library, symbols_for
 from cuvil_perception.compile.prewarm import unique_specs
 from cuvil_perception.compile.toolchain import find_toolchain, host_arch
 from cuvil_perception.errors import ToolchainError
-from cuvil_perception.ops.pillars import c_detect
-from cuvil_perception.ops.pillars.c_backbone import backbone_part
 from cuvil_perception.ops.pillars.c_example_detect import detect_example_files
-from cuvil_perception.ops.pillars.c_net import library_kernels, library_plan
+from cuvil_perception.ops.pillars.c_net import library_kernels, library_part, library_plan
 from cuvil_perception.ops.pillars.model import PointPillars
 
 ROOT = Path(__file__).parent.parent
@@ -56,7 +54,7 @@ def _library(tools, triple: str, work: Path, pp, build: bool = True, link: str =
     plan = library_plan(pp)
     specs = [s.release() for s in library_kernels(pp, plan)]
     symbols = dict(symbols_for(unique_specs(specs), "pipe"))
-    part = c_detect.detect_part(pp, symbols, "pipe", backbone_part(plan, symbols, "pipe"))
+    part = library_part(pp, plan, symbols, "pipe")
     lib = build_library(specs, triple, work / "lib", "pipe", parts=[part])
     example = lib.out_dir / "example"
     example.mkdir()
@@ -209,7 +207,7 @@ def test_compiled_pipeline_prints_runs_jsonl_on_the_sample_drive(tmp_path):
     handle: float32 for float32 the boxes, scores and labels of ``run --set
     detect.runtime=native`` (the JSONL prints the shortest repr of each float32), and those of
     the plain ``run`` (ONNX Runtime) within the native network's tolerance."""
-    tools = _host_tools()
+    _host_tools()  # a skip without the host C toolchain
     scans = sorted(SCANS.glob("*.bin"))[:3]
     lib = tmp_path / "lib"
     done = subprocess.run([sys.executable, "-m", "cuvil_perception", "compile",

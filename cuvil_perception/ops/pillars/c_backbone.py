@@ -66,10 +66,7 @@ def backbone_part(plan: BackbonePlan, symbols: dict, prefix: str) -> LibraryPart
     """The C definition of ``<prefix>_backbone`` for ``plan`` (module docstring). ``symbols``:
     KernelSpec -> exported symbol. Raises `CompileError` for a plan that names an unknown
     buffer or tensor, or gives a step the wrong number of arguments."""
-    places, at = {}, 0
-    for name, size in plan.buffers.items():
-        places[name] = at
-        at += -(-int(size) // ALIGN) * ALIGN
+    places, at = _places(plan)
     calls = [_call(step, symbols, prefix, places, plan.offsets) for step in plan.steps]
     for name in plan.ones:
         if name not in places:
@@ -79,7 +76,7 @@ def backbone_part(plan: BackbonePlan, symbols: dict, prefix: str) -> LibraryPart
     blob = f"{prefix}_backbone_weights"
     source = (f"/* ---- the native backbone (ops/pillars/c_backbone.py) ---- */\n"
               f"extern const unsigned char {blob}[];\n\n"
-              f"size_t {prefix}_backbone_workspace(void) {{ return {max(at, ALIGN)}; }}\n\n"
+              f"size_t {prefix}_backbone_workspace(void) {{ return {workspace_bytes(plan)}; }}\n\n"
               f"void {prefix}_backbone_init(void *workspace) {{\n"
               "    unsigned char *ws = workspace;\n    (void)ws;\n" + fills + "}\n\n"
               f"int {prefix}_backbone(void *workspace, const float *input, "
@@ -91,6 +88,20 @@ def backbone_part(plan: BackbonePlan, symbols: dict, prefix: str) -> LibraryPart
               "(void)cls; (void)feats;\n" +
               "".join(f"    {call};\n" for call in calls) + "    return 0;\n}")
     return LibraryPart("", source, {blob: plan.weights or bytes(ALIGN)})
+
+
+def workspace_bytes(plan: BackbonePlan) -> int:
+    """What ``<prefix>_backbone_workspace()`` returns for ``plan``."""
+    return max(_places(plan)[1], ALIGN)
+
+
+def _places(plan: BackbonePlan) -> tuple[dict, int]:
+    """(buffer name -> byte offset in the workspace, the bytes they take)."""
+    places, at = {}, 0
+    for name, size in plan.buffers.items():
+        places[name] = at
+        at += -(-int(size) // ALIGN) * ALIGN
+    return places, at
 
 
 def _call(step: Step, symbols: dict, prefix: str, places: dict, offsets: dict) -> str:

@@ -32,7 +32,9 @@ import numpy as np
 
 from ...compile.target import Target
 from ...errors import UsageError
-from .c_backbone import BackbonePlan, Step
+from ...compile.cabi import LibraryPart
+from .c_backbone import BackbonePlan, Step, backbone_part, workspace_bytes
+from .c_detect import detect_part
 from .kernel_bev_conv import ACCUMULATORS, run_length
 from .model import PointPillars
 from .native_bev import NativeRunner
@@ -82,6 +84,14 @@ def library_kernels(pp: PointPillars, plan: BackbonePlan) -> list:
     (the NHWC heads) and the backbone's (with the library's run length)."""
     native = set(pp.runner.specs)
     return [spec for spec in pp.kernels() if spec not in native] + plan.kernels()
+
+
+def library_part(pp: PointPillars, plan: BackbonePlan, symbols: dict, prefix: str,
+                 where: str = "pillars.detect", model: str = "the model") -> LibraryPart:
+    """The whole-pipeline `LibraryPart` of ``pp`` with ``plan`` as its backbone (`c_detect`;
+    ``symbols``: each of `library_kernels` -> its exported symbol)."""
+    return detect_part(pp, symbols, prefix, backbone_part(plan, symbols, prefix), where, model,
+                       workspace_bytes(plan))
 
 
 def _whole(net: NetPlan, role: str, shape: tuple, where: str) -> int:

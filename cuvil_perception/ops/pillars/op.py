@@ -23,9 +23,9 @@ from ..summary import count_by_class
 from ..warmup import synthetic_cloud, warm_up
 from ...geometry.bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
-from .c_backbone import BackbonePlan, backbone_part
-from .c_detect import check_sparse, detect_part
-from .c_net import accumulators, library_kernels, library_plan
+from .c_backbone import BackbonePlan
+from .c_detect import check_sparse
+from .c_net import accumulators, library_kernels, library_part, library_plan
 from .c_example import example_files
 from .c_example_detect import detect_example_files
 from .kernel_pfn import fold_weights, pfn_spec
@@ -186,8 +186,7 @@ class PillarsDetect(Op):
         backbone from `c_net`), with its example. ``symbols``: each of
         ``library_kernels(target)`` -> its exported symbol."""
         pp, plan = self._library_model(target)
-        part = detect_part(pp, symbols, prefix, backbone_part(plan, symbols, prefix),
-                           where=self.name, model=str(self.p["model"]))
+        part = library_part(pp, plan, symbols, prefix, self.name, str(self.p["model"]))
         part.example = detect_example_files(prefix, cc)
         return part
 
