@@ -41,19 +41,17 @@ def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
     check_prefix(prefix)  # the user's mistakes first, before the pipeline's
     cc = Path(find_toolchain(triple).cc).name
     target = library_target(triple, cpu)
-    # Ops look their kernels up by the specs they declare; under CUVIL_KERNEL_DEBUG=1 those are
-    # debug builds, and the library holds their release builds (`build_library`).
     parts = []
     if not kernels_only:
         stage_id, op = _api_stage(pipeline)
-        specs = op.library_kernels(target) if hasattr(op, "library_kernels") else specs
-    symbols = dict(symbols_for(unique_specs(s.release() for s in specs), prefix))
-    symbols.update({s: symbols[s.release()] for s in specs if s.release() in symbols})
-    if not kernels_only:
         try:
+            specs = op.library_kernels(target) if hasattr(op, "library_kernels") else specs
+            symbols = _symbols(specs, prefix)
             parts.append(op.library_api(symbols, prefix, cc, target))
         except UsageError as exc:
             raise UsageError(f"stage {stage_id!r}: {exc}") from None
+    else:
+        symbols = _symbols(specs, prefix)
     lib = build_library(specs, triple, out_dir, prefix, cpu, parts=parts)
     extras = [("api", parts[0].example)] if parts else _example_files(pipeline, symbols,
                                                                        prefix, cc)
@@ -73,6 +71,15 @@ def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
     console.print(f"{len(lib.symbols)} kernel(s), {what}, for {lib.target.triple} (cpu "
                   f"{lib.target.cpu}): {lib.shared_file}, {lib.static}, {lib.header}",
                   highlight=False, soft_wrap=True)
+
+
+def _symbols(specs, prefix: str) -> dict:
+    """KernelSpec -> exported symbol. Ops look their kernels up by the specs they declare;
+    under CUVIL_KERNEL_DEBUG=1 those are debug builds, and the library holds their release
+    builds (`build_library`)."""
+    symbols = dict(symbols_for(unique_specs(s.release() for s in specs), prefix))
+    symbols.update({s: symbols[s.release()] for s in specs if s.release() in symbols})
+    return symbols
 
 
 def _api_stage(pipeline) -> tuple:
