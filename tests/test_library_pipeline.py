@@ -257,3 +257,26 @@ def test_random_cuda_pointpillars_models_run_whole_in_c(tmp_path, seed, batch_no
     for i, (block, (boxes, scores, labels)) in enumerate(zip(_blocks(printed), want,
                                                              strict=True)):
         _assert_rows(_rows(block), boxes, scores, labels, exact=False, where=f"cloud {i}")
+
+
+def test_whole_pipeline_library_under_kernel_debug(tmp_path, capsys, monkeypatch, repo_root):
+    """CUVIL_KERNEL_DEBUG=1 (the pipeline declares debug builds): the library holds release
+    builds of every kernel, the backbone's too, and prints the native pipeline's boxes."""
+    from cuvil_perception.cli import main
+
+    _host_tools()  # a skip without the host C toolchain
+    monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "1")
+    out = tmp_path / "lib"
+    try:
+        main(["compile", str(repo_root / "configs" / "lidar_pillars.yaml"), "--target",
+              f"{host_arch()}-linux-gnu", "--library", str(out), "--prefix", "dbg"])
+    except SystemExit as exc:
+        assert exc.code == 0, capsys.readouterr().err
+    assert "_debug" not in (out / "library.json").read_text()
+    subprocess.run(["make", "-s", "-C", str(out / "example")], check=True, capture_output=True)
+    first = sorted(SCANS.glob("*.bin"))[0]
+    printed = subprocess.run([str(out / "example" / "detect"), str(first)], capture_output=True,
+                             text=True, check=True).stdout
+    monkeypatch.setenv("CUVIL_KERNEL_DEBUG", "0")
+    boxes, scores, labels = native_model().detect(scan(first))
+    _assert_rows(_rows(printed), boxes, scores, labels, exact=True, where="debug build")

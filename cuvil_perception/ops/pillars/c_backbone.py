@@ -105,13 +105,14 @@ def _places(plan: BackbonePlan) -> tuple[dict, int]:
 
 
 def _call(step: Step, symbols: dict, prefix: str, places: dict, offsets: dict) -> str:
-    decls = arg_decls(step.spec)
+    spec = step.spec.release()  # a library holds release builds (no error record argument)
+    decls = arg_decls(spec)
     if len(step.args) != len(decls):
-        raise CompileError(f"backbone step {step.spec.name}: {len(step.args)} arguments for "
+        raise CompileError(f"backbone step {spec.name}: {len(step.args)} arguments for "
                            f"{len(decls)} parameters")
-    values = [_value(step.spec.name, arg, source, places, offsets)
+    values = [_value(spec.name, arg, source, places, offsets)
               for arg, source in zip(decls, step.args)]
-    symbol = internal_symbol(prefix, symbols[step.spec.release()])
+    symbol = internal_symbol(prefix, symbols[spec])
     return f"{symbol}({', '.join(values)})"
 
 
