@@ -201,25 +201,28 @@ def _run_jsonl(work: Path, frames: int, *sets: str) -> list:
     return [json.loads(line)["outputs"] for line in out.read_text().splitlines()]
 
 
-def test_compiled_pipeline_prints_runs_jsonl_on_the_sample_drive(tmp_path):
-    """``compile configs/lidar_pillars.yaml --target <host> --library DIR`` (the YAML as it
-    is: runtime auto), the example built with ``make`` on the drive's first scans in one
-    handle: float32 for float32 the boxes, scores and labels of ``run --set
-    detect.runtime=native`` (the JSONL prints the shortest repr of each float32), and those of
-    the plain ``run`` (ONNX Runtime) within the native network's tolerance."""
-    _host_tools()  # a skip without the host C toolchain
+@pytest.mark.parametrize("arch", ["host", "aarch64"])
+def test_compiled_pipeline_prints_runs_jsonl_on_the_sample_drive(tmp_path, arch):
+    """``compile configs/lidar_pillars.yaml --target TRIPLE --library DIR`` (the YAML as it
+    is: runtime auto), the example built with ``make`` (against the .so) and run on the
+    drive's first scans in one handle - on this machine, and for aarch64 under qemu-user: the
+    boxes, scores and labels of ``run --set detect.runtime=native`` float32 for float32 (the
+    JSONL prints the shortest repr of each float32; aarch64: within decode's tolerance), and
+    those of the plain ``run`` (ONNX Runtime) within the native network's tolerance."""
+    tools = _host_tools() if arch == "host" else aarch64_toolchain()
     scans = sorted(SCANS.glob("*.bin"))[:3]
     lib = tmp_path / "lib"
+    triple = f"{host_arch()}-linux-gnu" if arch == "host" else "aarch64-linux-gnu"
     done = subprocess.run([sys.executable, "-m", "cuvil_perception", "compile",
-                           str(ROOT / "configs" / "lidar_pillars.yaml"), "--target",
-                           f"{host_arch()}-linux-gnu", "--library", str(lib)],
-                          capture_output=True, text=True)
+                           str(ROOT / "configs" / "lidar_pillars.yaml"), "--target", triple,
+                           "--library", str(lib)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    subprocess.run(["make", "-s", "-C", str(lib / "example")], check=True, capture_output=True)
-    printed = subprocess.run([str(lib / "example" / "detect"), *map(str, scans)],
-                             capture_output=True, text=True, check=True).stdout
-    blocks = _blocks(printed)
-    for exact, sets in ((True, ("detect.runtime=native",)), (False, ())):
+    subprocess.run(["make", "-s", "-C", str(lib / "example"), f"CC={tools.cc}"], check=True,
+                   capture_output=True)
+    printed = subprocess.run([*tools.emulator, str(lib / "example" / "detect"),
+                              *map(str, scans)], capture_output=True, text=True, check=True)
+    blocks = _blocks(printed.stdout)
+    for exact, sets in ((arch == "host", ("detect.runtime=native",)), (False, ())):
         frames = _run_jsonl(tmp_path, len(scans), *sets)
         for i, (frame, block) in enumerate(zip(frames, blocks, strict=True)):
             boxes = np.array(frame["boxes"]["data"], np.float32).reshape(-1, 7)
