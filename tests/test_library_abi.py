@@ -157,17 +157,30 @@ def test_default_cpu_has_fma_when_this_machine_does():
     assert default_cpu("x86_64-linux-gnu") == expected
 
 
-def test_whole_pipeline_is_refused_while_the_backbone_cannot_be_compiled(tmp_path, capsys,
-                                                                        repo_root):
+def test_whole_pipeline_is_refused_when_the_network_does_not_lower(tmp_path, capsys,
+                                                                   repo_root):
+    """A model with an op the native network does not take (a Sigmoid where a Relu was) has no
+    C pipeline: one line naming the node and its op, exit 2, no folder."""
+    import onnx
+
+    from cuvil_perception.ops.pillars.config import HeadConfig, PillarConfig
+    from cuvil_perception.testing.pillars_onnx import build_pointpillars_onnx
+
+    small = PillarConfig((0.0, -10.24, -3.0, 20.48, 10.24, 1.0), (0.16, 0.16, 4.0),
+                         max_pillars=900)
+    net = build_pointpillars_onnx(small, HeadConfig(), seed=0)
+    next(n for n in net.graph.node if n.name == "Relu_b1").op_type = "Sigmoid"
+    onnx.save(net, str(tmp_path / "sigmoid.onnx"))
     out = tmp_path / "lib"
     with pytest.raises(SystemExit) as exc:
         main(["compile", str(repo_root / "configs" / "lidar_pillars.yaml"), "--target", TRIPLE,
-              "--library", str(out)])
+              "--library", str(out), "--set", f"detect.model={tmp_path / 'sigmoid.onnx'}",
+              "--set", "detect.point_cloud_range=[0.0, -10.24, -3.0, 20.48, 10.24, 1.0]",
+              "--set", "detect.max_pillars=900"])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert "backbone" in err and "cannot be compiled natively yet" in err
-    assert "--kernels-only" in err
+    assert "'Relu_b1' (Sigmoid)" in err, err
     assert not out.exists()
 
 

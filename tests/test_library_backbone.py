@@ -1,7 +1,8 @@
 """`c_backbone`: a native backbone handed to the library as a `BackbonePlan` (kernels in order,
 workspace buffers, a weights blob) becomes ``<prefix>_backbone`` and runs inside
-``<prefix>_detect``. The network here is a toy of two kernel-language kernels (not
-PointPillars': that is issue 29 item 1), so the test checks the plumbing - argument sources,
+``<prefix>_detect``. The network here is a toy of two kernel-language kernels (PointPillars'
+own, lowered by native_net and adapted by c_net: tests/test_library_pipeline.py), so the test
+checks the plumbing - argument sources,
 workspace placement, weights offsets, the blob - against the same toy in numpy followed by the
 Python pipeline's heads, decode and NMS on two KITTI frames."""
 

@@ -3,8 +3,10 @@ ops' example files.
 
 Whole pipeline (the default): the stage whose op has ``library_api(symbols, prefix, cc)``
 (``pillars.detect``: ``<prefix>_open / _detect / _close``, `ops.pillars.c_detect`) adds its
-`LibraryPart`; a pipeline with kernels in a stage that has no such API, or whose op cannot give
-one (the PointPillars backbone is not compiled natively yet), is refused with one line.
+`LibraryPart`, and the library holds that op's ``library_kernels(target)`` when it has them
+(the detector's: its network lowered to native kernels for the target, `ops.pillars.c_net`,
+whatever its ``runtime``); a pipeline with kernels in a stage that has no such API, or whose op cannot give
+one (a model whose network does not lower), is refused with one line.
 ``--kernels-only``: the kernels alone, and every stage whose op has
 ``library_files(symbols, prefix, cc)`` (e.g. ``pillars.detect``: a C example on a .bin scan)
 gets its files in ``DIR/example`` (``DIR/example-<stage>`` when several stages have some).
@@ -38,12 +40,18 @@ def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
     prefix = prefix or default_prefix(pipeline.name)
     check_prefix(prefix)  # the user's mistakes first, before the pipeline's
     cc = Path(find_toolchain(triple).cc).name
-    library_target(triple, cpu)
-    # Ops look their kernels up by the specs they declare; under CUVIL_KERNEL_DEBUG=1 those are
-    # debug builds, and the library holds their release builds (`build_library`).
-    symbols = dict(symbols_for(unique_specs(s.release() for s in specs), prefix))
-    symbols.update({s: symbols[s.release()] for s in specs if s.release() in symbols})
-    parts = [] if kernels_only else [_api_part(pipeline, symbols, prefix, cc)]
+    target = library_target(triple, cpu)
+    parts = []
+    if not kernels_only:
+        stage_id, op = _api_stage(pipeline)
+        try:
+            specs = op.library_kernels(target) if hasattr(op, "library_kernels") else specs
+            symbols = _symbols(specs, prefix)
+            parts.append(op.library_api(symbols, prefix, cc, target))
+        except UsageError as exc:
+            raise UsageError(f"stage {stage_id!r}: {exc}") from None
+    else:
+        symbols = _symbols(specs, prefix)
     lib = build_library(specs, triple, out_dir, prefix, cpu, parts=parts)
     extras = [("api", parts[0].example)] if parts else _example_files(pipeline, symbols,
                                                                        prefix, cc)
@@ -65,25 +73,31 @@ def write_library(console: Console, pipeline, specs, triple: str, out_dir: str,
                   highlight=False, soft_wrap=True)
 
 
-def _api_part(pipeline, symbols: dict, prefix: str, cc: str):
-    """The one stage's whole-pipeline `LibraryPart`; refuses a stage with kernels and no API."""
-    parts = []
+def _symbols(specs, prefix: str) -> dict:
+    """KernelSpec -> exported symbol. Ops look their kernels up by the specs they declare;
+    under CUVIL_KERNEL_DEBUG=1 those are debug builds, and the library holds their release
+    builds (`build_library`)."""
+    symbols = dict(symbols_for(unique_specs(s.release() for s in specs), prefix))
+    symbols.update({s: symbols[s.release()] for s in specs if s.release() in symbols})
+    return symbols
+
+
+def _api_stage(pipeline) -> tuple:
+    """(stage id, op) of the one stage with a whole-pipeline API; refuses a stage with kernels
+    and no API, and a pipeline with no such stage or several."""
+    found = []
     for stage in pipeline.ordered():
         op = stage.make_op()
-        api = getattr(op, "library_api", None)
-        if api is None:
+        if getattr(op, "library_api", None) is None:
             if op.kernels():
                 raise UsageError(f"stage {stage.id!r} ({op.name}) has no one-call C API; use "
                                  "--kernels-only for its kernels")
             continue
-        try:
-            parts.append(api(symbols, prefix, cc))
-        except UsageError as exc:
-            raise UsageError(f"stage {stage.id!r}: {exc}") from None
-    if len(parts) != 1:
+        found.append((stage.id, op))
+    if len(found) != 1:
         raise UsageError(f"a whole-pipeline library has one detecting stage, this pipeline has "
-                         f"{len(parts)}; use --kernels-only")
-    return parts[0]
+                         f"{len(found)}; use --kernels-only")
+    return found[0]
 
 
 def _example_files(pipeline, symbols: dict, prefix: str, cc: str) -> list:

@@ -1,5 +1,5 @@
 /* The error paths of a `--prefix pipe` whole-pipeline library (tests/test_library_pipeline.py),
- * linked with tests/native/replay_backbone.c; usage: detect_errors SCAN.bin
+ * linked with its archive; usage: detect_errors SCAN.bin
  * Prints one "name value" line per check. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +34,8 @@ int main(int argc, char **argv) {
     printf("detect_null_boxes %d\n", pipe_detect(h, points, n, NULL, 1));
     printf("detect_negative_n %d\n", pipe_detect(h, points, -1, boxes, PIPE_MAX_BOXES));
     printf("detect_negative_cap %d\n", pipe_detect(h, points, n, boxes, -1));
-    int small = pipe_detect(h, points, n, one, 1);           /* replay frame 0 */
-    int full = pipe_detect(h, points, n, boxes, PIPE_MAX_BOXES); /* replay frame 1 */
+    int small = pipe_detect(h, points, n, one, 1);           /* the same scan twice */
+    int full = pipe_detect(h, points, n, boxes, PIPE_MAX_BOXES);
     printf("capacity %d %d %d\n", small, full,
            full > 1 && memcmp(&one[0], &boxes[0], sizeof one[0]) == 0);
     int64_t stats[PIPE_STATS_LEN + 1];

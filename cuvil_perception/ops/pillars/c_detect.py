@@ -15,9 +15,10 @@ each starting on a 64-byte boundary, in this order (offsets in floats are ``#def
     anchors      [A, 7]               x y z dx dy dz heading (reference.anchors)
 
 The network between the first layer and the heads is ``<prefix>_backbone`` (declared in
-`c_detect_source`): the native backbone's `LibraryPart` defines it, with its own weights.
-Until it exists, ``backbone`` is None and a library of the whole pipeline is refused
-(a `UsageError`: one line); ``compile --library --kernels-only`` builds the kernels alone.
+`c_detect_source`): the native backbone's `LibraryPart` (`c_backbone`, from the lowered
+network: `c_net`) defines it, with its own weights. Without one (``backbone`` None) a library
+of the whole pipeline is refused (a `UsageError`: one line); ``compile --library
+--kernels-only`` builds the kernels alone.
 """
 
 from __future__ import annotations
@@ -64,25 +65,27 @@ def check_sparse(pp: PointPillars, where: str) -> None:
 
 
 def detect_part(pp: PointPillars, symbols: dict, prefix: str, backbone: LibraryPart | None,
-                where: str = "pillars.detect", model: str = "the model") -> LibraryPart:
+                where: str = "pillars.detect", model: str = "the model",
+                workspace: int = 0) -> LibraryPart:
     """The whole-pipeline API for ``pp`` (module docstring). ``symbols``: KernelSpec ->
     exported symbol; ``backbone``: the native backbone's part, which defines
-    ``<prefix>_backbone`` (None: refused with one line naming ``where`` and ``model``)."""
+    ``<prefix>_backbone`` (None: refused with one line naming ``where`` and ``model``);
+    ``workspace``: its workspace's bytes (counted in ``<PREFIX>_HANDLE_BYTES``)."""
     check_sparse(pp, where)
     if backbone is None:
         raise UsageError(f"{where}: the backbone of {model} cannot be compiled "
                               "natively yet (it runs in ONNX Runtime), so there is no "
                               "one-call C pipeline; use --kernels-only for the pre/post kernels")
-    part = render(pp, symbols, prefix)
+    part = render(pp, symbols, prefix, workspace)
     return LibraryPart(part.header, part.source + "\n\n" + backbone.source,
                        {**part.blobs, **backbone.blobs})
 
 
-def render(pp: PointPillars, symbols: dict, prefix: str) -> LibraryPart:
+def render(pp: PointPillars, symbols: dict, prefix: str, workspace: int = 0) -> LibraryPart:
     """The part without a backbone: ``<prefix>_backbone`` stays an undefined symbol (what the
-    native backbone plugs into; tests link a replay of ONNX Runtime's maps there)."""
+    native backbone plugs into: `c_backbone`); ``workspace`` as in `detect_part`."""
     blob, offsets = weights_blob(pp)
-    fill = _sizes(pp) | {f"W_{name.upper()}": str(at) for name, at in offsets.items()}
+    fill = _sizes(pp, workspace) | {f"W_{name.upper()}": str(at) for name, at in offsets.items()}
     for step, kernel in (("PILLARIZE", pp.pillarize), ("PFN", pp.pfn), ("CONV", pp.scatter),
                          ("HEADS", pp.heads), ("DECODE", pp.decode), ("NMS", pp.nms)):
         fill[f"K_{step}"] = internal_symbol(prefix, symbols[kernel.spec.release()])
@@ -93,7 +96,7 @@ def render(pp: PointPillars, symbols: dict, prefix: str) -> LibraryPart:
     return LibraryPart(header, source, {f"{prefix}_weights": blob})
 
 
-def _sizes(pp: PointPillars) -> dict[str, str]:
+def _sizes(pp: PointPillars, workspace: int) -> dict[str, str]:
     """The static sizes the C text is written over."""
     config, head = pp.config, pp.head
     conv, heads = pp.scatter.spec.static, pp.heads.spec.static
@@ -107,16 +110,18 @@ def _sizes(pp: PointPillars) -> dict[str, str]:
             "CLASSES": head.num_classes}
     text = {k: str(v) for k, v in fill.items()}
     text["PARTS"] = ", ".join(str(p) for p in heads["parts"])
+    text["FEAT_LAYOUT"] = (f"f32 [{heads['cells']}, parts[k]] (NHWC)" if heads.get("nhwc")
+                           else f"f32 [parts[k], {heads['cells']}] (NCHW)")
     text["GRID_T"] = "int16_t" if grid_type(config.max_pillars).dtype == np.int16 else "int32_t"
     text["CLASS_NAMES"] = ", ".join(f"{i} {name}" for i, name in
                                     enumerate(CLASSES[:head.num_classes]))
-    handle = _handle_bytes(fill, config, sum(heads["parts"]))
+    handle = _handle_bytes(fill, config, sum(heads["parts"])) + workspace
     text["HANDLE_BYTES"], text["HANDLE_MB"] = str(handle), f"{handle / 1e6:.0f}"
     return text
 
 
 def _handle_bytes(f: dict, config, feat_channels: int) -> int:
-    """What open allocates, in bytes (without the backbone's workspace)."""
+    """What open allocates but the backbone's workspace, in bytes."""
     m, cells, out = f["MAX_PILLARS"], f["NUM_CELLS"], f["HO"] * f["WO"]
     grid = 2 if grid_type(config.max_pillars).dtype == np.int16 else 4
     floats = ((m * f["MAX_POINTS"] + 4) * 4 + m * f["CHANNELS"] + out * f["COUT"] +

@@ -63,20 +63,24 @@ SOURCE = r"""/* ---- pillars.detect: the whole pipeline (ops/pillars/c_detect_so
 extern const unsigned char @P@_weights[];
 #define W(offset) ((const float *)(const void *)@P@_weights + (offset))
 
-/* The integration point of the native backbone (issue 29 item 1), defined by its objects:
- * input = conv_scatter's map f32 [@HO@, @WO@, @COUT@] (NHWC); writes the class logits
- * cls f32 [@CELLS@, @GROUPS@] (NHWC: cell-major) and the heads' input map F in its channel
- * parts: feats[k] f32 [parts[k], @CELLS@] (NCHW), parts = {@PARTS@}. workspace: the bytes
- * @P@_backbone_workspace() asked for (64-byte aligned, zeroed once at open). Returns 0 or a
- * negative error code. */
+/* The integration point of the native backbone (ops/pillars/c_backbone.py, c_net.py), defined
+ * by its objects: input = conv_scatter's map f32 [@HO@, @WO@, @COUT@] (NHWC); changed = the
+ * changed_count cells of it this frame's pillars reached (every other cell holds the empty
+ * frame's value); writes the class logits cls f32 [@CELLS@, @GROUPS@] (NHWC: cell-major) and
+ * the heads' input map F in its channel parts: feats[k] @FEAT_LAYOUT@, parts = {@PARTS@}.
+ * cls and feats are the backbone's own between frames (its layers recompute only the cells
+ * that changed). workspace: the bytes @P@_backbone_workspace() asked for (64-byte aligned,
+ * zeroed, then @P@_backbone_init, once at open). Returns 0 or a negative error code. */
 size_t @P@_backbone_workspace(void);
-int @P@_backbone(void *workspace, const float *input, float *cls, float *const *feats);
+void @P@_backbone_init(void *workspace);
+int @P@_backbone(void *workspace, const float *input, const int32_t *changed,
+                 int64_t changed_count, float *cls, float *const *feats);
 
 struct @P@_handle {
     float *voxels; int32_t *coords, *num_points; int64_t counts[5]; @GRID_T@ *grid;
     int32_t *overflow, *cells;                                         /* pillarize */
     float *features;                                                   /* PFN */
-    float *bev; uint8_t *mark; int32_t *touched, *prev; int64_t prev_count[1]; /* conv */
+    float *bev; uint8_t *mark; int32_t *touched, *prev; int64_t prev_count[1], reached; /* conv */
     void *workspace; float *cls; float *feats[@NPARTS@]; uint64_t feat_table[@NPARTS@];
     float *box, *dir; int32_t *found;                                  /* heads */
     float *cand_boxes, *cand_scores; int32_t *cand_labels, *cand_anchor;
@@ -158,13 +162,14 @@ API int @P@_open(const @P@_config *config, @P@_handle **handle) {
     const float *bias = W(@W_CONV_BIAS@); /* a cell no pillar reaches: relu(bias) */
     for (size_t c = 0; c < (size_t)@HO@ * @WO@; c++)
         for (int o = 0; o < @COUT@; o++) h->bev[c * @COUT@ + o] = bias[o] > 0.0f ? bias[o] : 0.0f;
+    @P@_backbone_init(h->workspace);
     *handle = h;
     return @M@_OK;
 }
 
 /* The network between the fused first layer and the heads (the integration point). */
 static int run_backbone(struct @P@_handle *h) {
-    return @P@_backbone(h->workspace, h->bev, h->cls, h->feats);
+    return @P@_backbone(h->workspace, h->bev, h->touched, h->reached, h->cls, h->feats);
 }
 
 static int by_score(const void *a, const void *b) {
@@ -219,8 +224,9 @@ API int @P@_detect(@P@_handle *h, const float *points, int n, @P@_box *boxes_out
     int64_t pillars = h->counts[0];
     @K_PFN@(h->voxels, h->coords, h->num_points, pillars, W(@W_PFN_WEIGHTS@), W(@W_PFN_BIAS@),
             h->features);
-    @K_CONV@(h->features, h->coords, pillars, W(@W_CONV_WEIGHTS@), W(@W_CONV_BIAS@), h->bev,
-             h->mark, h->touched, h->prev, h->prev_count);
+    h->reached = @K_CONV@(h->features, h->coords, pillars, W(@W_CONV_WEIGHTS@),
+                          W(@W_CONV_BIAS@), h->bev, h->mark, h->touched, h->prev,
+                          h->prev_count);
     int rc = run_backbone(h);
     if (rc < 0) return rc;
     @K_HEADS@(h->cls, h->feat_table, W(@W_HEAD_WEIGHTS@), W(@W_HEAD_BIAS@), h->box, h->dir,

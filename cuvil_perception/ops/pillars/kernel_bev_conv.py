@@ -239,12 +239,14 @@ def padded(cout: int) -> int:
     return -(-cout // 16) * 16
 
 
-def run_length(cout: int) -> int:
+def run_length(cout: int, accumulators: int | None = None) -> int:
     """Output cells per run: ACCUMULATORS 16-lane vectors in all with AVX-512 (32 zmm
     registers), half as many where a 16-lane vector takes two or four registers (AVX2's 16 ymm,
-    NEON's 32 q), so that the accumulators and a weight row stay in registers. The run length
-    changes no result: each cell sums its taps in the same order."""
-    accumulators = ACCUMULATORS if host_has("avx512f") else ACCUMULATORS // 2
+    NEON's 32 q), so that the accumulators and a weight row stay in registers; None: as this
+    host has them (a library for another CPU passes its own: c_net). The run length changes
+    no result: each cell sums its taps in the same order."""
+    if accumulators is None:
+        accumulators = ACCUMULATORS if host_has("avx512f") else ACCUMULATORS // 2
     return max(1, accumulators // -(-cout // 16))
 
 

@@ -23,8 +23,9 @@ from ..summary import count_by_class
 from ..warmup import synthetic_cloud, warm_up
 from ...geometry.bev_iou import TABLE_WIDTH
 from .config import KITTI_RANGE, KITTI_VOXEL, HeadConfig, PillarConfig
-from .c_backbone import backbone_part
-from .c_detect import detect_part
+from .c_backbone import BackbonePlan
+from .c_detect import check_sparse
+from .c_net import accumulators, library_kernels, library_part, library_plan
 from .c_example import example_files
 from .c_example_detect import detect_example_files
 from .kernel_pfn import fold_weights, pfn_spec
@@ -159,15 +160,33 @@ class PillarsDetect(Op):
         weights, bias = fold_weights(load_split(self.p["model"]).pfn)
         return example_files(pillarize, pfn, prefix, cc, weights, bias)
 
-    def library_api(self, symbols: dict, prefix: str, cc: str):
-        """The whole-pipeline C API of a library (``compile --library``: `c_detect`), with its
-        example; refused while the model has no native backbone (a `c_backbone.BackbonePlan`
-        as ``backbone_plan``, whose kernels are among the model's ``kernels()``)."""
-        pp = self._detector()
-        plan = getattr(pp, "backbone_plan", None)  # issue 29 item 1 sets it
-        backbone = backbone_part(plan, symbols, prefix) if plan is not None else None
-        part = detect_part(pp, symbols, prefix, backbone, where=self.name,
-                           model=str(self.p["model"]))
+    def _library_model(self, target=None) -> tuple[PointPillars, BackbonePlan]:
+        """The model a whole-pipeline library for ``target`` holds and its backbone: the
+        network lowered to native kernels on the sparse path whatever ``runtime`` says (a C
+        library has no ONNX Runtime; ``runtime`` picks where ``run`` computes it: the boxes
+        agree within the documented tolerance, docs/c-library.md)."""
+        if getattr(self, "_library", None) is None:
+            config, head = self._configs()
+            pp = PointPillars.from_onnx(self.p["model"], config, head, "native", sparse=True)
+            check_sparse(pp, self.name)
+            self._library = (pp, {})
+        pp, plans = self._library
+        key = accumulators(target)  # the only thing of the target the plan depends on
+        if key not in plans:
+            plans[key] = library_plan(pp, self.name, target)
+        return pp, plans[key]
+
+    def library_kernels(self, target=None) -> list:
+        """The kernels of a whole-pipeline library for ``target`` (``compile --library``):
+        pre / post-processing and the native network, with the target's run lengths (`c_net`)."""
+        return library_kernels(*self._library_model(target))
+
+    def library_api(self, symbols: dict, prefix: str, cc: str, target=None):
+        """The whole-pipeline C API of a library (``compile --library``: `c_detect`, the
+        backbone from `c_net`), with its example. ``symbols``: each of
+        ``library_kernels(target)`` -> its exported symbol."""
+        pp, plan = self._library_model(target)
+        part = library_part(pp, plan, symbols, prefix, self.name, str(self.p["model"]))
         part.example = detect_example_files(prefix, cc)
         return part
 
