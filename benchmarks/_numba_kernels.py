@@ -2,7 +2,7 @@
 _numba_pillarize.py; benchmark only, see vs_numba.py): ``project_cases(scans)`` gives one
 vs_numba.Case per kernel.
 Ours is called as its op calls it: the bare callable of ``get_kernel(spec)`` (or the op's own
-bound kernel) with precomputed addresses. Inputs follow benchmarks/lang_vs_ir.py's cases: the
+bound kernel) with precomputed addresses. Inputs come from _cases.py: the
 KITTI scans where points go in, seeded random head maps elsewhere."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 
 import _numba_twins as tw
 import _numba_twins_bev as bt
-from lang_vs_ir import CONV, GRIDS, HC, NC, PC, _demo_heads
+from _cases import CONV, GRIDS, HC, NC, PC, demo_heads
 
 from cuvil_perception.compile import get_kernel
 from cuvil_perception.ops.pillars import kernel_decode as p_decode
@@ -218,7 +218,7 @@ def _conv_scatter_case(Case, frames):
 
 
 def _head_cells_case(Case):
-    model, cls_map, feat = _demo_heads()
+    model, cls_map, feat = demo_heads()
     k = model.heads
     st = k.spec.static
     fn = get_kernel(k.spec)

@@ -1,7 +1,10 @@
 """Benchmark the native-kernel toolchain: cold compile vs warm cache load per kernel, per-call
 binding overhead, a pipeline's warm start (target < 50 ms; in a fresh process <= 25 ms, side by
-side with the path before issue 12's warm-start work, `warm_legacy`), GIL release, and the
-kernel-language ports against the hand-built IR kernels they replaced (`lang_vs_ir`).
+side with the path before issue 12's warm-start work, `warm_legacy`) and GIL release. (The
+side-by-side of the kernel-language ports and the hand-built IR kernels they replaced,
+benchmarks/lang_vs_ir.py with benchmarks/ir_baseline/, was removed after commit 96a65d84da4f:
+`git show 96a65d84da4f:benchmarks/lang_vs_ir.py`; per kernel speed is now against numba,
+benchmarks/vs_numba.py.)
 
 Run: ``python benchmarks/compile.py [PIPELINE.yaml]``. Uses a temporary cache directory; with a
 pipeline file, its kernels are benchmarked in addition to the example kernels.
@@ -222,8 +225,6 @@ def run_all(argv: list[str]) -> None:
         from cuvil_perception.graph import load_pipeline
         pipeline_start(pipeline_kernels(load_pipeline(argv[0])), argv[0])
     gil_release()
-    import lang_vs_ir
-    lang_vs_ir.compare()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE.parent / "examples"))
 from _util import measure, print_machine, print_table  # noqa: E402
 from ground_removal import reference  # noqa: E402
 from ground_removal.kernel import remove_ground  # noqa: E402
-from lang_vs_ir import kitti_points  # noqa: E402
+from _cases import kitti_points  # noqa: E402
 
 from cuvil_perception.compile import get_kernel  # noqa: E402
 

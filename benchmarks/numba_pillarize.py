@@ -84,7 +84,7 @@ def main() -> None:
               "skipping the numba anchor")
         return
     import _numba_pillarize as nk
-    from lang_vs_ir import PC, kitti_points
+    from _cases import PC, kitti_points
 
     from cuvil_perception.ops.pillars import native
 

@@ -15,7 +15,8 @@ whose best logit is below ``logit_gate(threshold)`` (logit(threshold) less a mar
 the margin keeps the float32 decision itself to the sigmoid comparison. The gate runs
 branch-free over blocks of ``BLOCK`` anchors (so it vectorises) writing flag bytes; a second pass
 reads them 8 at a time as u64 words and visits only the flagged anchors (a set-bit loop: 0.75x
-the time of testing each word, then its 8 bytes, in benchmarks/lang_vs_ir.py). fast-math: none
+the time of testing each word, then its 8 bytes, measured by the IR side-by-side removed
+after commit 96a65d84da4f). fast-math: none
 (``exp`` uses ``contract`` inside the polynomial).
 """
 

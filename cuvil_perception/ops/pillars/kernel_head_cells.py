@@ -26,9 +26,9 @@ best of each anchor taken across K shuffles of it (the A anchors side by side in
 register, where the IR's scalar chains were vectorised as 4 + 2 anchors); a candidate costs
 C_f strided loads (the gather of F[:, c]) and C_f x J FMAs. The J outputs of a cell are one
 vector value (``Vec[f32, J]``: four zmm registers for J = 64) updated by one vector FMA per
-channel - the code of the hand-built IR this kernel replaced
-(benchmarks/ir_baseline/pillars_head_cells.py, bitwise equal). Left to the SLP vectoriser, 54 unrolled scalar accumulators were packed
-16+16+8+8+4+2 (1.15x slower). On the demo model: ~250 candidate cells of 53568 - the dense
+channel - the code of the hand-built IR this kernel replaced (bitwise equal; it lived in
+benchmarks/ir_baseline/ until commit 96a65d84da4f). Left to the SLP vectoriser, 54 unrolled
+scalar accumulators were packed 16+16+8+8+4+2 (1.15x slower). On the demo model: ~250 candidate cells of 53568 - the dense
 convs did 54 x 128 MACs at every cell. fast-math: ``contract`` only (FMA).
 """
 

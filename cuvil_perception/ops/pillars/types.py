@@ -114,11 +114,6 @@ class ConvLayer:
         (kh, kw), (sy, sx), (top, left, bottom, right) = self.kernel, self.stride, self.pads
         return (ny + top + bottom - kh) // sy + 1, (nx + left + right - kw) // sx + 1
 
-    def max_taps(self) -> int:
-        """Most output cells one input cell feeds: ceil(kh / sy) * ceil(kw / sx)."""
-        (kh, kw), (sy, sx) = self.kernel, self.stride
-        return -(-kh // sy) * -(-kw // sx)
-
 
 @dataclass(frozen=True)
 class CellHeadWeights:
