@@ -13,7 +13,9 @@ fresh processes times, after ``import numpy, cuvil_perception``:
   other processes on a shared machine disturb less than the wall clock;
 - ``second call``: the next call (the dispatch entry).
 
-Each child checks that nothing was compiled. Run: ``python benchmarks/warm_start.py [ROUNDS]``.
+Each child checks that nothing was compiled. Run: ``python benchmarks/warm_start.py [ROUNDS]
+[--against ROOT]``; with ``--against`` the package under ROOT (another checkout, e.g.
+``git archive COMMIT | tar -x -C ROOT``) is measured too, alternating process by process.
 """
 
 from __future__ import annotations
@@ -66,28 +68,49 @@ def child(folder: Path, env: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main(rounds: int = 10) -> None:
+def main(rounds: int = 10, against: str | None = None) -> None:
+    """``against``: the root of another checkout of the package (e.g. ``git archive`` of an
+    older commit), measured interleaved with this one, process by process, so that the load
+    of a shared machine falls on both alike and their ratio means something."""
     print_machine()
-    root = Path(__file__).resolve().parents[1]
+    roots = {"this": Path(__file__).resolve().parents[1]}
+    if against:
+        roots["against"] = Path(against).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "warm_user.py").write_text(textwrap.dedent(_MODULE))
-        env = {**os.environ, "CUVIL_CACHE_DIR": str(folder / "cache"),
-               "PYTHONPATH": os.pathsep.join([str(folder), str(root)])}
-        cold = child(folder, env)
-        runs = [child(folder, env) for _ in range(rounds)]
-    if any(r["compiles"] for r in runs) or len({r["value"] for r in runs + [cold]}) != 1:
+        envs = {name: {**os.environ, "CUVIL_CACHE_DIR": str(folder / f"cache-{name}"),
+                       "PYTHONPATH": os.pathsep.join([str(folder), str(root)])}
+                for name, root in roots.items()}
+        cold = {name: child(folder, env) for name, env in envs.items()}
+        runs: dict[str, list[dict]] = {name: [] for name in roots}
+        for _ in range(rounds):
+            for name, env in envs.items():
+                runs[name].append(child(folder, env))
+    everything = [r for rs in runs.values() for r in rs] + list(cold.values())
+    if any(r["compiles"] for rs in runs.values() for r in rs) \
+            or len({r["value"] for r in everything}) != 1:
         raise SystemExit(f"a warm process compiled, or results differ: {runs}")
     columns = ("import", "first", "cpu", "second")
-    rows = [["cold (compiles)", *(f"{cold[k] * 1e3:.2f}" for k in columns)]]
-    for name, pick in (("median", statistics.median), ("min", min), ("max", max)):
-        rows.append([f"warm, {name} of {rounds}",
-                     *(f"{pick(r[k] for r in runs) * 1e3:.2f}" for k in columns)])
+    rows = []
+    for name in roots:
+        label = "" if len(roots) == 1 else f"{name}: "
+        rows.append([f"{label}cold (compiles)", *(f"{cold[name][k] * 1e3:.2f}" for k in columns)])
+        for stat, pick in (("median", statistics.median), ("min", min), ("max", max)):
+            rows.append([f"{label}warm, {stat} of {rounds}",
+                         *(f"{pick(r[k] for r in runs[name]) * 1e3:.2f}" for k in columns)])
     print_table("kernel(...) in a fresh process, ms (after import numpy, cuvil_perception)",
                 ["process", "import kernel language + module", "first call",
                  "first call, CPU time", "second call"],
                 rows)
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
+    args = sys.argv[1:]
+    other = None
+    if "--against" in args:
+        at = args.index("--against")
+        other = args[at + 1]
+        del args[at:at + 2]
+    main(int(args[0]) if args else 10, other)

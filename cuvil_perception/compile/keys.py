@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import os
 from pathlib import Path
 
 import llvmlite
@@ -99,15 +100,15 @@ def _fingerprint_dirs(source: str) -> tuple[str, ...] | None:
     generator defined in ``source`` (resolved once): the compiler's folder for one defined
     there -- every ``@kernel`` (its own module and helpers' are in its spec's ``source``) --
     the whole package for one elsewhere in it, the compiler's and its own folder for one
-    outside. (The compiler's ~50 files, not the package's ~250: ~1.5 ms less warm start.)"""
-    if not Path(source).is_file():
+    outside. (The compiler's ~50 files, not the package's ~250: ~1.5 ms less warm start;
+    `os.path`, not `pathlib`: ~0.05 ms less a source.)"""
+    if not os.path.isfile(source):
         return None
-    directory = Path(source).resolve().parent
-    if directory.is_relative_to(_COMPILE_DIR):
-        return (str(_COMPILE_DIR),)
-    if directory.is_relative_to(_PACKAGE_DIR):
-        return (str(_PACKAGE_DIR),)
-    return (str(_COMPILE_DIR), str(directory))
+    directory = os.path.dirname(os.path.realpath(source))
+    for folder in (str(_COMPILE_DIR), str(_PACKAGE_DIR)):
+        if directory == folder or directory.startswith(folder + os.sep):
+            return (folder,)
+    return (str(_COMPILE_DIR), directory)
 
 
 def _digest(fields: list[str]) -> str:
