@@ -13,7 +13,7 @@ from . import irutil
 from .cache import CacheCorruptionWarning, cache_clear, cache_info
 from .emit import emit_object, write_objects
 from .library import Library, build_library
-from .prewarm import PrewarmRow, prewarm, summarize, unique_specs
+from .kernel_prewarm import PrewarmRow, prewarm, summarize, unique_specs
 from .registry import CompileStats, compile_stats, get_kernel
 from .spec import Arg, KernelSpec
 from .target import host_target
