@@ -3,7 +3,7 @@
 Declare a kernel with `KernelSpec`, get a GIL-releasing ctypes callable with `get_kernel`; IR
 helpers (loops, vectorisable exp/sigmoid, min/max, reductions) are in `irutil`. Object code is
 cached on disk (`cache_info`, `cache_clear`) and memoised per process (`compile_stats`; a run
-records the compiles after frame 0, see `rt.prewarm`); `prewarm` builds a list of specs before the first frame; `emit_object` writes
+records the compiles after frame 0, see `rt.op_prewarm`); `prewarm` builds a list of specs before the first frame; `emit_object` writes
 code for another architecture, `build_library` a standalone .so + .a + C header for one.
 """
 

@@ -33,7 +33,7 @@ from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all
 from .options import RunOptions, RunResult
 from .placement import intra_op_threads, opencv_threads, placement_lines
 from .policy import DeadlinePolicy, load_decisions
-from .prewarm import compile_counters, prewarm_ops
+from .op_prewarm import compile_counters, prewarm_ops
 from .record_build import build_record
 from .run_files import RecordFile, hold_outputs, plan
 from .run_state import RunState
