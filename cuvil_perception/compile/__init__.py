@@ -12,8 +12,8 @@ from __future__ import annotations
 from . import irutil
 from .cache import CacheCorruptionWarning, cache_clear, cache_info
 from .emit import emit_object, write_objects
-from .library import Library, build_library
 from .kernel_prewarm import PrewarmRow, prewarm, summarize, unique_specs
+from .library import Library, build_library
 from .registry import CompileStats, compile_stats, get_kernel
 from .spec import Arg, KernelSpec
 from .target import host_target

@@ -55,8 +55,8 @@ from .cabi import (ABI_MAJOR, ABI_MINOR, LibraryPart, abi_header, api_source, in
                    with_build_id)
 from .cheader import macro_name, render_header
 from .codegen import compile_ir
-from .optimize import DEFAULT_OPTIONS
 from .kernel_prewarm import unique_specs
+from .optimize import DEFAULT_OPTIONS
 from .fastmath import FastMathUse
 from .render_ir import render, render_checked
 from .spec import KernelSpec
