@@ -28,7 +28,7 @@ import numpy as np
 from _util import interleaved, print_machine, print_table
 
 from cuvil_perception.compile.library import build_library, library_target, symbols_for
-from cuvil_perception.compile.prewarm import unique_specs
+from cuvil_perception.compile.kernel_prewarm import unique_specs
 from cuvil_perception.compile.toolchain import host_arch
 from cuvil_perception.graph import builtin_models_dir
 from cuvil_perception.ops.pillars.c_net import library_kernels, library_part, library_plan

@@ -19,7 +19,7 @@ from pathlib import Path
 
 def install() -> None:
     """Patch the current process onto the old warm-start path (call before building specs)."""
-    from cuvil_perception.compile import keys, prewarm, registry, target
+    from cuvil_perception.compile import kernel_prewarm, keys, registry, target
 
     every = target.ensure_llvm
     target.ensure_llvm = lambda every_target=True: every(True)
@@ -27,7 +27,7 @@ def install() -> None:
     keys.tree_digest = _tree_digest
     kernel_module._digest_sources = _digest_sources
     kernel_module.Kernel._defaults = _defaults
-    prewarm.acquire_all = lambda specs: [registry.acquire(spec) for spec in specs]
+    kernel_prewarm.acquire_all = lambda specs: [registry.acquire(spec) for spec in specs]
 
 
 _TREES: dict[str, str] = {}

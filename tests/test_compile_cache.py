@@ -21,7 +21,7 @@ from cuvil_perception.compile import registry
 from cuvil_perception.compile.keys import cache_key
 from cuvil_perception.compile.lang import Buf, f32, kernel
 from cuvil_perception.compile.optimize import DEFAULT_OPTIONS
-from cuvil_perception.compile.render import render
+from cuvil_perception.compile.render_ir import render
 
 
 def _key(spec=ex.AXPY, target=None, opts=DEFAULT_OPTIONS, ir_text=None):

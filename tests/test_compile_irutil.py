@@ -8,7 +8,7 @@ import pytest
 from cuvil_perception.compile import get_kernel, host_target
 from cuvil_perception.compile import examples as ex
 from cuvil_perception.compile.codegen import compile_ir
-from cuvil_perception.compile.render import render
+from cuvil_perception.compile.render_ir import render
 from cuvil_perception.compile.target import host_has
 
 # The documented bounds (irutil module docstring).

@@ -81,7 +81,7 @@ def test_prewarm_then_nothing_compiles(fresh):
         get_kernel(spec)
     assert {r.status for r in again} == {"memory"}
     assert compile_stats().compiles == before.compiles
-    get_kernel(ex.SUM.with_static(n=77))  # a spec prewarm did not see: counted (rt.prewarm)
+    get_kernel(ex.SUM.with_static(n=77))  # a spec prewarm did not see: counted (rt.op_prewarm)
     assert compile_stats().compiles == before.compiles + 1
     registry.clear_memory()
     assert {r.status for r in prewarm(specs)} == {"hit"}  # a new process would hit the disk

@@ -12,7 +12,7 @@ from llvmlite import ir
 from cuvil_perception.compile import KernelSpec, fastmath, get_kernel, irutil as u
 from cuvil_perception.compile import examples as ex
 from cuvil_perception.compile.lang import Buf, f32, kernel, kmath
-from cuvil_perception.compile.render import render
+from cuvil_perception.compile.render_ir import render
 from cuvil_perception.errors import CompileError, FastMathError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from cuvil_perception.compile import get_kernel
 from cuvil_perception.compile.keys import cache_key, fast_key
 from cuvil_perception.compile.lang import Buf, f32, i32, kernel
 from cuvil_perception.compile.optimize import DEFAULT_OPTIONS
-from cuvil_perception.compile.render import render
+from cuvil_perception.compile.render_ir import render
 from cuvil_perception.compile.target import host_target
 from cuvil_perception.errors import KernelIndexError
 from cuvil_perception.ops.pillars import PillarConfig, PointPillars

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from cuvil_perception.compile.lang import Buf, f32, i32, i64, inline, kernel
-from cuvil_perception.compile.render import render
+from cuvil_perception.compile.render_ir import render
 
 
 @inline

@@ -337,7 +337,7 @@ def test_the_documented_example_runs(tmp_path):
 
 
 def test_prewarm_brings_the_pool_with_a_prange_kernel():
-    from cuvil_perception.compile.prewarm import prewarm
+    from cuvil_perception.compile.kernel_prewarm import prewarm
 
     names = [row.name for row in prewarm([sums.spec()])]
     assert names == ["prange_test.sums", "lang.prange_launch", "lang.prange_worker"]

@@ -442,7 +442,7 @@ def test_a_kernel_installed_in_site_packages_is_keyed_by_its_source(tmp_path, mo
     the warm start loaded the old machine code (2 where py_func gave 101)."""
     import importlib
 
-    from cuvil_perception.compile import sources
+    from cuvil_perception.compile import source_digests
 
     kernel_module = importlib.import_module("cuvil_perception.compile.lang.kernel")
 
@@ -456,7 +456,7 @@ def test_a_kernel_installed_in_site_packages_is_keyed_by_its_source(tmp_path, mo
     results = []
     for body in ("n + 1", "n + 100"):                  # version 1, then the upgrade
         path.write_text(text.replace("n + 1", body))
-        sources.forget()
+        source_digests.forget()
         kernel_module._module_closure.cache_clear()
         module = _import_as("safety_user_pkg.kern", path)
         results.append((module.answer(1), module.answer.py_func(1)))
@@ -472,10 +472,10 @@ def test_a_kernel_file_edited_before_the_first_call_compiles_what_was_imported(
     import importlib
     import subprocess
 
-    from cuvil_perception.compile import sources
+    from cuvil_perception.compile import source_digests
 
     importlib.import_module("cuvil_perception.compile.lang.kernel")._module_closure.cache_clear()
-    sources.forget()
+    source_digests.forget()
     path = tmp_path / "safety_edited.py"
     text = ("from cuvil_perception.compile.lang import i64, inline, kernel\n\n\n"
             "@inline\ndef step(n):\n    return n + 1\n\n\n"

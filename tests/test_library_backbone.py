@@ -16,7 +16,7 @@ from library_support import model, scan
 
 from cuvil_perception.compile.lang import Buf, f32, kernel
 from cuvil_perception.compile.library import build_library, symbols_for
-from cuvil_perception.compile.prewarm import unique_specs
+from cuvil_perception.compile.kernel_prewarm import unique_specs
 from cuvil_perception.compile.toolchain import find_toolchain, host_arch
 from cuvil_perception.errors import CompileError, ToolchainError
 from cuvil_perception.ops.pillars import c_detect

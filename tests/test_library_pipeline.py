@@ -25,7 +25,7 @@ import pytest
 from library_support import CONFIG, HEAD, MODEL, aarch64_toolchain, scan
 
 from cuvil_perception.compile.library import build_library, symbols_for
-from cuvil_perception.compile.prewarm import unique_specs
+from cuvil_perception.compile.kernel_prewarm import unique_specs
 from cuvil_perception.compile.toolchain import find_toolchain, host_arch
 from cuvil_perception.errors import ToolchainError
 from cuvil_perception.ops.pillars.c_example_detect import detect_example_files

@@ -26,7 +26,7 @@ _DETECT = "cuvil-compute_0;execute (rt/worker.py);PillarsDetect.process (ops/pil
 FOLDED = (f"{_DETECT};cuvil:pillars.pillarize 7\n"
           f"{_DETECT};BevRunner.network (ops/pillars/model.py);[onnxruntime_pybind11_state.so] 20\n"
           f"{_DETECT} 3\n"
-          "cuvil-io-drive;Replay.read (ops/sources.py) 10\n")
+          "cuvil-io-drive;Replay.read (ops/replay_camera.py) 10\n")
 
 
 def frames_of(svg_text: str) -> list[dict]:

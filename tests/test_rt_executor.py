@@ -165,7 +165,7 @@ def test_reference_timing_is_recorded_but_never_reaches_outputs(tmp_path):
 
 
 def test_live_source_keeps_only_the_newest_sample(tmp_path):
-    from cuvil_perception.rt.sources import END, SourceReader
+    from cuvil_perception.rt.read_ahead import END, SourceReader
 
     class Burst:
         def __init__(self):

@@ -14,10 +14,10 @@ import time
 import numpy as np
 from llvmlite import ir
 
-from cuvil_perception.compile import KernelSpec, irutil as u, prewarm, registry, sources
+from cuvil_perception.compile import KernelSpec, irutil as u, prewarm, registry, source_digests
 from cuvil_perception.compile import cache as disk
 from cuvil_perception.compile.lang import Buf, f32, kernel
-from cuvil_perception.compile.render import render
+from cuvil_perception.compile.render_ir import render
 
 
 @kernel(name="t.warm_fill")
@@ -85,18 +85,18 @@ def test_source_digests_are_of_content_not_of_time_stamps(tmp_path):
     f.write_text("X = 1\n")
     (tmp_path / "pkg" / "__pycache__" / "junk.py").write_text("1")
     (tmp_path / "pkg" / ".hidden" / "junk.py").write_text("1")
-    first = sources.tree_digest(str(tmp_path))
+    first = source_digests.tree_digest(str(tmp_path))
     stat = f.stat()
     f.write_text("X = 2\n")  # same size, then the same time stamps as before
     os.utime(f, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert sources.tree_digest(str(tmp_path)) == first  # memoised for the process
-    sources.forget()
-    assert sources.tree_digest(str(tmp_path)) != first
+    assert source_digests.tree_digest(str(tmp_path)) == first  # memoised for the process
+    source_digests.forget()
+    assert source_digests.tree_digest(str(tmp_path)) != first
     (tmp_path / "pkg" / "__pycache__" / "junk.py").write_text("2")
     (tmp_path / "pkg" / ".hidden" / "junk.py").write_text("2")
-    second = sources.tree_digest(str(tmp_path))
-    sources.forget()
-    assert sources.tree_digest(str(tmp_path)) == second  # those folders are not sources
+    second = source_digests.tree_digest(str(tmp_path))
+    source_digests.forget()
+    assert source_digests.tree_digest(str(tmp_path)) == second  # those folders are not sources
 
 
 _USER_FILES = {
@@ -177,23 +177,23 @@ def test_source_digests_are_reused_from_the_index_until_the_file_changes(
     f = tmp_path / "a.py"
     f.write_text("X = 1\n")
     registry.acquire(KernelSpec("t.index_probe", _build_table(3), {}, (), ret="i64"))  # a store
-    monkeypatch.setattr(sources, "RACY_NS", 0)  # (else only files older than 2 s are recorded)
+    monkeypatch.setattr(source_digests, "RACY_NS", 0)  # (else only files older than 2 s are recorded)
     time.sleep(0.05)                          # (past the file system's time stamp granularity)
-    sources.forget()
-    first = sources.file_digest(str(f))
-    sources.save_index()
-    sources.forget()                          # as a new process: the index is read back
+    source_digests.forget()
+    first = source_digests.file_digest(str(f))
+    source_digests.save_index()
+    source_digests.forget()                          # as a new process: the index is read back
     opened = []
-    monkeypatch.setattr(sources, "open", lambda *a, **k: opened.append(a) or open(*a, **k),
+    monkeypatch.setattr(source_digests, "open", lambda *a, **k: opened.append(a) or open(*a, **k),
                         raising=False)
-    assert sources.file_digest(str(f)) == first and not opened  # not read again
+    assert source_digests.file_digest(str(f)) == first and not opened  # not read again
     info = f.stat()
     f.write_text("X = 2\n")                   # same size, then the same mtime as before:
     os.utime(f, ns=(info.st_atime_ns, info.st_mtime_ns))  # the ctime still moves
-    sources.forget()
-    assert sources.file_digest(str(f)) != first and opened
+    source_digests.forget()
+    assert source_digests.file_digest(str(f)) != first and opened
     digests = cache_dir / disk.SUBDIR / disk.DIGESTS
     assert digests.is_file()
     disk.cache_clear()                        # `cache clear` takes the index with the objects
     assert not digests.exists()
-    sources.forget()
+    source_digests.forget()

@@ -24,7 +24,7 @@ from ..compile.target import cross_target
 from ..errors import UsageError
 from ..graph import Pipeline, apply_cli_sources, load_pipeline
 from ..output_files import mark_folder
-from ..rt.prewarm import declared_kernels
+from ..rt.op_prewarm import declared_kernels
 from .set_option import set_option
 
 

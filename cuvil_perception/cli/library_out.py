@@ -21,7 +21,7 @@ from rich.console import Console
 
 from ..compile.library import (MANIFEST, build_library, check_out_dir, check_prefix,
                                library_target, symbols_for)
-from ..compile.prewarm import unique_specs
+from ..compile.kernel_prewarm import unique_specs
 from ..compile.toolchain import find_toolchain
 from ..errors import UsageError
 from ..output_files import is_previous_output

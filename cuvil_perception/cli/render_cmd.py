@@ -2,7 +2,7 @@
 
 RUN_OUTPUT is the jsonl a ``run`` wrote; the drive is found again through the run record beside
 it (or ``--drive``). Writes ``DIR/camera/*.png``, ``DIR/bev/*.png`` and ``DIR/drive.mp4``
-(see ``viz.render``). Exit codes: 0 done, 2 usage error (no drive, unreadable output, ...).
+(see ``viz.run_pictures``). Exit codes: 0 done, 2 usage error (no drive, unreadable output, ...).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ _SUFFIX = ".obj"
 _ALIAS = ".alias"
 _ALIAS_LINE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{64})")
 _DIR_MODE = 0o700
-DIGESTS = "digests"  # `sources`' index of source-file digests, kept beside the entries
+DIGESTS = "digests"  # `source_digests`' index of source-file digests, kept beside the entries
 
 
 class CacheCorruptionWarning(UserWarning):

@@ -10,7 +10,7 @@ from ..errors import UsageError
 from .codegen import compile_ir
 from .keys import cache_key
 from .optimize import DEFAULT_OPTIONS
-from .render import render
+from .render_ir import render
 from .spec import KernelSpec
 from .target import cross_target
 

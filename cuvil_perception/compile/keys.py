@@ -9,7 +9,7 @@ kernel in Python): the same fields with the spec's identity (name, generator, st
 version) and a fingerprint of the generator's source code in place of the IR text. The fingerprint
 hashes the content of every ``.py`` file of the compiler (``cuvil_perception/compile``), the
 package's top-level modules, and, for a generator outside the compiler, its own directory or
-the whole package (`_fingerprint_dirs`; `sources.tree_digest`: each file hashed once per
+the whole package (`_fingerprint_dirs`; `source_digests.tree_digest`: each file hashed once per
 process, and again only when its ``stat`` changed), so editing any of them re-renders (and
 then usually finds the object under its IR key anyway); a
 kernel-language spec's identity also carries the digest of its module and of the modules its
@@ -29,7 +29,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from .optimize import OptOptions
-from .sources import tree_digest
+from .source_digests import tree_digest
 from .spec import KernelSpec
 from .target import Target
 

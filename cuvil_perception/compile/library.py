@@ -55,10 +55,10 @@ from .cabi import (ABI_MAJOR, ABI_MINOR, LibraryPart, abi_header, api_source, in
                    with_build_id)
 from .cheader import macro_name, render_header
 from .codegen import compile_ir
+from .kernel_prewarm import unique_specs
 from .optimize import DEFAULT_OPTIONS
-from .prewarm import unique_specs
 from .fastmath import FastMathUse
-from .render import render, render_checked
+from .render_ir import render, render_checked
 from .spec import KernelSpec
 from .target import Target, cross_target, ensure_llvm, host_target
 from .toolchain import Toolchain, arch_of, default_cpu, find_toolchain, host_arch

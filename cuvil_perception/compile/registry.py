@@ -25,7 +25,7 @@ from .codegen import compile_ir
 from .keys import cache_key, fast_key
 from .loader import load, load_many
 from .optimize import DEFAULT_OPTIONS
-from .render import render
+from .render_ir import render
 from .spec import KernelSpec
 from .target import host_target
 

@@ -2,7 +2,7 @@
 
 A kernel is declared by a name, an IR-building function and its static parameters. The spec itself
 holds no IR and no machine code; rendering, compiling and loading are separate steps
-(`render.py` -> `codegen.py` -> `loader.py`) that `registry.get_kernel` chains together.
+(`render_ir.py` -> `codegen.py` -> `loader.py`) that `registry.get_kernel` chains together.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ this machine (``local``) or as one task per drive on Ray (``ray_backend``, optio
 (``results``, resumable), and ``report`` / ``export`` / ``html`` pool the rows into the fleet
 report (AP over every drive's detections, latency over every drive's frames, budgets).
 Modules: ``drives`` (what DRIVES arguments mean, fingerprints), ``plan`` (checks before the run,
-the pipeline hash), ``prewarm`` (once per node), ``latency`` (compact samples).
+the pipeline hash), ``node_prewarm`` (once per node), ``latency`` (compact samples).
 """
 
 from .drives import DriveRef, discover, fingerprint

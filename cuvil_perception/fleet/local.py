@@ -20,7 +20,7 @@ import socket
 from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_ready
 
-from .prewarm import prewarm_node
+from .node_prewarm import prewarm_node
 from .task import DriveTask, FleetJob, execute
 
 MAX_PROCESSES_PER_CORE = 16

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .local import died_outcome
-from .prewarm import package_identity, prewarm_node
+from .node_prewarm import package_identity, prewarm_node
 from .ray_connect import INSTALL_HINT, join, route_logs
 from .task import DriveTask, FleetJob, execute
 from .transport import is_url, pack

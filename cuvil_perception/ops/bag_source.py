@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..graph import Param, ParamProblem, register
-from .sources import Replay
+from .replay_camera import Replay
 
 
 @register

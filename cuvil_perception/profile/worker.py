@@ -41,7 +41,7 @@ RUN_FRAME = "run_pipeline (cuvil_perception/rt/executor.py)"
 # Each run loads its kernels (prewarm), opens and closes its stages (open() runs the detectors'
 # warm-up passes on a cloud that fills the pillar budget: more work than the sample drive's 8
 # frames). Not per-frame work.
-SETUP_FRAMES = ("prewarm_ops (cuvil_perception/rt/prewarm.py)",
+SETUP_FRAMES = ("prewarm_ops (cuvil_perception/rt/op_prewarm.py)",
                 "open_all (cuvil_perception/rt/lifecycle.py)",
                 "close_ops (cuvil_perception/rt/lifecycle.py)")
 

@@ -18,11 +18,12 @@ What the executor expects of ops beyond ``graph.op`` (both optional):
 Modules: ``executor`` (run_pipeline), ``scheduler`` (threads and frame order), ``frame_values``
 (what a frame in flight holds: drops, reuse_last's stale values), ``policy``
 (deadline decisions), ``admission`` (overload shed at admission), ``placement`` (intra-op
-threads per network, the placement lines ``run`` prints), ``sources`` (read-ahead), ``stats`` (latency recorder), ``record`` (run
-records; ``run_files``: a run's inputs/outputs and its record over the run's life),
-``output_policy`` (where a command may write), ``signals`` (SIGTERM), ``trace`` (Perfetto JSON), ``knobs`` (rt: block), ``prewarm``, ``sequential`` (the simple
-reference executor), ``budgets`` + ``bench`` (latency regression), ``plot`` (PNG plots),
-``pytest_plugin`` (``--cuvil-budgets``).
+threads per network, the placement lines ``run`` prints), ``read_ahead`` (source read-ahead),
+``stats`` (latency recorder), ``record`` (run records; ``run_files``: a run's inputs/outputs
+and its record over the run's life), ``output_policy`` (where a command may write),
+``signals`` (SIGTERM), ``trace`` (Perfetto JSON), ``knobs`` (rt: block), ``op_prewarm`` (the
+ops' kernels before frame 0), ``sequential`` (the simple reference executor), ``budgets`` +
+``bench`` (latency regression), ``plot`` (PNG plots), ``pytest_plugin`` (``--cuvil-budgets``).
 """
 
 from .admission import AdmissionControl

@@ -30,10 +30,10 @@ from .feed import RunFeed
 from .knobs import (apply_process_knobs, apply_thread_knobs, parse_knobs,
                     scheduler_thread_knobs)
 from .lifecycle import all_ops, build_instances, close_ops, is_source, open_all
+from .op_prewarm import compile_counters, prewarm_ops
 from .options import RunOptions, RunResult
 from .placement import intra_op_threads, opencv_threads, placement_lines
 from .policy import DeadlinePolicy, load_decisions
-from .prewarm import compile_counters, prewarm_ops
 from .record_build import build_record
 from .run_files import RecordFile, hold_outputs, plan
 from .run_state import RunState

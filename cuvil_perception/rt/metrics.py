@@ -49,7 +49,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
 
 from .. import __version__
 from ..machine_info import cpu
-from .prewarm import compile_counters
+from .op_prewarm import compile_counters
 
 RUN_STATES = ("starting", "running", "finished")
 #: the top bucket is at least this, seconds, whatever the e2e budget

@@ -29,8 +29,8 @@ import queue
 from ..graph import FrameInfo
 from .frame_values import DROPPED, Frame, StageOutcomes
 from .lifecycle import ancestors, is_source
-from .sources import END
 from .frame_timing import FrameTiming
+from .read_ahead import END
 from .stage_results import check_outputs, wrap_error
 from .threads import StageThreads
 from .worker import Done, Reporting, StageCall, execute, execute_dropped

@@ -1,6 +1,6 @@
 """The threads a run's stages execute on (the scheduler's placement).
 
-Each source reads ahead on its own thread (``sources.SourceReader``); every other ``io`` stage has
+Each source reads ahead on its own thread (``read_ahead.SourceReader``); every other ``io`` stage has
 one dedicated thread; ``compute`` stages share a pool of ``workers`` threads. Every thread takes
 its OS name and applies the pipeline's ``rt:`` thread knobs (affinity, scheduling policy) when it
 starts, and says what took effect in ``ledger`` (``thread_ledger``). A kernel's ``prange`` loops
@@ -16,7 +16,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from .placement import intra_op_threads
-from .sources import SourceReader
+from .read_ahead import SourceReader
 from .thread_ledger import ThreadLedger
 
 

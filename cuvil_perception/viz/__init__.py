@@ -6,7 +6,7 @@ LiDAR points with 3D boxes (OpenCV rasterisation), and an MP4 of the drive.
     summary = render_result(pipeline, run_result, "runs/fusion/viz")          # run --viz DIR
 
 Modules: ``draw`` (drawing primitives, ``BevView``), ``video`` (panel + ``Mp4Writer``),
-``render`` (``render_run``: find the drive again, draw every frame, write PNGs and the MP4),
+``run_pictures`` (``render_run``: find the drive again, draw every frame, write PNGs and the MP4),
 ``banner`` (the banner of a frame whose results were dropped, skipped or stale),
 ``scene3d`` (optional Open3D offscreen 3D view, falls back cleanly when unavailable).
 """
@@ -14,7 +14,7 @@ Modules: ``draw`` (drawing primitives, ``BevView``), ``video`` (panel + ``Mp4Wri
 from .banner import Notice, draw_banner, frame_notice
 from .draw import (CLASS_COLOURS, BevView, draw_bev, draw_boxes_2d, draw_boxes_3d,
                    draw_boxes_bev)
-from .render import FrameDetections, RenderSummary, draw_frame, render_result, render_run
+from .run_pictures import FrameDetections, RenderSummary, draw_frame, render_result, render_run
 from .scene3d import Scene3D
 from .video import FOURCC, Mp4Writer, compose
 

@@ -36,7 +36,7 @@ from llvmlite import ir
 from ... import config
 from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
-from ..sources import file_digest, save_index, source_file
+from ..source_digests import file_digest, save_index, source_file
 from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import checked_arguments, plain_static, runtime_arg_docs
 from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
@@ -334,7 +334,7 @@ def _digest_sources(fn) -> str:
     .params import EPS``). The kernel's own module, the modules of its helpers and kernels and
     the modules of its own package are hashed wherever they are installed (a user's package in
     site-packages: an upgrade must not load the old machine code); other modules only outside
-    the Python installation. Each file is read once per process (`sources.file_digest`)."""
+    the Python installation. Each file is read once per process (`source_digests.file_digest`)."""
     files, constants = _module_closure(fn.__module__)
     h = hashlib.sha256()
     for path in sorted(files | {source_file(fn, anywhere=True)} - {None}):
@@ -342,7 +342,7 @@ def _digest_sources(fn) -> str:
         h.update(file_digest(path))
     h.update(constants.encode())
     h.update((fileless_source(fn.__code__) or "").encode())  # a notebook cell's kernel
-    save_index()  # (digests recorded for the next process, `sources`)
+    save_index()  # (digests recorded for the next process, `source_digests`)
     return h.hexdigest()[:24]
 
 

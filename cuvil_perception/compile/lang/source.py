@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...errors import KernelSourceError, Location
-from ..sources import file_digest
+from ..source_digests import file_digest
 
 _TEXTS: dict = {}  # code object -> the lines of its file when it was decorated
 _DEF = re.compile(r"^(\s*def\s)|(\s*async\s+def\s)|^(\s*@)")  # as inspect.findsource

@@ -21,7 +21,7 @@ from ..labels import CLASSES, LABELS_DIR, write_labels
 from ..points import write_points
 from ..timestamps import write_timestamps
 from .lidar_sim import scan
-from .render import Camera, render
+from .camera_image import Camera, render
 from .scene import EGO_SPEED, Scene, make_scene
 from .sensor import kitti_calibration, other_cameras
 

@@ -46,7 +46,7 @@ def prewarm_node(job: FleetJob, drives: list[str]) -> dict:
     this node cannot read); never raises: a failed prewarm only costs time (each drive's
     own run prewarms too, and reports what is wrong)."""
     from ..rt.lifecycle import all_ops, build_instances
-    from ..rt.prewarm import prewarm_ops
+    from ..rt.op_prewarm import prewarm_ops
 
     started = time.perf_counter()
     unreadable = [i for i, d in enumerate(drives) if not readable_here(d)]
