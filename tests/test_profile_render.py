@@ -174,7 +174,9 @@ def test_the_pictures_in_docs_profiling_md_parse_and_name_the_frames():
     diff = frames_of((img / "profile_dense_vs_sparse.svg").read_text())
     backbone = [f for f in diff if f["path"][-1] == "[onnxruntime_pybind11_state.so]"
                 and "BevRunner.network (cuvil_perception/ops/pillars/model.py)" in f["path"]]
-    assert backbone and all(f["fill"].endswith(",255)") for f in backbone)  # shrank: blue
+    # shrank: blue. A recording's tiny stacks (a 0.05 ms input check) may go either way
+    blue = sum(f["w"] for f in backbone if f["fill"].endswith(",255)"))
+    assert backbone and blue >= 0.95 * sum(f["w"] for f in backbone)
 
 
 def test_worker_waits_and_run_setup_are_left_out():
