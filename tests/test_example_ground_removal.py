@@ -165,7 +165,7 @@ def test_entry_points_register_ops_and_a_broken_plugin_only_warns(monkeypatch):
 
 def test_a_stale_install_without_the_builtin_entry_points_says_how_to_fix_it(monkeypatch):
     from cuvil_perception.errors import UsageError
-    from cuvil_perception.graph.op import register
+    from cuvil_perception.graph import register
 
     monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: [])
     with pytest.raises(UsageError, match="declares no built-in ops.*reinstall"):
@@ -173,7 +173,7 @@ def test_a_stale_install_without_the_builtin_entry_points_says_how_to_fix_it(mon
 
 
 def test_a_builtin_op_module_that_fails_to_import_is_raised_not_skipped(monkeypatch):
-    from cuvil_perception.graph.op import register
+    from cuvil_perception.graph import register
 
     eps = [metadata.EntryPoint("gone", "cuvil_perception.ops.no_such_module", plugins.GROUP)]
     monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: eps)

@@ -152,7 +152,8 @@ def _ab_bench(pipeline, replay, sets, vs_path, vs_sets, vs_models, plot_dir, rep
 def _model_sets(pipeline, vs_models) -> list[str]:
     """``STAGE=MODEL`` -> ``STAGE.model=MODEL``, the stage checked to exist and take a model."""
     from ..errors import UsageError
-    from ..graph.op import lookup, suggest
+    from ..graph.op import suggest
+    from ..graph.registry import lookup
     from ..graph.plugins import OpImportError
 
     out = []

@@ -7,7 +7,6 @@ they are the reference for what a pipeline YAML may write.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 from rich.console import Console
@@ -16,7 +15,7 @@ from rich.table import Table
 from ..errors import UsageError
 from ..graph import lookup, registered
 from ..graph.op import suggest
-from ..graph.params import REQUIRED
+from .op_reference import describe_ports, first_line, show_default
 
 
 @click.command("ops")
@@ -53,18 +52,6 @@ def ops_cmd(name: str | None, markdown: bool) -> None:
     console.print(_ports_table("outputs (with default params)", outputs, False))
 
 
-def describe_ports(cls) -> tuple[tuple, tuple, bool]:
-    """(input specs, output specs, variadic inputs) of ``cls`` with its default params."""
-    op = cls({p.name: p.default for p in cls.params if not p.required}, {})
-    return _safe(op.input_ports), _safe(op.output_ports), cls.variadic_inputs
-
-
-def first_line(cls) -> str:
-    """The first line of an op's doc (its one-line description)."""
-    text = cls.doc or (cls.__doc__ or "").strip()
-    return text.splitlines()[0] if text else ""
-
-
 def _params_table(cls) -> Table:
     table = Table(title="params")
     for column in ("param", "type", "default", "allowed", "meaning"):
@@ -73,22 +60,6 @@ def _params_table(cls) -> Table:
         table.add_row(param.name, param.type_name(), show_default(param), param.constraint(),
                       param.doc)
     return table
-
-
-def show_default(param) -> str:
-    """A default as the YAML would write it (a path as its text, not ``PosixPath(...)``)."""
-    if param.default is REQUIRED:
-        return "required"
-    if param.default is None:
-        return "null"
-    if isinstance(param.default, bool):
-        return "true" if param.default else "false"
-    if isinstance(param.default, Path):
-        return str(param.default)
-    if isinstance(param.default, list):
-        return "[" + ", ".join(f"{v:g}" if isinstance(v, float) else repr(v)
-                               for v in param.default) + "]"
-    return repr(param.default)
 
 
 def _ports_table(title: str, ports, variadic: bool) -> Table:
@@ -100,11 +71,3 @@ def _ports_table(title: str, ports, variadic: bool) -> Table:
     for spec in ports:
         table.add_row(spec.name, spec.describe(), spec.doc)
     return table
-
-
-def _safe(declare) -> tuple:
-    """Ports that depend on params without a default (or on wiring) cannot be listed: none."""
-    try:
-        return tuple(declare())
-    except (KeyError, TypeError, ValueError):
-        return ()

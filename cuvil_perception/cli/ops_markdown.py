@@ -8,6 +8,7 @@ tests/test_docs.py regenerates it and compares.
 from __future__ import annotations
 
 from ..graph import registered
+from .op_reference import describe_ports, first_line, show_default
 
 HEADER = """# Op reference
 
@@ -20,8 +21,6 @@ outside `allowed` is refused when the pipeline is loaded (see
 
 def ops_markdown() -> str:
     """The whole reference page (every registered op except the ``test.*`` doubles)."""
-    from .ops_cmd import describe_ports, first_line, show_default
-
     parts = [HEADER]
     for name, cls in registered().items():
         if name.startswith("test.") or not cls.__module__.startswith("cuvil_perception."):

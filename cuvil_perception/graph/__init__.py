@@ -1,9 +1,10 @@
 """The pipeline DSL: ops, typed ports, the Pipeline DAG, the strict YAML loader."""
 
-from .op import (FrameInfo, Op, ParamProblem, RunContext, Sample, Sink, Source, lookup, register,
-                 registered)
+from .op import FrameInfo, Op, ParamProblem, RunContext, Sample, Sink, Source
+from .registry import lookup, register, registered
 from .params import BUILTIN_PREFIX, MAX_STATIC_BYTES, Param, Range, builtin_models_dir
-from .pipeline import AUTO, MISS_POLICIES, Degrade, Pipeline, PortRef, Stage
+from .pipeline import Pipeline
+from .stage import AUTO, MISS_POLICIES, Degrade, PortRef, Stage
 from .ports import PortSpec
 from .overrides import apply_cli_sources
 from .preflight import preflight

@@ -1,4 +1,4 @@
-"""The op contract every stage implementation follows, and the registry that names ops.
+"""The op contract every stage implementation follows (`registry` names the ops).
 
 An op class declares its name, default tag, parameters and ports. The executor builds one
 instance per stage (plus one per ``degrade`` variant) and calls, in order::
@@ -45,7 +45,6 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
-from . import plugins
 from .params import Param
 from .ports import PortSpec
 
@@ -209,48 +208,7 @@ class ParamProblem(ValueError):
         self.reason = reason
 
 
-_REGISTRY: dict[str, type[Op]] = {}
-
-
-def register(cls: type[Op]) -> type[Op]:
-    """Class decorator: make an op available to pipelines under ``cls.name``."""
-    if not cls.name:
-        raise TypeError(f"{cls.__qualname__} has no name")
-    if cls.tag not in TAGS:
-        raise TypeError(f"{cls.__qualname__}.tag must be one of {TAGS}")
-    existing = _REGISTRY.get(cls.name)
-    if existing is not None and existing is not cls:
-        raise TypeError(f"op name {cls.name!r} is already taken by {existing.__qualname__}")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def lookup(name: str, base_dir: Path | None = None) -> type[Op] | None:
-    """The op registered as ``name``, or the class at import path ``package.module:Class``
-    (raises `plugins.OpImportError` saying why it cannot be imported); None if unknown."""
-    _load_builtin_ops()
-    if ":" in name:
-        return plugins.resolve_path(name, register, base_dir)
-    return _REGISTRY.get(name)
-
-
-def registered() -> dict[str, type[Op]]:
-    _load_builtin_ops()
-    return dict(sorted(_REGISTRY.items()))
-
-
 def suggest(word: str, choices) -> str:
     """`` (did you mean 'x'?)`` or an empty string."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-_loaded = False
-
-
-def _load_builtin_ops() -> None:
-    """Load the op entry points once (built-in ops are entry points too: see `plugins`)."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        plugins.load_entry_points(register)

@@ -25,10 +25,12 @@ import os
 from pathlib import Path
 
 from ..errors import Location, PipelineError, UsageError
-from .pipeline import Pipeline, Stage
-from .op import lookup, registered, suggest
+from .pipeline import Pipeline
+from .op import suggest
 from .params import BUILTIN_PREFIX, Param
 from .plugins import OpImportError
+from .registry import lookup, registered
+from .stage import Stage
 from .roles import RUN_LOG, drive_param, live_op, sink_op, sink_param
 
 CAMERA_OUTPUTS = ("image",)

@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..errors import UsageError
+from .op import Op
 
 GROUP = "cuvil_perception.ops"
 
@@ -111,8 +112,6 @@ def _run_module(module_name: str):
 
 
 def _register_class(obj, where: str, register):
-    from .op import Op
-
     if not (isinstance(obj, type) and issubclass(obj, Op)):
         raise OpImportError(f"'{where}' is not an Op subclass")
     try:

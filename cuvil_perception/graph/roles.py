@@ -26,7 +26,7 @@ Sinks declare ``sink_roles = {role: param}``, the parameter the role is driven b
 from __future__ import annotations
 
 from . import plugins
-from .op import lookup, registered
+from .registry import lookup, registered
 
 GROUND_TRUTH = "ground_truth"
 DETECTIONS_2D = "detections_2d"

@@ -6,31 +6,36 @@ Each failure raises ``PipelineError`` naming file:line:column, the stage and the
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from ..errors import CuvilError, PipelineError
-from .op import TAGS, ParamProblem, Sink, lookup, registered, suggest
+from .op import TAGS, ParamProblem, Sink, suggest
 from .plugins import OpImportError
-from .pipeline import AUTO, MAX_DEADLINE_MS, MISS_POLICIES, Pipeline, Stage
+from .registry import lookup, registered
+from .stage import AUTO, MAX_DEADLINE_MS, MISS_POLICIES, Stage
 
 
-def validate(p: Pipeline) -> None:
+def validate_stages(stages: list[Stage], base_dir: Path, e2e_deadline_ms=None,
+                    e2e_loc=None) -> list[str]:
+    """Check ``stages`` (relative paths in params resolve against ``base_dir``) and the
+    pipeline's ``e2e_deadline_ms`` (ms, or None; ``e2e_loc`` is where the YAML wrote it), fill
+    each stage's resolved fields, and return the stage ids in execution order."""
     ids: dict[str, Stage] = {}
-    for stage in p.stages:
+    for stage in stages:
         if stage.id in ids:
             first = ids[stage.id].loc("id")
             raise PipelineError(f"duplicate stage id (first defined at {first})",
                                 stage.loc("id"), stage.id, "id")
         ids[stage.id] = stage
-    if p.e2e_deadline_ms is not None:
-        _check_deadline(p.e2e_deadline_ms, p.locs.get("e2e_deadline_ms"), None,
-                        "e2e_deadline_ms")
-    for stage in p.stages:
-        _check_fields(stage, p.base_dir)
-        _resolve_params(stage, p)
-    order = _topological_order(p, ids)
+    if e2e_deadline_ms is not None:
+        _check_deadline(e2e_deadline_ms, e2e_loc, None, "e2e_deadline_ms")
+    for stage in stages:
+        _check_fields(stage, base_dir)
+        _resolve_params(stage, base_dir)
+    order = _topological_order(stages, ids)
     for stage_id in order:
         _resolve_ports(ids[stage_id], ids)
-    p.order = order
+    return order
 
 
 def _check_deadline(value, loc, stage_id, field, auto: bool = False) -> None:
@@ -94,7 +99,7 @@ def _check_fields(stage: Stage, base_dir=None) -> None:
                             "degrade.frames")
 
 
-def _fill(stage: Stage, p: Pipeline, given: dict, prefix: str) -> dict:
+def _fill(stage: Stage, base_dir: Path, given: dict, prefix: str) -> dict:
     declared = {param.name: param for param in stage.op_cls.params}
     resolved = {}
     for name, value in given.items():
@@ -105,7 +110,7 @@ def _fill(stage: Stage, p: Pipeline, given: dict, prefix: str) -> dict:
                                 stage.locs.get(f"key:{prefix}{name}")
                                 or stage.loc(f"{prefix}{name}"), stage.id, f"{prefix}{name}")
         try:
-            resolved[name] = declared[name].coerce(value, p.base_dir)
+            resolved[name] = declared[name].coerce(value, base_dir)
         except ValueError as exc:
             raise PipelineError(str(exc), stage.loc(f"{prefix}{name}"), stage.id,
                                 f"{prefix}{name}") from None
@@ -119,29 +124,29 @@ def _fill(stage: Stage, p: Pipeline, given: dict, prefix: str) -> dict:
     return resolved
 
 
-def _resolve_params(stage: Stage, p: Pipeline) -> None:
+def _resolve_params(stage: Stage, base_dir: Path) -> None:
     if not isinstance(stage.params, dict):
         raise PipelineError("params must be a mapping", stage.loc("params"), stage.id, "params")
-    stage.resolved_params = _fill(stage, p, stage.params, "params.")
+    stage.resolved_params = _fill(stage, base_dir, stage.params, "params.")
     stage.degrade_params = None
     if stage.degrade is not None:
         merged = dict(stage.params)
         merged.update(stage.degrade.params)
-        stage.degrade_params = _fill(stage, p, merged, "degrade.params.")
+        stage.degrade_params = _fill(stage, base_dir, merged, "degrade.params.")
 
 
-def _topological_order(p: Pipeline, ids: dict[str, Stage]) -> list[str]:
-    for stage in p.stages:
+def _topological_order(stages: list[Stage], ids: dict[str, Stage]) -> list[str]:
+    for stage in stages:
         for port, ref in stage.inputs.items():
             if ref.stage not in ids:
                 raise PipelineError(f"input '{port}' is wired to '{ref}', but there is no stage "
                                     f"'{ref.stage}'{suggest(ref.stage, ids)}",
                                     stage.loc(f"inputs.{port}"), stage.id, f"inputs.{port}")
     # Kahn's algorithm, ties broken by declaration order so the order is deterministic.
-    position = {s.id: i for i, s in enumerate(p.stages)}
-    indegree = {s.id: len({r.stage for r in s.inputs.values()}) for s in p.stages}
-    users: dict[str, list[str]] = {s.id: [] for s in p.stages}
-    for s in p.stages:
+    position = {s.id: i for i, s in enumerate(stages)}
+    indegree = {s.id: len({r.stage for r in s.inputs.values()}) for s in stages}
+    users: dict[str, list[str]] = {s.id: [] for s in stages}
+    for s in stages:
         for upstream in {r.stage for r in s.inputs.values()}:
             users[upstream].append(s.id)
     ready = sorted((i for i, d in indegree.items() if d == 0), key=position.get)
@@ -154,8 +159,8 @@ def _topological_order(p: Pipeline, ids: dict[str, Stage]) -> list[str]:
             if indegree[user] == 0:
                 ready.append(user)
                 ready.sort(key=position.get)
-    if len(order) != len(p.stages):
-        stuck = [s for s in p.stages if s.id not in order]
+    if len(order) != len(stages):
+        stuck = [s for s in stages if s.id not in order]
         cycle = _find_cycle(stuck)
         first = ids[cycle[0]]
         raise PipelineError(f"cycle: {' -> '.join(cycle + cycle[:1])}", first.loc("inputs"),

@@ -20,7 +20,8 @@ import yaml
 
 from ..errors import Location, PipelineError
 from .op import suggest
-from .pipeline import Degrade, Pipeline, PortRef, Stage
+from .pipeline import Pipeline
+from .stage import Degrade, PortRef, Stage
 
 PIPELINE_FIELDS = ("pipeline", "description", "e2e_deadline_ms", "rt", "stages")
 STAGE_FIELDS = ("id", "op", "params", "inputs", "tag", "deadline_ms", "on_miss", "degrade")
