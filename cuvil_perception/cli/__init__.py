@@ -1,4 +1,5 @@
-"""The ``cuvil-perception`` command line: one module per verb, gathered in ``app``."""
+"""The ``cuvil-perception`` command line: one module per verb (``<verb>_cmd.py``), gathered in
+``app``."""
 
 from __future__ import annotations
 

@@ -4,12 +4,17 @@ User mistakes (``UsageError``, and click's own usage errors: an unknown option, 
 an option's range, a missing argument) print one line on stderr and exit 2; a failed run
 (``ExecutionError``) prints its report line and exits 1; anything else is a bug and keeps its
 traceback.
+
+Verbs: every module ``cli/<verb>_cmd.py`` defines the click command ``<verb>`` and is added here
+(`add_verbs`), so adding a verb is that module, its section of docs/cli.md and its test
+(docs/extending.md).
 """
 
 from __future__ import annotations
 
 import errno
 import importlib
+import pkgutil
 import sys
 import warnings
 
@@ -18,26 +23,6 @@ import click
 from .. import __version__
 from ..errors import CuvilError
 from .finite import require_finite
-
-# (module, attribute) of every verb: the one list of them; a module that fails to import is a
-# broken install or a bug, and says so (its traceback).
-_COMMANDS = (
-    ("run_cmd", "run_cmd"),
-    ("inspect_cmd", "inspect_cmd"),
-    ("ops_cmd", "ops_cmd"),
-    ("make_drive_cmd", "make_drive_cmd"),
-    ("compile_cmd", "compile_cmd"),
-    ("cache_cmd", "cache_group"),
-    ("bench_cmd", "bench_cmd"),
-    ("profile_cmd", "profile_cmd"),
-    ("eval_cmd", "eval_cmd"),
-    ("quantize_cmd", "quantize_cmd"),
-    ("render_cmd", "render_cmd"),
-    ("bag_cmd", "bag_group"),
-    ("convert_cmd", "convert_cmd"),
-    ("rt_cmd", "rt_group"),
-    ("fleet_cmd", "fleet_group"),
-)
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -119,14 +104,38 @@ def cli() -> None:
     """Run, inspect, compile and benchmark real-time perception pipelines."""
 
 
-def _register() -> None:
-    for module_name, attr in _COMMANDS:
-        module = importlib.import_module(f".{module_name}", __package__)
-        cli.add_command(getattr(module, attr))
+VERB_MODULE_SUFFIX = "_cmd"
 
 
-_register()
-require_finite(cli)  # no float option accepts nan or inf
+def verb_modules() -> list[str]:
+    """The verbs' modules, sorted: every ``cli/<verb>_cmd.py`` (the folder is the one list of
+    verbs; the package's other modules are helpers)."""
+    folders = sys.modules[__package__].__path__
+    return sorted(info.name for info in pkgutil.iter_modules(folders)
+                  if info.name.endswith(VERB_MODULE_SUFFIX))
+
+
+def verb_of(module) -> click.Command:
+    """The click command ``<verb>`` that module ``cli/<verb>_cmd.py`` defines (``make_drive_cmd``
+    defines ``make-drive``); a verb module without it is a bug and raises, naming the module."""
+    verb = module.__name__.rsplit(".", 1)[-1][:-len(VERB_MODULE_SUFFIX)].replace("_", "-")
+    found = [value for value in vars(module).values()
+             if isinstance(value, click.Command) and value.name == verb]
+    if len(found) != 1:
+        raise TypeError(f"{module.__name__} must define exactly one click command named "
+                        f"'{verb}' (found {len(found)})")
+    return found[0]
+
+
+def add_verbs(group: click.Group) -> None:
+    """Import every verb module and add its command to ``group``. A module that fails to import
+    is a broken install or a bug, and says so (its traceback)."""
+    for module_name in verb_modules():
+        group.add_command(verb_of(importlib.import_module(f".{module_name}", __package__)))
+    require_finite(group)  # no float option accepts nan or inf
+
+
+add_verbs(cli)
 
 
 def main(argv: list[str] | None = None) -> None:
