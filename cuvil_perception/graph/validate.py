@@ -8,15 +8,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..errors import CuvilError, PipelineError
+from ..errors import CuvilError, Location, PipelineError
 from .op import TAGS, ParamProblem, Sink, suggest
 from .plugins import OpImportError
 from .registry import lookup, registered
 from .stage import AUTO, MAX_DEADLINE_MS, MISS_POLICIES, Stage
 
 
-def validate_stages(stages: list[Stage], base_dir: Path, e2e_deadline_ms=None,
-                    e2e_loc=None) -> list[str]:
+def validate_stages(stages: list[Stage], base_dir: Path, e2e_deadline_ms: float | None = None,
+                    e2e_loc: Location | None = None) -> list[str]:
     """Check ``stages`` (relative paths in params resolve against ``base_dir``) and the
     pipeline's ``e2e_deadline_ms`` (ms, or None; ``e2e_loc`` is where the YAML wrote it), fill
     each stage's resolved fields, and return the stage ids in execution order."""
