@@ -142,6 +142,14 @@ def test_the_op_and_the_sink_run_in_a_pipeline_on_the_sample_drive(extended):
         near = int((np.hypot(points[:, 0], points[:, 1]) < np.float32(20)).sum())
         assert row == [str(k), str(frame.scan_ns), str(len(points)), str(near)]
         assert 0 < near < len(points)
+    again = _cli("run", str(extended / "near.yaml"), "--frames", "1")  # its own earlier output
+    assert again.exit_code == 0 and len(out.read_text().splitlines()) == 2, again.output
+    other = extended / "other.csv"  # a sink's path param is a protected run output
+    other.write_text("someone else's file\n")
+    refused = _cli("run", str(extended / "near.yaml"), "--frames", "1", "--set",
+                   f"counts.path={other}")
+    assert refused.exit_code == 2 and "other.csv" in refused.output, refused.output
+    assert other.read_text() == "someone else's file\n"
 
 
 def test_the_op_is_described_and_its_bad_values_refused_like_a_builtin(extended):
