@@ -74,11 +74,11 @@ def extended(tmp_path, monkeypatch):
     """The three example modules in the package, the op and sink entry points installed, the
     verb added: what the three files of each kind amount to in a fresh process."""
     registry.registered()  # the built-ins first, for good: their modules are imported once
-    for package, name, block in ((ops_package, "near_points", "cuvil_perception/ops/near_points.py"),
-                                 (ops_package, "counts_csv", "cuvil_perception/ops/counts_csv.py"),
-                                 (cli_package, "frames_cmd", "cuvil_perception/cli/frames_cmd.py")):
+    for package, name in ((ops_package, "near_points"), (ops_package, "counts_csv"),
+                          (cli_package, "frames_cmd")):
         folder = tmp_path / "package" / package.__name__.rsplit(".", 1)[-1]
         folder.mkdir(parents=True, exist_ok=True)
+        block = f"{package.__name__.replace('.', '/')}/{name}.py"  # the file the page names
         (folder / f"{name}.py").write_text(example(block), encoding="utf-8")
         if str(folder) not in package.__path__:
             monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
