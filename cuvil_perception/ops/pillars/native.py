@@ -114,7 +114,7 @@ class ScatterKernel(_Bound):
         # last frame's cells ("merged"...) or lines ("stream", "lines"), sorted
         self.prev_cells = np.zeros(m + 1, np.int32)
         self.prev_count = np.zeros(1, np.int64)
-        self.bitmap = np.zeros((cells + 63) // 64, np.uint64)
+        self.bitmap = np.zeros((cells + 63) // 64, np.int64)  # bit words (kernel_scatter)
         self.cell_pillar = np.zeros(cells, np.int32)
         self.cells = np.zeros(m, np.int32)
         self.pids = np.zeros(m, np.int32)
