@@ -30,7 +30,7 @@ def _interpreted(kernel: ScatterKernel, features, pillars) -> np.ndarray:
     lines = kernel.spec.name == "pillars.scatter_lines"
     fn = (kernel_scatter_lines.scatter_lines if lines else kernel_scatter.scatter).py_func
     args = [features, pillars.coords, pillars.count, kernel.bev.reshape(-1), kernel.prev_cells,
-            kernel.prev_count, kernel.bitmap, kernel.cell_pillar, kernel.cells,
+            kernel.prev_count, kernel.bitmap.view(np.int64), kernel.cell_pillar, kernel.cells,
             kernel.pids]
     if lines:
         args += [kernel.union[0], kernel.union[1], kernel.gathered, kernel.rank]

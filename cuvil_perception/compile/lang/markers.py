@@ -22,7 +22,10 @@ by keyword:
   indexes by hand (``shape=("channels", "ny", "nx")``) or an extent that is an expression over
   the static params and scalar arguments (``shape=("max_pillars * max_points + 4", 4)``);
 - ``most``: for an int scalar, the largest value the kernel accepts (an int or an expression
-  over the static params); a library's entry point returns its range error above it.
+  over the static params); a library's entry point returns its range error above it;
+- ``dtype``: the element type a C caller sees, when the kernel reads the same bits through
+  another type of the same size (scatter's bitmap: u64 words annotated ``i64`` so that the
+  uncompiled function computes as the compiled one).
 
 A scalar takes only ``In`` (``count: i64[In("pillars")]``). A parameter without a marker is
 documented from its type alone: role ``inout`` for a buffer (``in``, and ``const`` in C, when
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 
 #: a role marker's name -> the `spec.ROLES` value it declares.
 _ROLES = {"In": "in", "Out": "out", "InOut": "inout", "State": "state", "Scratch": "scratch"}
+_MARKERS = {role: name for name, role in _ROLES.items()}
 
 
 @dataclass(frozen=True)
@@ -49,9 +53,12 @@ class Role:
     rows: str | int | None = None
     shape: tuple | None = None
     most: str | int | None = None
+    dtype: str | None = None
 
     def __post_init__(self) -> None:
-        marker = next(k for k, v in _ROLES.items() if v == self.role)
+        marker = _MARKERS.get(self.role)
+        if marker is None:
+            raise TypeError(f"role {self.role!r}: use one of In, Out, InOut, State, Scratch")
         for field in ("unit", "doc"):
             if not isinstance(getattr(self, field), str):
                 raise TypeError(f"{marker}(...): {field} must be a string, got "
@@ -67,11 +74,24 @@ class Role:
                 raise TypeError(f"{marker}(...): give rows or shape, not both")
         if self.most is not None and not isinstance(self.most, (str, int)):
             raise TypeError(f"{marker}(most=...): an int or an expression, got {self.most!r}")
+        if self.dtype is not None and not isinstance(self.dtype, str):
+            raise TypeError(f"{marker}(dtype=...): a type name such as \"u64\", got "
+                            f"{self.dtype!r}")
+
+
+    def __repr__(self) -> str:
+        items = [repr(self.unit)] if self.unit else []
+        if self.doc:
+            items.append(repr(self.doc) if self.unit else f"doc={self.doc!r}")
+        items += [f"{k}={getattr(self, k)!r}" for k in ("rows", "shape", "most", "dtype")
+                  if getattr(self, k) is not None]
+        return f"{_MARKERS[self.role]}({', '.join(items)})"
 
 
 def _marker(name: str):
-    def make(unit: str = "", doc: str = "", *, rows=None, shape=None, most=None) -> Role:
-        return Role(_ROLES[name], unit, doc, rows, shape, most)
+    def make(unit: str = "", doc: str = "", *, rows=None, shape=None, most=None,
+             dtype=None) -> Role:
+        return Role(_ROLES[name], unit, doc, rows, shape, most, dtype)
     make.__name__ = make.__qualname__ = name
     make.__doc__ = f"The ``{_ROLES[name]}`` role marker (see `markers`)."
     return make

@@ -15,7 +15,7 @@ from ..spec import Arg
 from .arguments import buffer_type
 from .markers import Role
 from .source import Source, fail
-from .types import PARAM_KINDS, BufType, resolve_dtype
+from .types import BY_NAME, PARAM_KINDS, BufType, resolve_dtype
 
 
 def kernel_args(runtime: list, roles: tuple, static: dict, fn=None) -> tuple[Arg, ...]:
@@ -36,7 +36,8 @@ def kernel_args(runtime: list, roles: tuple, static: dict, fn=None) -> tuple[Arg
                 dims = role.shape
             elif role.rows is not None:
                 dims = (role.rows,) + dims[1:]
-            docs.append(Arg(name, "ptr", ty.dtype.name, dims, role.unit, role.role, role.doc))
+            docs.append(Arg(name, "ptr", role.dtype or ty.dtype.name, dims, role.unit,
+                            role.role, role.doc))
         elif role is None:
             docs.append(Arg(name, PARAM_KINDS[ty]))
         else:
@@ -48,6 +49,10 @@ def kernel_args(runtime: list, roles: tuple, static: dict, fn=None) -> tuple[Arg
 def _check_buffer(fn, name: str, ty: BufType, role: Role, static: dict) -> None:
     if role.most is not None:
         _fail(fn, name, f"buffer '{name}': most= bounds a scalar", "shape= or rows=")
+    other = BY_NAME.get(role.dtype) if role.dtype is not None else ty.dtype
+    if other is None or other.kind == "b" or other.bits != ty.dtype.bits:
+        _fail(fn, name, f"buffer '{name}': dtype={role.dtype!r} is not a buffer type of "
+              f"{ty.dtype}'s size", f"a type of {ty.dtype.bits} bits (u64 for i64) or no dtype=")
     if role.rows is not None and ty.dims[0] is not None:
         _fail(fn, name, f"buffer '{name}': rows= sizes an open first extent (None), and its "
               f"first extent is {ty.dims[0]!r}", f"`Buf[{ty.dtype}, None, ...]`")
@@ -63,8 +68,9 @@ def _check_scalar(fn, name: str, ty, role: Role) -> None:
     if role.role != "in":
         _fail(fn, name, f"scalar '{name}' is passed by value: its role is In",
               f"`{ty}[In(unit, doc)]`")
-    if role.rows is not None or role.shape is not None:
-        _fail(fn, name, f"scalar '{name}': rows= and shape= describe buffers", "most= or nothing")
+    if role.rows is not None or role.shape is not None or role.dtype is not None:
+        _fail(fn, name, f"scalar '{name}': rows=, shape= and dtype= describe buffers",
+              "most= or nothing")
     if role.most is not None and not ty.is_int:
         _fail(fn, name, f"scalar '{name}': most= bounds an int scalar", "no most=")
 

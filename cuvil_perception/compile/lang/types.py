@@ -150,6 +150,8 @@ class Buf:
         for k, d in enumerate(dims):
             if d is None and k > 0:
                 raise TypeError("Buf[...]: only the first extent may be None (unknown)")
+            if isinstance(d, Role):
+                raise TypeError(f"Buf[...]: the role marker {d!r} goes last, after the extents")
             if not (d is None or isinstance(d, (int, str))):
                 raise TypeError(f"Buf[...]: extent {d!r} must be an int, a parameter name or "
                                 f"None")

@@ -7,7 +7,8 @@ orders stay as the benchmark's baseline. ``mark_and_sort`` is shared with kernel
 The signature, with units and roles, is the kernel's annotations. State between calls: ``bev``
 holds the previous frame's map, ``prev_cells[:prev_count]`` its cells; ``bitmap`` is all-zero on
 entry and exit (u64 words, annotated i64: a u64 loads as i64 anyway, and so the bit operations
-read the same uncompiled); ``cell_pillar``, ``cells`` and ``pids`` are scratch. Result: ``bev``
+read the same uncompiled; its marker's ``dtype="u64"`` keeps them u64 for a C caller);
+``cell_pillar``, ``cells`` and ``pids`` are scratch. Result: ``bev``
 equals ``reference.scatter`` bitwise (every cell not written this frame is +0.0).
 
 Write order (static ``order``), measured in benchmarks/pillars.py:
@@ -94,7 +95,7 @@ def scatter(features: Buf[f32, None, "channels", In(doc="PFN output", rows="coun
                                        "(zero-initialise)", rows="max_pillars + 1")],
             prev_count: Buf[i64, 1, State("cells", "zero-initialise")],
             bitmap: Buf[i64, State(doc="all zero on entry and exit (zero-initialise)",
-                                   rows="(ny * nx + 63) / 64")],
+                                   rows="(ny * nx + 63) / 64", dtype="u64")],
             cell_pillar: Buf[i32, Scratch("pillar id", rows="ny * nx")],
             cells: Buf[i32, Scratch("cells", rows="max_pillars")],
             pids: Buf[i32, Scratch("pillar id", rows="max_pillars")], *, channels: int, nx: int,

@@ -3,8 +3,9 @@
 The signature (the annotations) is kernel_scatter's, with last frame's *lines* as state and a
 union scratch. ``bev`` must be 64-byte aligned and ``nx * ny`` a multiple of 16, so every run of
 16 cells (a "line": ``cell >> 4``) is one cache line in every channel plane. State between
-calls: ``bev`` holds the previous frame's map, ``prev_lines[:prev_count]`` the sorted lines it
-wrote; ``bitmap`` is all-zero on entry and exit; the other buffers are scratch. Result: ``bev``
+calls: ``bev`` holds the previous frame's map, ``prev_cells[:prev_count]`` the sorted lines it
+wrote (the name is kernel_scatter's, which the C header and `native.ScatterKernel` keep);
+``bitmap`` is all-zero on entry and exit; the other buffers are scratch. Result: ``bev``
 equals ``reference.scatter`` bitwise.
 
 Why whole lines: every cell not written this frame must be +0.0 and every other cell was
@@ -112,11 +113,11 @@ def scatter_lines(
         count: i64[In("pillars")],
         bev: Buf[f32, State(doc="the BEV map; holds the previous frame on entry (zero-initialise "
                             "once, 64-byte aligned)", shape=("channels", "ny", "nx"))],
-        prev_lines: Buf[i32, State("lines", "the previous frame's sorted lines "
+        prev_cells: Buf[i32, State("lines", "the previous frame's sorted lines "
                                    "(zero-initialise)", rows="max_pillars + 1")],
         prev_count: Buf[i64, 1, State("lines", "zero-initialise")],
         bitmap: Buf[i64, State(doc="all zero on entry and exit (zero-initialise)",
-                               rows="(ny * nx + 63) / 64")],
+                               rows="(ny * nx + 63) / 64", dtype="u64")],
         cell_pillar: Buf[i32, Scratch("pillar id", rows="ny * nx")],
         cells: Buf[i32, Scratch("cells", rows="max_pillars")],
         pids: Buf[i32, Scratch("pillar id", rows="max_pillars")],
@@ -127,8 +128,8 @@ def scatter_lines(
         rank: Buf[i32, Scratch(rows="max_pillars")], *, channels: int, nx: int, ny: int,
         max_pillars: int, stream: bool):
     mark_and_sort(coords, count, bitmap, cell_pillar, cells, pids, nx, ny)
-    n_union = union_of_lines(prev_lines, prev_count[0], cells, count, union_lines, union_ends)
-    keep_lines(union_lines, union_ends, n_union, prev_lines, prev_count)
+    n_union = union_of_lines(prev_cells, prev_count[0], cells, count, union_lines, union_ends)
+    keep_lines(union_lines, union_ends, n_union, prev_cells, prev_count)
     gather(features, pids, rank, count, gathered, channels)
     lane = simd.iota(i32, LANES)
     store = simd.stream_store if stream else simd.store
