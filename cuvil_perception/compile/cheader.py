@@ -16,8 +16,9 @@ For a kernel exported as ``<prefix>_pillars_pillarize`` the header holds::
 
 The fast-math note lists the kernel's own flags and those its helpers add, e.g. pillars.decode:
 ``(fast-math: none (helpers: irutil.vexp contract))`` (`compile.fastmath`).
-Argument names, element types, shapes and units come from the spec's `Arg` declarations; a
-kernel declared without them gets ``arg0, arg1, ...`` and ``void *`` pointers. Sizes are emitted
+Argument names, element types, shapes and units come from the spec's `Arg` declarations (a
+``@kernel``'s: its annotations and role markers, `lang.signature`); a kernel declared without
+them gets ``arg0, arg1, ...`` and ``void *`` pointers. Sizes are emitted
 only for buffers whose shape depends on static params alone (a dim naming a scalar argument,
 like ``count``, means "at least that many rows" and is left to the caller).
 """

@@ -42,7 +42,8 @@ ROLES = ("in", "out", "inout", "state", "scratch")
 
 @dataclass(frozen=True)
 class Arg:
-    """One documented kernel argument (the C header of a library is generated from these).
+    """One documented kernel argument (the C header of a library is generated from these; a
+    ``@kernel`` writes them from its annotations and role markers: `lang.signature`).
 
     ``kind`` is the ABI kind (a key of `CTYPES`); ``dtype`` the element type a ``ptr`` points to
     (one of `ELEMENT_TYPES`; None for scalars); ``shape`` the dims of the buffer, outermost first:

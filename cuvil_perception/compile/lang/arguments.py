@@ -3,7 +3,7 @@ have refused, the machine code cannot): the buffer's dtype, order, rank and shap
 the parameter's kind; a read-only array the kernel writes; and buffers sharing memory that a
 ``noalias`` kernel writes (LLVM assumes they do not, and vectorised code then gives other
 numbers than the Python function); the alignment streaming stores need. Errors name the kernel
-and the parameter. Also what a library header says of each run-time parameter."""
+and the parameter."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import numbers
 
 import numpy as np
 
-from ..spec import Arg
 from .source import Source, fail
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
 
@@ -124,22 +123,6 @@ def check_alignment(kname: str, named: list[tuple[str, np.ndarray]], need: dict)
                              f"= {arr.ctypes.data % align}; the kernel's streaming stores into "
                              f"it need {align}-byte alignment: pass an array that starts "
                              f"{align}-byte aligned (a slice of a larger one)")
-
-
-def runtime_arg_docs(runtime: list, static: dict, fn=None) -> tuple[Arg, ...]:
-    """Names, element types and extents of the run-time parameters, for library headers
-    (``compile --library``) when the kernel's spec does not declare them; an extent the
-    annotation leaves open is written ``?``. ``fn``: the kernel's function, where a dtype
-    naming a static parameter that is missing or holds no type name is a compile error."""
-    docs = []
-    for name, ty in runtime:
-        if isinstance(ty, BufType):
-            ty = buffer_type(fn, name, ty, static) if fn is not None else resolve_dtype(ty, static)
-            docs.append(Arg(name, "ptr", ty.dtype.name,
-                            tuple("?" if d is None else d for d in ty.dims), role="inout"))
-        else:
-            docs.append(Arg(name, PARAM_KINDS[ty]))
-    return tuple(docs)
 
 
 def buffer_type(fn, name: str, ty: BufType, static: dict) -> BufType:

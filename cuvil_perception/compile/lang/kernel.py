@@ -38,12 +38,14 @@ from ...errors import KernelIndexError, KernelSourceError, Location
 from ..registry import get_kernel
 from ..source_digests import file_digest, save_index, source_file
 from ..spec import CTYPES, Arg, KernelSpec
-from .arguments import checked_arguments, plain_static, runtime_arg_docs
+from .arguments import checked_arguments, plain_static
 from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
 from .constants import current, fileless_source, is_constant, reachable, referenced
 from .lower import Frame, Lowerer, Var
+from .markers import split
 from .names import assigned_once
 from .parallel import PAR_ARG, par_address, uses_prange
+from .signature import kernel_args
 from .slices import value_slices
 from .source import Source, remember
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
@@ -76,6 +78,7 @@ class Kernel:
         self.name = name or f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
         self.fastmath, self.noalias, self.debug, self.version = fastmath, noalias, debug, version
         self._params, self._digest, self._refs, self._streams = None, None, (), None
+        self._roles: tuple = ()  # each run-time parameter's role marker or None (`markers`)
         self._digests: dict[tuple, str] = {}  # current constant values -> source digest
         self._written: dict[tuple, tuple] = {}  # spec identity -> `_layout`
         self._entries: dict[tuple, Entry] = {}  # call key -> `dispatch.Entry`
@@ -86,7 +89,8 @@ class Kernel:
     def params(self) -> tuple[list, list, object]:
         """(run-time [(name, Scalar | BufType)], static [name], return Scalar | None)."""
         if self._params is None:
-            self._params = _signature(self)
+            runtime, statics, ret, self._roles = _signature(self)
+            self._params = (runtime, statics, ret)
         return self._params
 
     def source_digest(self) -> str:
@@ -102,9 +106,10 @@ class Kernel:
             self._digests[values] = found
         return found
 
-    def spec(self, debug: bool | None = None, arg_docs: tuple = (), **static) -> KernelSpec:
-        """The `KernelSpec` for these static values (a debug spec takes the error record).
-        ``arg_docs``: `Arg` declarations for the C header of a library (not identity)."""
+    def spec(self, debug: bool | None = None, **static) -> KernelSpec:
+        """The `KernelSpec` for these static values (a debug spec takes the error record);
+        its ``arg_docs`` (the C header of a library; not identity) come from the annotations
+        and their role markers (`signature`)."""
         runtime, statics, ret = self.params()
         missing = [s for s in statics if s not in static and s not in self._defaults()]
         unknown = sorted(set(static) - set(statics))
@@ -121,7 +126,7 @@ class Kernel:
         if debug:
             values["_debug"] = True
             args += ("ptr",)
-        docs = tuple(arg_docs) or runtime_arg_docs(runtime, values, self.py_func)
+        docs = kernel_args(runtime, self._roles, values, self.py_func)
         docs += (PAR_ARG,) * parallel
         if debug:
             docs += (Arg("error_record", "ptr", "i64", (4,), role="out",
@@ -223,12 +228,12 @@ def _builder(k: Kernel):
 
 
 def _input_buffers(k: Kernel, spec: KernelSpec) -> frozenset:
-    """Buffers ``spec`` only reads, when its header docs are the default ones (`cheader` then
-    declares them ``const`` and ``in``); empty when the kernel declared its own."""
+    """Buffers without a role marker that ``spec`` only reads (`cheader` then declares them
+    ``const`` and ``in``); a marker's role is kept as declared."""
     runtime = k.params()[0]
-    if tuple(spec.arg_docs)[:len(runtime)] != runtime_arg_docs(runtime, Kernel.static_params(spec)):
-        return frozenset()
-    return frozenset(n for n, t in runtime if isinstance(t, BufType)) - k.written(spec)
+    open_role = frozenset(n for (n, t), role in zip(runtime, k._roles)
+                          if isinstance(t, BufType) and role is None)
+    return open_role - k.written(spec) if open_role else frozenset()
 
 
 def render_lowerer(k: Kernel, fn_name: str, static: dict, module: ir.Module | None = None):
@@ -304,7 +309,7 @@ def _signature(k: Kernel):
     except Exception as exc:  # a bad annotation: name the kernel and the problem
         raise KernelSourceError(f"kernel {k.name}: cannot evaluate its annotations: {exc}",
                                 where) from None
-    runtime, statics = [], []
+    runtime, statics, roles = [], [], []
     for p in sig.parameters.values():
         if p.kind is p.KEYWORD_ONLY:
             statics.append(p.name)
@@ -312,18 +317,19 @@ def _signature(k: Kernel):
         if p.kind is not p.POSITIONAL_OR_KEYWORD:
             raise KernelSourceError(f"kernel {k.name}: parameter '{p.name}': *args/**kwargs "
                                     f"are not supported; write named parameters instead", where)
-        ty = p.annotation
+        ty, role = split(p.annotation)
         if not (isinstance(ty, BufType) or ty in PARAM_KINDS):
             raise KernelSourceError(f"kernel {k.name}: parameter '{p.name}' needs a type: "
                                     f"Buf[dtype, extents...] or one of i32, i64, f32, f64 "
                                     f"(got {ty!r}); static values go after `*`", where)
         runtime.append((p.name, ty))
+        roles.append(role)
     ret = sig.return_annotation
     ret = None if ret in (inspect.Signature.empty, None) else ret
     if ret is not None and ret not in PARAM_KINDS:
         raise KernelSourceError(f"kernel {k.name}: return type {ret!r}; write one of i32, i64, "
                                 f"f32, f64 or nothing instead", where)
-    return runtime, statics, ret
+    return runtime, statics, ret, tuple(roles)
 
 
 def _digest_sources(fn) -> str:

@@ -13,7 +13,9 @@ truncate toward zero and saturate (NaN -> 0), which is defined where C and numpy
 The dtype may be the name of a static parameter whose value is a type name (``Buf["gtype", n]``
 with ``gtype="i16"``), for buffers whose element type depends on the configuration.
 An extent is an int, the name of a static parameter or of an integer scalar parameter, or None
-(unknown: allowed for the first axis only; it is not bounds-checked).
+(unknown: allowed for the first axis only; it is not bounds-checked). A role marker may end the
+brackets, ``Buf[f32, "n", 4, In("m", "the scan")]``, and a scalar's, ``i64[In("points")]``: what
+the kernel does with the argument and what it holds, for its documented signature (`markers`).
 
 ``Vec[f32, 16]`` is the type of a vector *value* (16 f32 lanes, one ``<16 x float>``): element
 ``boolean`` (a mask, from comparing vectors), ``i32``, ``i64``, ``f32`` or ``f64``, 1 to
@@ -29,6 +31,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import irutil as u
+from .markers import Marked, Role
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,12 @@ class Scalar:
                 info.min if value <= info.min else int(value)))
         return self.dtype.type(value)
 
+    def __getitem__(self, role: Role) -> Marked:
+        """``i64[In("points", "rows of points")]``: this scalar with its role marker."""
+        if not isinstance(role, Role):
+            raise TypeError(f"{self.name}[...]: takes a role marker, In(unit, doc), got {role!r}")
+        return Marked(self, role)
+
     def __repr__(self) -> str:
         return self.name
 
@@ -128,8 +137,10 @@ class BufType:
 class Buf:
     """Annotation of a buffer parameter: ``Buf[f32, "n", 4]`` (see the module docstring)."""
 
-    def __class_getitem__(cls, item) -> BufType:
+    def __class_getitem__(cls, item) -> BufType | Marked:
         item = item if isinstance(item, tuple) else (item,)
+        if len(item) > 1 and isinstance(item[-1], Role):
+            return Marked(cls[item[:-1]], item[-1])
         dtype, dims = item[0], item[1:]
         if not isinstance(dtype, (Scalar, str)) or dtype is BOOL:
             raise TypeError(f"Buf[...]: the first item must be a numeric scalar type such as "
@@ -139,6 +150,8 @@ class Buf:
         for k, d in enumerate(dims):
             if d is None and k > 0:
                 raise TypeError("Buf[...]: only the first extent may be None (unknown)")
+            if isinstance(d, Role):
+                raise TypeError(f"Buf[...]: the role marker {d!r} goes last, after the extents")
             if not (d is None or isinstance(d, (int, str))):
                 raise TypeError(f"Buf[...]: extent {d!r} must be an int, a parameter name or "
                                 f"None")

@@ -1,19 +1,14 @@
 """Native 2-D convolution of the BEV network (Conv with BatchNormalization folded, + ReLU), NHWC,
 skipping the output cells whose inputs did not change from the empty frame.
 
-Signature::
-
-    i64 bev_conv(ptr inp f32[..], ptr weights f32[kh*kw*cin, cpad], ptr bias f32[cpad],
-                 ptr out f32[ho*wo*ostride], ptr in_mask u8[hi*wi], ptr out_mask u8[ho*wo])
-
-Semantics: out[oy, ox, ooff:ooff+cout] = act(bias + sum over (ky, kx, ci) of
-``inp[iy, ix, ci] * weights[(ky*kw + kx)*cin + ci, :]``) with iy = oy*sy - top + ky,
-ix = ox*sx - left + kx (taps outside the input are zero padding), ``act`` ReLU or identity.
-The input element (iy, ix, ci) is at ``iy*row + ix*ps + (ioff + ci)*cs``: NHWC (``ps`` the
-pixel's channel count, ``cs`` 1; ``ioff`` the first channel of a Concat part) or NCHW (``ps``
-1, ``cs`` hi*wi: the dense scatter's canvas). Output cells are rows of ``ostride`` floats,
-this layer's channels at ``ooff`` (a Concat's producers write their parts in place). Returns
-the number of output cells computed.
+The signature, with units and roles, is the kernel's annotations. Semantics: out[oy, ox,
+ooff:ooff+cout] = act(bias + sum over (ky, kx, ci) of ``inp[iy, ix, ci] * weights[(ky*kw +
+kx)*cin + ci, :]``) with iy = oy*sy - top + ky, ix = ox*sx - left + kx (taps outside the input
+are zero padding), ``act`` ReLU or identity. The input element (iy, ix, ci) is at ``iy*row +
+ix*ps + (ioff + ci)*cs``: NHWC (``ps`` the pixel's channel count, ``cs`` 1; ``ioff`` the first
+channel of a Concat part) or NCHW (``ps`` 1, ``cs`` hi*wi: the dense scatter's canvas). Output
+cells are rows of ``ostride`` floats, this layer's channels at ``ooff`` (a Concat's producers
+write their parts in place). Returns the number of output cells computed.
 
 Layout: NHWC, because the BEV maps here have 16-128 channels and strides 1 and 2. A cell's
 C_out outputs are one vector value (one zmm for 16 channels), each input value is one
@@ -38,9 +33,9 @@ fast-math: ``contract`` only (FMA).
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, local, simd, u8, unroll
+from ...compile.lang import (Buf, In, State, f32, i32, i64, inline, kernel, kmath, local, simd,
+                             u8, unroll)
 from ...compile.target import host_has
-from .signatures import bev_conv_args
 
 # A 1x1 layer reading this many NHWC channels or more prefetches its run's input lines: its
 # input is a map too large for the caches (the demo's 128-channel concat, 27 MB) read at scattered
@@ -195,11 +190,24 @@ def busy_groups(inp, weights, bias, out, out_mask, oy, y0, ky_lo, ky_hi, cin, co
 
 
 @kernel(name="pillars.bev_conv", fastmath=("contract",))
-def bev_conv(inp: Buf[f32], weights: Buf[f32, None, "cpad"], bias: Buf[f32, "cpad"],
-             out: Buf[f32], in_mask: Buf[u8], out_mask: Buf[u8], *, cin: int, cout: int, cpad: int,
-             kh: int, kw: int, sy: int, sx: int, top: int, left: int, hi: int, wi: int,
-             ho: int, wo: int, ps: int, cs: int, ioff: int, ostride: int, ooff: int,
-             xa: int, xb: int, relu: bool, sparse: bool, run: int, fetch: bool) -> i64:
+def bev_conv(
+        inp: Buf[f32, In(doc="input map: NHWC (ps floats a cell, channels from ioff) or the NCHW "
+                             "canvas", rows="hi * wi * ps")],
+        weights: Buf[f32, None, "cpad", In(
+            doc="BN-folded weight, [(ky * kw + kx) * cin + ci, co] = W[co, ci, ky, kx], rows "
+                "zero-padded to cpad; a slice of the weights blob (native_net.NetPlan.table)",
+            rows="kh * kw * cin")],
+        bias: Buf[f32, "cpad", In(doc="BN-folded bias, zero-padded")],
+        out: Buf[f32, State(doc="output map, cout channels at ooff of each ostride-float cell; "
+                                "holds the previous frame on entry; 16 floats of slack at the end",
+                            rows="ho * wo * ostride + 16")],
+        in_mask: Buf[u8, In(doc="bit 0: the input cell differs from the empty frame's (sparse "
+                                "only)", rows="hi * wi")],
+        out_mask: Buf[u8, State(doc="bit 0: this frame, bit 1: last frame; initialise to 1 "
+                                    "(sparse only)", rows="ho * wo")], *,
+        cin: int, cout: int, cpad: int, kh: int, kw: int, sy: int, sx: int, top: int, left: int,
+        hi: int, wi: int, ho: int, wo: int, ps: int, cs: int, ioff: int, ostride: int, ooff: int,
+        xa: int, xb: int, relu: bool, sparse: bool, run: int, fetch: bool) -> i64:
     computed = 0
     row = wi * ps
     runs = (xb - xa) // run
@@ -264,5 +272,4 @@ def bev_conv_spec(*, cin: int, cout: int, kernel: tuple, stride: tuple, pads: tu
                          cs=in_layout[1], ioff=in_layout[2], ostride=out_layout[0],
                          ooff=out_layout[1], xa=xa, xb=xb, relu=bool(relu),
                          sparse=bool(sparse), run=run_length(cout),
-                         fetch=kh == kw == 1 and in_layout[1] == 1 and cin >= FETCH_CHANNELS,
-                         arg_docs=bev_conv_args())
+                         fetch=kh == kw == 1 and in_layout[1] == 1 and cin >= FETCH_CHANNELS)

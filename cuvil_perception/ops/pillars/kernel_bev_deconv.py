@@ -1,17 +1,11 @@
 """Native ConvTranspose of the BEV network (an upsampling deblock, BatchNormalization folded,
 + ReLU), NHWC, kernel == stride, no padding: each output cell reads one input cell.
 
-Signature::
-
-    i64 bev_deconv(ptr inp f32[..], ptr weights f32[s*s*cin, cpad], ptr bias f32[cpad],
-                   ptr out f32[hi*s*wi*s*ostride], ptr in_mask u8[hi*wi],
-                   ptr out_mask u8[hi*s*wi*s])
-
-Semantics (ONNX ConvTranspose, weight W [cin, cout, s, s], strides (s, s), pads 0):
-out[iy*s + ty, ix*s + tx, ooff:ooff+cout] = act(bias + sum over ci of
-``inp[iy, ix, ci] * weights[(ty*s + tx)*cin + ci, :]``), weights[(ty*s + tx)*cin + ci, co] =
-W[ci, co, ty, tx]; input and output addressing as kernel_bev_conv (``ps``, ``cs``, ``ioff``;
-``ostride``, ``ooff``). Returns the number of output cells computed.
+The signature, with units and roles, is the kernel's annotations. Semantics (ONNX ConvTranspose,
+weight W [cin, cout, s, s], strides (s, s), pads 0): out[iy*s + ty, ix*s + tx, ooff:ooff+cout] =
+act(bias + sum over ci of ``inp[iy, ix, ci] * weights[(ty*s + tx)*cin + ci, :]``), weights[(ty*s
++ tx)*cin + ci, co] = W[ci, co, ty, tx]; input and output addressing as kernel_bev_conv (``ps``,
+``cs``, ``ioff``; ``ostride``, ``ooff``). Returns the number of output cells computed.
 
 Loops: per input row, per output phase (ty, tx), runs of ``run`` input cells share each
 weight row (kernel_bev_conv's reasons); the tail takes runs of one. Sparse as in
@@ -24,9 +18,8 @@ fast-math: ``contract`` only (FMA).
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i64, inline, kernel, kmath, local, u8, unroll
+from ...compile.lang import Buf, In, State, f32, i64, inline, kernel, kmath, local, u8, unroll
 from .kernel_bev_conv import padded, run_length, store_cells
-from .signatures import bev_deconv_args
 
 
 @inline
@@ -106,10 +99,18 @@ def busy_cells(out_mask, xs, iy, s, wi, run):
 
 
 @kernel(name="pillars.bev_deconv", fastmath=("contract",))
-def bev_deconv(inp: Buf[f32], weights: Buf[f32, None, "cpad"], bias: Buf[f32, "cpad"],
-               out: Buf[f32], in_mask: Buf[u8], out_mask: Buf[u8], *, cin: int, cout: int,
-               cpad: int, s: int, hi: int, wi: int, ps: int, cs: int, ioff: int, ostride: int,
-               ooff: int, relu: bool, sparse: bool, run: int) -> i64:
+def bev_deconv(
+        inp: Buf[f32, In(doc="input map (as bev_conv's)", rows="hi * wi * ps")],
+        weights: Buf[f32, None, "cpad", In(
+            doc="BN-folded weight, [(ty * s + tx) * cin + ci, co] = W[ci, co, ty, tx], "
+                "zero-padded", rows="s * s * cin")],
+        bias: Buf[f32, "cpad", In(doc="BN-folded bias, zero-padded")],
+        out: Buf[f32, State(doc="output map (as bev_conv's)",
+                            rows="hi * s * wi * s * ostride + 16")],
+        in_mask: Buf[u8, In(doc="as bev_conv's", rows="hi * wi")],
+        out_mask: Buf[u8, State(doc="as bev_conv's", rows="hi * s * wi * s")], *, cin: int,
+        cout: int, cpad: int, s: int, hi: int, wi: int, ps: int, cs: int, ioff: int,
+        ostride: int, ooff: int, relu: bool, sparse: bool, run: int) -> i64:
     computed = 0
     runs = wi // run
     xs = local(i64, wi + run)
@@ -144,5 +145,4 @@ def bev_deconv_spec(*, cin: int, cout: int, stride: int, in_size: tuple, in_layo
     return bev_deconv.spec(cin=cin, cout=cout, cpad=padded(cout), s=stride, hi=in_size[0],
                            wi=in_size[1], ps=in_layout[0], cs=in_layout[1], ioff=in_layout[2],
                            ostride=out_layout[0], ooff=out_layout[1], relu=bool(relu),
-                           sparse=bool(sparse), run=run_length(cout),
-                           arg_docs=bev_deconv_args())
+                           sparse=bool(sparse), run=run_length(cout))

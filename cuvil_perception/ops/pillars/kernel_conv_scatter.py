@@ -1,17 +1,11 @@
 """Native PillarScatter fused into the first BEV convolution: the layer's output straight from the
 [P, C_in] pillar features, never building the [C_in, ny, nx] canvas.
 
-Signature::
-
-    i64 conv_scatter(ptr features f32[P, C_in], ptr coords i32[P, 3], i64 count,
-                     ptr weights f32[kh*kw, C_in, C_out], ptr bias f32[C_out],
-                     ptr out f32[H_out*W_out, C_out], ptr mark u8[H_out*W_out],
-                     ptr touched i32[H_out*W_out], ptr prev i32[H_out*W_out],
-                     ptr prev_count i64[1])
-
-Semantics (``reference.conv_scatter``): out = relu(conv2d(scatter(features), W, stride, pads) + b)
-in NHWC, with the BN-folded weights ``weights[ky*kw + kx, ci, co] = W[co, ci, ky, kx]``. Returns
-the number of output cells some pillar reaches this frame.
+The signature, with units and roles, is the kernel's annotations (C_in = ``cin``, C_out =
+``cout``, H_out x W_out = ``ho`` x ``wo``). Semantics (``reference.conv_scatter``): out =
+relu(conv2d(scatter(features), W, stride, pads) + b) in NHWC, with the BN-folded weights
+``weights[ky*kw + kx, ci, co] = W[co, ci, ky, kx]``. Returns the number of output cells some
+pillar reaches this frame.
 
 Why it is cheap: the canvas is ~95 % empty, and an output cell no pillar reaches is
 relu(b) whatever the padding. So:
@@ -37,9 +31,9 @@ FMAs are explicit (``kmath.fma``); a cell's C_out channels are one vector value
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, inline, kernel, kmath, local, simd, u8, unroll
+from ...compile.lang import (Buf, In, Scratch, State, f32, i32, i64, inline, kernel, kmath,
+                             local, simd, u8, unroll)
 from .config import PillarConfig
-from .signatures import conv_scatter_args
 from .types import ConvLayer
 
 LANES = 16
@@ -78,11 +72,24 @@ def matvec(features, p, weights, tap, cin, cout, ways):
 
 
 @kernel(name="pillars.conv_scatter")
-def conv_scatter(features: Buf[f32, None, "cin"], coords: Buf[i32, None, 3], count: i64,
-                 weights: Buf[f32, None, "cin", "cout"], bias: Buf[f32, "cout"],
-                 out: Buf[f32, None, "cout"], mark: Buf[u8], touched: Buf[i32], prev: Buf[i32],
-                 prev_count: Buf[i64, 1], *, cin: int, cout: int, kh: int, kw: int, sy: int,
-                 sx: int, top: int, left: int, ho: int, wo: int, ways: int) -> i64:
+def conv_scatter(
+        features: Buf[f32, None, "cin", In(doc="PFN output", rows="count")],
+        coords: Buf[i32, None, 3, In("cells (z, y, x)", rows="count")],
+        count: i64[In("pillars")],
+        weights: Buf[f32, None, "cin", "cout", In(
+            doc="BN-folded conv weight, [ky * kw + kx, ci, co] = W[co, ci, ky, kx]",
+            rows="kh * kw")],
+        bias: Buf[f32, "cout", In(doc="BN-folded bias")],
+        out: Buf[f32, None, "cout", State(
+            doc="relu(conv + bias), NHWC; holds the previous frame on entry (relu(bias) "
+                "everywhere before the first call)", shape=("ho", "wo", "cout"))],
+        mark: Buf[u8, State(doc="all zero on entry and exit", rows="ho * wo")],
+        touched: Buf[i32, Scratch("cells", rows="ho * wo")],
+        prev: Buf[i32, State("cells", "the output cells the previous frame reached",
+                             rows="ho * wo")],
+        prev_count: Buf[i64, 1, State("cells", "zero-initialise")], *, cin: int, cout: int,
+        kh: int, kw: int, sy: int, sx: int, top: int, left: int, ho: int, wo: int,
+        ways: int) -> i64:
     reached = 0
     for p in range(count):
         y, x = i64(coords[p, 1]), i64(coords[p, 2])
@@ -118,4 +125,4 @@ def conv_scatter_spec(config: PillarConfig, conv: ConvLayer) -> KernelSpec:
     ho, wo = conv.out_size(config.ny, config.nx)
     return conv_scatter.spec(cin=cin, cout=cout, kh=kh, kw=kw, sy=conv.stride[0],
                              sx=conv.stride[1], top=conv.pads[0], left=conv.pads[1], ho=ho, wo=wo,
-                             ways=max(1, WAYS // len(chunks(cout))), arg_docs=conv_scatter_args())
+                             ways=max(1, WAYS // len(chunks(cout))))

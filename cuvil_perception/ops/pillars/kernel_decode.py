@@ -1,23 +1,17 @@
 """Native score threshold + ResidualCoder decode, only for anchors that pass.
 
-Signature::
-
-    void decode(ptr cls f32[N, K], ptr box f32[N, 7], ptr dir f32[N, 2], ptr anchors f32[N, 7],
-                ptr boxes f32[cap, 7], ptr scores f32[cap], ptr labels i32[cap],
-                ptr anchor i32[cap], ptr counts i64[2])
-
-N = H * W * A anchors (the NHWC head maps read as flat rows). Semantics are
-``reference.decode_boxes``: score = sigmoid(max logit) (``kmath.sigmoid``, abs error <= 1.5e-7),
-label = first argmax, kept when score >= threshold, written in anchor order; ``counts`` = (rows
-written, anchors that passed but did not fit in ``cap``). Since sigmoid is monotonic, an anchor
-whose best logit is below ``logit_gate(threshold)`` (logit(threshold) less a margin of at least
-1e-3, wider near 0 and 1; the same gate as YOLO's scan) is skipped before any exp is computed;
-the margin keeps the float32 decision itself to the sigmoid comparison. The gate runs
-branch-free over blocks of ``BLOCK`` anchors (so it vectorises) writing flag bytes; a second pass
-reads them 8 at a time as u64 words and visits only the flagged anchors (a set-bit loop: 0.75x
-the time of testing each word, then its 8 bytes, measured by the IR side-by-side removed
-after commit 96a65d84da4f). fast-math: none
-(``exp`` uses ``contract`` inside the polynomial).
+The signature, with units and roles, is the kernel's annotations. N = H * W * A anchors (the
+NHWC head maps read as flat rows). Semantics are ``reference.decode_boxes``: score = sigmoid(max
+logit) (``kmath.sigmoid``, abs error <= 1.5e-7), label = first argmax, kept when score >=
+threshold, written in anchor order; ``counts`` = (rows written, anchors that passed but did not
+fit in ``cap``). Since sigmoid is monotonic, an anchor whose best logit is below
+``logit_gate(threshold)`` (logit(threshold) less a margin of at least 1e-3, wider near 0 and 1;
+the same gate as YOLO's scan) is skipped before any exp is computed; the margin keeps the
+float32 decision itself to the sigmoid comparison. The gate runs branch-free over blocks of
+``BLOCK`` anchors (so it vectorises) writing flag bytes; a second pass reads them 8 at a time as
+u64 words and visits only the flagged anchors (a set-bit loop: 0.75x the time of testing each
+word, then its 8 bytes, measured by the IR side-by-side removed after commit 96a65d84da4f).
+fast-math: none (``exp`` uses ``contract`` inside the polynomial).
 """
 
 from __future__ import annotations
@@ -25,12 +19,12 @@ from __future__ import annotations
 import math
 
 from ...compile import KernelSpec
-from ...compile.lang import (Buf, address, bits, f32, i32, i64, inline, kernel, kmath, local,
-                             select, u8, u64, unroll, view)
+from ...compile.lang import (Buf, In, Out, address, bits, f32, i32, i64, inline, kernel, kmath,
+                             local, select, u8, u64, unroll, view)
 from .config import HeadConfig, PillarConfig, logit_gate
-from .signatures import decode_args
 
 BLOCK = 2048  # anchors gated per vectorised pass (flags live in a stack buffer)
+BOX_UNIT = "m, rad (x y z dx dy dz heading)"  # a box row, LiDAR frame
 PI = math.pi
 
 
@@ -58,11 +52,17 @@ def decode_one(box, dirs, table, a, out, slot, dir_offset):
 
 
 @kernel(name="pillars.decode")
-def decode(cls: Buf[f32, "anchors", "classes"], box: Buf[f32, "anchors", 7],
-           dirs: Buf[f32, "anchors", 2], table: Buf[f32, "anchors", 7],
-           boxes: Buf[f32, "cap", 7], scores: Buf[f32, "cap"], labels: Buf[i32, "cap"],
-           anchor: Buf[i32, "cap"], counts: Buf[i64, 2], *, anchors: int, classes: int, cap: int,
-           threshold: float, dir_offset: float, gate: float):
+def decode(cls: Buf[f32, "anchors", "classes", In("logit", "class head (NHWC)")],
+           box: Buf[f32, "anchors", 7, In("encoded residuals", "box head")],
+           dir: Buf[f32, "anchors", 2, In("logit", "direction head")],
+           anchor_table: Buf[f32, "anchors", 7, In(BOX_UNIT)],
+           boxes: Buf[f32, "cap", 7, Out(BOX_UNIT)],
+           scores: Buf[f32, "cap", Out("probability 0..1")],
+           labels: Buf[i32, "cap", Out("class index (0-based)")],
+           anchor: Buf[i32, "cap", Out("anchor index")],
+           counts: Buf[i64, 2, Out("rows", "rows written, anchors that passed but did not fit "
+                                           "in cap")], *,
+           anchors: int, classes: int, cap: int, threshold: float, dir_offset: float, gate: float):
     written = passed = 0
     flags = local(u8, BLOCK)
     words = view(address(flags), u64, BLOCK // 8)
@@ -82,7 +82,7 @@ def decode(cls: Buf[f32, "anchors", "classes"], box: Buf[f32, "anchors", 7],
                     if score >= threshold:
                         passed += 1
                         if written < cap:
-                            decode_one(box, dirs, table, a, boxes, written, dir_offset)
+                            decode_one(box, dir, anchor_table, a, boxes, written, dir_offset)
                             scores[written], labels[written], anchor[written] = score, label, a
                             written += 1
     counts[:] = (written, passed - written)
@@ -94,4 +94,4 @@ def decode_spec(config: PillarConfig, head: HeadConfig) -> KernelSpec:
     return decode.spec(anchors=height * width * head.anchors_per_cell,
                        classes=head.num_classes, cap=head.candidate_capacity(config),
                        threshold=head.score_threshold, dir_offset=head.dir_offset,
-                       gate=logit_gate(head.score_threshold), arg_docs=decode_args())
+                       gate=logit_gate(head.score_threshold))

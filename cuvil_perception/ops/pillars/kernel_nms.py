@@ -1,14 +1,9 @@
 """Native greedy rotated-BEV NMS over score-sorted boxes.
 
-Signature::
-
-    i64 nms(ptr boxes f32[m, 7], ptr cosines f64[m], ptr sines f64[m], i64 m,
-            ptr keep i32[post], ptr suppressed u8[pre], ptr table f64[pre, 12],
-            ptr extents f64[4, pre], ptr near u8[pre])
-
-``boxes`` are already sorted by descending score (the caller sorts: a stable argsort, ties by
-lower anchor index); ``cosines`` / ``sines`` are numpy's cos / sin of their float64 headings.
-Returns how many positions were written to ``keep`` (positions into the sorted rows).
+The signature, with units and roles, is the kernel's annotations. ``boxes`` are already sorted
+by descending score (the caller sorts: a stable argsort, ties by lower anchor index);
+``cosines`` / ``sines`` are numpy's cos / sin of their float64 headings. Returns how many
+positions were written to ``keep`` (positions into the sorted rows).
 
 The kernel first fills ``table`` with the rows of ``bev_iou.box_table`` (the same float64
 operations in the same order: bitwise the same rows), and ``extents`` with each box's
@@ -24,11 +19,10 @@ drops has no overlap (IoU ~ 0, never > the threshold), so the decisions are the 
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import (Buf, f32, f64, i32, i64, inline, kernel, kmath, local, select, simd,
-                             u8, unroll)
+from ...compile.lang import (Buf, In, Out, Scratch, f32, f64, i32, i64, inline, kernel, kmath,
+                             local, select, simd, u8, unroll)
 from ...geometry.bev_iou import AREA, CORNERS, EPS, RADIUS, TABLE_WIDTH, X, Y
 from .config import HeadConfig
-from .signatures import nms_args
 
 MAX_VERTS = 16  # a quad clipped by 4 half-planes has at most 8 vertices
 HALF_X = simd.vector(f64, (0.5, -0.5, -0.5, 0.5))  # bev_iou._HALF[:, 0]
@@ -100,10 +94,16 @@ def iou(table, i, j, xa, ya, xb, yb):
 
 
 @kernel(name="pillars.nms")
-def nms(boxes: Buf[f32, "m", 7], cosines: Buf[f64, "m"], sines: Buf[f64, "m"], m: i64,
-        keep: Buf[i32, "post"], suppressed: Buf[u8, "pre"], table: Buf[f64, "pre", TABLE_WIDTH],
-        extents: Buf[f64, 4, "pre"], near: Buf[u8, "pre"], *, threshold: float, post: int,
-        pre: int) -> i64:
+def nms(boxes: Buf[f32, "m", 7, In("m, rad (x y z dx dy dz heading)",
+                                    "sorted by descending score")],
+        cosines: Buf[f64, "m", In(doc="cos of each heading")],
+        sines: Buf[f64, "m", In(doc="sin of each heading")],
+        m: i64[In("boxes", "rows of boxes", most="pre")],
+        keep: Buf[i32, "post", Out("row index", "rows kept, by descending score; the return "
+                                                "value says how many")],
+        suppressed: Buf[u8, "pre", Scratch()], table: Buf[f64, "pre", TABLE_WIDTH, Scratch()],
+        extents: Buf[f64, 4, "pre", Scratch("m")], near: Buf[u8, "pre", Scratch()], *,
+        threshold: float, post: int, pre: int) -> i64:
     xa, ya = local(f64, MAX_VERTS), local(f64, MAX_VERTS)
     xb, yb = local(f64, MAX_VERTS), local(f64, MAX_VERTS)
     for j in range(m):
@@ -128,5 +128,4 @@ def nms(boxes: Buf[f32, "m", 7], cosines: Buf[f64, "m"], sines: Buf[f64, "m"], m
 
 def nms_spec(head: HeadConfig) -> KernelSpec:
     """The NMS kernel for one head's threshold and keep cap."""
-    return nms.spec(threshold=head.nms_threshold, post=head.nms_post, pre=head.nms_pre,
-                    arg_docs=nms_args())
+    return nms.spec(threshold=head.nms_threshold, post=head.nms_post, pre=head.nms_pre)

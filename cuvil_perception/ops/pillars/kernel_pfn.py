@@ -1,14 +1,10 @@
 """Native PillarVFE features + PFN, fused, computing only real points.
 
-Signature::
-
-    void pfn(ptr voxels f32[P, K, 4], ptr coords i32[P, 3], ptr num_points i32[P], i64 count,
-             ptr weights f32[14, C], ptr bias f32[C], ptr out f32[P, C])
-
-``weights`` rows 0-9 are the BN-folded linear weights W (features @ W + bias == BN(linear)),
-rows 10-13 the combined rows A = W0 + W4 + W7, B = W1 + W5 + W8, Z = W2 + W6 + W9, D = W3
-(see ``fold_weights``). Why: with u = p - cell centre and dm = pillar mean - cell centre, the
-10 features of a point are linear in (u, r), so
+The signature, with units and roles, is the kernel's annotations (the C header of a library is
+written from them). ``weights`` rows 0-9 are the BN-folded linear weights W (features @ W + bias
+== BN(linear)), rows 10-13 the combined rows A = W0 + W4 + W7, B = W1 + W5 + W8, Z = W2 + W6 +
+W9, D = W3 (see ``fold_weights``). Why: with u = p - cell centre and dm = pillar mean - cell
+centre, the 10 features of a point are linear in (u, r), so
 
     f . W = [cx W0 + cy W1 + cz W2 - dm . (W4, W5, W6)] + ux A + uy B + uz Z + r D
 
@@ -27,9 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, kernel, kmath, simd
+from ...compile.lang import Buf, In, Out, f32, i32, i64, kernel, kmath, simd
 from .config import PillarConfig
-from .signatures import pfn_args
 from .types import PfnWeights
 
 
@@ -44,10 +39,21 @@ def fold_weights(weights: PfnWeights) -> tuple[np.ndarray, np.ndarray]:
 # noalias=False (the buffers never overlap): with noalias, LLVM hoists all 11 weight rows (44 zmm
 # for C = 64) out of the pillar loop and they spill into the point loop (measured ~1.15x slower).
 @kernel(name="pillars.pfn", noalias=False)
-def pfn(voxels: Buf[f32, None, "max_points", 4], coords: Buf[i32, None, 3],
-        num_points: Buf[i32], count: i64, weights: Buf[f32, 14, "channels"],
-        bias: Buf[f32, "channels"], out: Buf[f32, None, "channels"], *, channels: int,
-        max_points: int, voxel: tuple, offset: tuple):
+def pfn(voxels: Buf[f32, None, "max_points", 4, In("m (x, y, z); reflectance",
+                                                    "pillarize's voxels", rows="count")],
+        coords: Buf[i32, None, 3, In("cells (z, y, x)", rows="count")],
+        num_points: Buf[i32, In("points", rows="count")],
+        count: i64[In("pillars", "pillars to compute (counts[0] of pillarize)")],
+        weights: Buf[f32, 14, "channels", In(doc=(
+            "PFN Linear(10 -> C, no bias) with its BatchNorm folded in: rows 0-9 W[k, c] = "
+            "linear[k, c] * gamma[c] / sqrt(var[c] + eps) for the point features k = x, y, z, "
+            "r, x - pillar mean x, y - mean y, z - mean z, x - cell centre x, y - centre y, "
+            "z - centre z; rows 10-13 = W0 + W4 + W7, W1 + W5 + W8, W2 + W6 + W9, W3"))],
+        bias: Buf[f32, "channels", In(
+            doc="folded BatchNorm bias: beta[c] - mean[c] * gamma[c] / sqrt(var[c] + eps)")],
+        out: Buf[f32, None, "channels", Out(
+            doc="pillar features; rows past count are not written", rows="count")], *,
+        channels: int, max_points: int, voxel: tuple, offset: tuple):
     for p in range(count):
         filled = i64(num_points[p])
         sx = sy = sz = f32(0.0)
@@ -77,5 +83,4 @@ def pfn_spec(config: PillarConfig) -> KernelSpec:
     voxel = np.asarray(config.voxel_size, np.float32)
     offset = voxel / 2 + np.asarray(config.point_cloud_range[:3], np.float32)
     return pfn.spec(channels=config.num_features, max_points=config.max_points_per_pillar,
-                    voxel=[float(v) for v in voxel], offset=[float(v) for v in offset],
-                    arg_docs=pfn_args())
+                    voxel=[float(v) for v in voxel], offset=[float(v) for v in offset])

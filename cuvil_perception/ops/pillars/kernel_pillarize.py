@@ -37,9 +37,9 @@ divide, exactly what numpy computes.
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i16, i32, i64, inline, kernel, local, select, simd
+from ...compile.lang import (Buf, In, Scratch, State, f32, i16, i32, i64, inline, kernel, local,
+                             select, simd)
 from .config import PillarConfig
-from .signatures import pillarize_args
 from .types import COUNT, DROPPED_PILLARS, DROPPED_POINTS, INVALID_POINTS, OUT_OF_RANGE
 
 BLOCK = 512  # points per pre-pass block (2 KB of cell codes on the stack)
@@ -68,11 +68,27 @@ def cell_code(points, i, rng, voxel, nx, ny):
 
 @kernel(name="pillars.pillarize", noalias=False)  # noalias lets LLVM vectorise the
 # coords loop into masked scatters, which are slower here (Zen 4) than the scalar stores
-def pillarize(points: Buf[f32, "n", 4], n: i64, voxels: Buf[f32, None, 4],
-              coords: Buf[i32, "max_pillars", 3], num_points: Buf[i32, "max_pillars"],
-              counts: Buf[i64, 5], grid: Buf["gtype", "num_cells"], overflow: Buf[i32, "num_cells"],
-              cells: Buf[i32, "max_pillars"], *, rng: tuple, voxel: tuple, nx: int, ny: int,
-              max_pillars: int, max_points: int, gtype: str, num_cells: int):
+def pillarize(
+        points: Buf[f32, "n", 4, In("m (x, y, z); reflectance 0..1",
+                                    "the scan, KITTI .bin layout")],
+        n: i64[In("points", "rows of points")],
+        voxels: Buf[f32, None, 4, State(
+            "m (x, y, z); reflectance", "[max_pillars, max_points, 4] output plus 4 spare rows; "
+            "holds the previous frame on entry (zero-initialise once, 64-byte aligned)",
+            shape=("max_pillars * max_points + 4", 4))],
+        coords: Buf[i32, "max_pillars", 3, State("cells (z, y, x)",
+                                                 "cell of each pillar; zero past count")],
+        num_points: Buf[i32, "max_pillars", State(
+            "points", "real points per pillar (1..max_points); zero past count")],
+        counts: Buf[i64, 5, State(
+            "pillars, points", "count, dropped_points, dropped_pillars, invalid_points, "
+            "out_of_range; counts[0] is the previous frame's pillar count on entry")],
+        grid: Buf["gtype", "num_cells", State(
+            "pillar id", "-1 everywhere on entry and on exit (initialise once)",
+            shape=("ny * nx",))],
+        overflow: Buf[i32, "num_cells", Scratch("cells", shape=("ny * nx",))],
+        cells: Buf[i32, "max_pillars", Scratch("cells")], *, rng: tuple, voxel: tuple, nx: int,
+        ny: int, max_pillars: int, max_points: int, gtype: str, num_cells: int):
     group = 4 if max_points % 4 == 0 else 1  # rows per zeroing store (64 B when 4)
     spare = max_pillars * max_points
     previous = counts[COUNT]
@@ -138,4 +154,4 @@ def pillarize_spec(config: PillarConfig) -> KernelSpec:
     return pillarize.spec(rng=list(config.point_cloud_range), voxel=list(config.voxel_size),
                           nx=config.nx, ny=config.ny, max_pillars=config.max_pillars,
                           max_points=config.max_points_per_pillar, gtype=gtype,
-                          num_cells=config.nx * config.ny, arg_docs=pillarize_args(gtype))
+                          num_cells=config.nx * config.ny)

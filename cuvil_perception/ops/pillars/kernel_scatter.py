@@ -4,17 +4,12 @@ The pipeline uses kernel_scatter_lines (whole-line, streaming stores: ~2-3x fast
 allows whole lines; ``"merged"`` is the fallback for the other grids, and the other cell-granular
 orders stay as the benchmark's baseline. ``mark_and_sort`` is shared with kernel_scatter_lines.
 
-Signature::
-
-    void scatter(ptr features f32[P, C], ptr coords i32[P, 3], i64 count, ptr bev f32[C, ny*nx],
-                 ptr prev_cells i32[P], ptr prev_count i64[1], ptr bitmap u64[ceil(ny*nx / 64)],
-                 ptr cell_pillar i32[ny*nx], ptr cells i32[P], ptr pids i32[P])
-
-State between calls: ``bev`` holds the previous frame's map, ``prev_cells[:prev_count]`` its
-cells; ``bitmap`` is all-zero on entry and exit (u64 words, annotated i64: a u64 loads as i64
-anyway, and so the bit operations read the same uncompiled); ``cell_pillar``, ``cells`` and
-``pids`` are scratch. Result: ``bev`` equals ``reference.scatter`` bitwise (every cell not written this
-frame is +0.0).
+The signature, with units and roles, is the kernel's annotations. State between calls: ``bev``
+holds the previous frame's map, ``prev_cells[:prev_count]`` its cells; ``bitmap`` is all-zero on
+entry and exit (u64 words, annotated i64: a u64 loads as i64 anyway, and so the bit operations
+read the same uncompiled; its marker's ``dtype="u64"`` keeps them u64 for a C caller);
+``cell_pillar``, ``cells`` and ``pids`` are scratch. Result: ``bev``
+equals ``reference.scatter`` bitwise (every cell not written this frame is +0.0).
 
 Write order (static ``order``), measured in benchmarks/pillars.py:
 
@@ -37,9 +32,9 @@ No floating-point arithmetic: values are copied, so bitwise equality holds.
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, bits, f32, i32, i64, inline, kernel, select
+from ...compile.lang import (Buf, In, Scratch, State, bits, f32, i32, i64, inline, kernel,
+                             select)
 from .config import PillarConfig
-from .signatures import scatter_args
 
 ORDERS = ("merged", "channel", "pillar")
 MERGED, CHANNEL, PILLAR = range(3)  # the static ``order`` a kernel gets: an index into ORDERS
@@ -90,9 +85,20 @@ def merged(features, bev, prev_cells, previous, cells, pids, count, channels, pl
 
 @kernel(name="pillars.scatter", noalias=False)  # noalias lets LLVM turn the
 # strided plane stores of "pillar" into masked scatters, slower than scalar stores (Zen 4)
-def scatter(features: Buf[f32, None, "channels"], coords: Buf[i32, None, 3], count: i64,
-            bev: Buf[f32], prev_cells: Buf[i32], prev_count: Buf[i64, 1], bitmap: Buf[i64],
-            cell_pillar: Buf[i32], cells: Buf[i32], pids: Buf[i32], *, channels: int, nx: int,
+def scatter(features: Buf[f32, None, "channels", In(doc="PFN output", rows="count")],
+            coords: Buf[i32, None, 3, In("cells (z, y, x)", rows="count")],
+            count: i64[In("pillars")],
+            bev: Buf[f32, State(doc="the BEV map; holds the previous frame on entry "
+                                "(zero-initialise once, 64-byte aligned)",
+                                shape=("channels", "ny", "nx"))],
+            prev_cells: Buf[i32, State("cells", "the previous frame's sorted cells "
+                                       "(zero-initialise)", rows="max_pillars + 1")],
+            prev_count: Buf[i64, 1, State("cells", "zero-initialise")],
+            bitmap: Buf[i64, State(doc="all zero on entry and exit (zero-initialise)",
+                                   rows="(ny * nx + 63) / 64", dtype="u64")],
+            cell_pillar: Buf[i32, Scratch("pillar id", rows="ny * nx")],
+            cells: Buf[i32, Scratch("cells", rows="max_pillars")],
+            pids: Buf[i32, Scratch("pillar id", rows="max_pillars")], *, channels: int, nx: int,
             ny: int, order: int):
     mark_and_sort(coords, count, bitmap, cell_pillar, cells, pids, nx, ny)
     previous, plane = prev_count[0], nx * ny
@@ -119,4 +125,4 @@ def scatter_spec(config: PillarConfig, order: str = "merged") -> KernelSpec:
     if order not in ORDERS:
         raise ValueError(f"scatter: order must be one of {ORDERS}, got {order!r}")
     return scatter.spec(channels=config.num_features, nx=config.nx, ny=config.ny,
-                        order=ORDERS.index(order), arg_docs=scatter_args())
+                        order=ORDERS.index(order))

@@ -1,19 +1,12 @@
 """Native PillarScatter that writes whole 64-byte lines of the map, never reading it.
 
-Signature (kernel_scatter's, with last frame's *lines* as state and a union scratch)::
-
-    void scatter_lines(ptr features f32[P, C], ptr coords i32[P, 3], i64 count,
-                       ptr bev f32[C, ny*nx], ptr prev_lines i32[P + 1], ptr prev_count i64[1],
-                       ptr bitmap u64[ceil(ny*nx / 64)], ptr cell_pillar i32[ny*nx],
-                       ptr cells i32[P], ptr pids i32[P], ptr union_lines i32[2P],
-                       ptr union_ends i32[2P], ptr gathered f32[C / 16, P, 16],
-                       ptr rank i32[P])
-
-``bev`` must be 64-byte aligned and ``nx * ny`` a multiple of 16, so every run of 16 cells
-(a "line": ``cell >> 4``) is one cache line in every channel plane. State between calls:
-``bev`` holds the previous frame's map, ``prev_lines[:prev_count]`` the sorted lines it wrote;
-``bitmap`` is all-zero on entry and exit; the other buffers are scratch. Result: ``bev`` equals
-``reference.scatter`` bitwise.
+The signature (the annotations) is kernel_scatter's, with last frame's *lines* as state and a
+union scratch. ``bev`` must be 64-byte aligned and ``nx * ny`` a multiple of 16, so every run of
+16 cells (a "line": ``cell >> 4``) is one cache line in every channel plane. State between
+calls: ``bev`` holds the previous frame's map, ``prev_cells[:prev_count]`` the sorted lines it
+wrote (the name is kernel_scatter's, which the C header and `native.ScatterKernel` keep);
+``bitmap`` is all-zero on entry and exit; the other buffers are scratch. Result: ``bev``
+equals ``reference.scatter`` bitwise.
 
 Why whole lines: every cell not written this frame must be +0.0 and every other cell was
 already zero, so the final content of a line touched last frame or this frame is known without
@@ -51,10 +44,10 @@ equality holds, including -0.0 and NaN payloads of the features.
 from __future__ import annotations
 
 from ...compile import KernelSpec
-from ...compile.lang import Buf, f32, i32, i64, inline, kernel, simd, unroll
+from ...compile.lang import (Buf, In, Scratch, State, f32, i32, i64, inline, kernel, simd,
+                             unroll)
 from .config import PillarConfig
 from .kernel_scatter import item_or_past, mark_and_sort
-from .signatures import scatter_lines_args
 
 LANES = 16  # floats per 64-byte cache line; also channels per chunk
 SPREAD = tuple(c for c in range(LANES) for _ in range(LANES))  # channel c into all 16 lanes
@@ -114,15 +107,29 @@ def compose(gathered, q, cells, start, end, lane):
 
 
 @kernel(name="pillars.scatter_lines")
-def scatter_lines(features: Buf[f32, None, "channels"], coords: Buf[i32, None, 3], count: i64,
-                  bev: Buf[f32], prev_lines: Buf[i32], prev_count: Buf[i64, 1], bitmap: Buf[i64],
-                  cell_pillar: Buf[i32], cells: Buf[i32], pids: Buf[i32], union_lines: Buf[i32],
-                  union_ends: Buf[i32], gathered: Buf[f32, None, "max_pillars", LANES],
-                  rank: Buf[i32], *, channels: int, nx: int, ny: int, max_pillars: int,
-                  stream: bool):
+def scatter_lines(
+        features: Buf[f32, None, "channels", In(doc="PFN output", rows="count")],
+        coords: Buf[i32, None, 3, In("cells (z, y, x)", rows="count")],
+        count: i64[In("pillars")],
+        bev: Buf[f32, State(doc="the BEV map; holds the previous frame on entry (zero-initialise "
+                            "once, 64-byte aligned)", shape=("channels", "ny", "nx"))],
+        prev_cells: Buf[i32, State("lines", "the previous frame's sorted lines "
+                                   "(zero-initialise)", rows="max_pillars + 1")],
+        prev_count: Buf[i64, 1, State("lines", "zero-initialise")],
+        bitmap: Buf[i64, State(doc="all zero on entry and exit (zero-initialise)",
+                               rows="(ny * nx + 63) / 64", dtype="u64")],
+        cell_pillar: Buf[i32, Scratch("pillar id", rows="ny * nx")],
+        cells: Buf[i32, Scratch("cells", rows="max_pillars")],
+        pids: Buf[i32, Scratch("pillar id", rows="max_pillars")],
+        union_lines: Buf[i32, Scratch("lines", rows="2 * max_pillars")],
+        union_ends: Buf[i32, Scratch(rows="2 * max_pillars")],
+        gathered: Buf[f32, None, "max_pillars", LANES, Scratch(doc="64-byte aligned",
+                                                               rows="channels / 16")],
+        rank: Buf[i32, Scratch(rows="max_pillars")], *, channels: int, nx: int, ny: int,
+        max_pillars: int, stream: bool):
     mark_and_sort(coords, count, bitmap, cell_pillar, cells, pids, nx, ny)
-    n_union = union_of_lines(prev_lines, prev_count[0], cells, count, union_lines, union_ends)
-    keep_lines(union_lines, union_ends, n_union, prev_lines, prev_count)
+    n_union = union_of_lines(prev_cells, prev_count[0], cells, count, union_lines, union_ends)
+    keep_lines(union_lines, union_ends, n_union, prev_cells, prev_count)
     gather(features, pids, rank, count, gathered, channels)
     lane = simd.iota(i32, LANES)
     store = simd.stream_store if stream else simd.store
@@ -149,5 +156,4 @@ def scatter_lines_spec(config: PillarConfig, stream: bool = True) -> KernelSpec:
         raise ValueError(f"scatter_lines: channels {config.num_features} and nx * ny = "
                          f"{config.nx * config.ny} must be multiples of {LANES}")
     return scatter_lines.spec(channels=config.num_features, nx=config.nx, ny=config.ny,
-                              max_pillars=config.max_pillars, stream=stream,
-                              arg_docs=scatter_lines_args())
+                              max_pillars=config.max_pillars, stream=stream)

@@ -1,7 +1,8 @@
 """The native kernels bound to their static buffers, plus twins of the ``reference`` functions.
 
-Each ``*Kernel`` class owns the persistent buffers of one kernel for one static configuration,
-binds the compiled kernel on ``open()`` and caches buffer addresses. Results are views of those
+Each ``*Kernel`` class owns the persistent buffers of one kernel for one static configuration
+(allocated as the kernel's signature states them: `compile.buffers.allocate`), binds the
+compiled kernel on ``open()`` and caches buffer addresses. Results are views of those
 buffers: valid until the next call on the same object.
 
 The module-level functions have the names and signatures of ``reference``; they use one
@@ -15,12 +16,12 @@ import functools
 import numpy as np
 
 from ...compile import KernelSpec, get_kernel
-from ...geometry.bev_iou import TABLE_WIDTH
+from ...compile.buffers import allocate
 from .config import HeadConfig, PillarConfig
 from .kernel_decode import decode_spec
 from .kernel_nms import nms_spec
 from .kernel_pfn import fold_weights, pfn_spec
-from .kernel_pillarize import grid_type, pillarize_spec
+from .kernel_pillarize import pillarize_spec
 from .kernel_scatter import ORDERS, scatter_spec
 from .kernel_scatter_lines import lines_fit, scatter_lines_spec
 from .reference import as_points
@@ -55,15 +56,14 @@ class PillarizeKernel(_Bound):
     def __init__(self, config: PillarConfig):
         super().__init__()
         self.config = config
-        self.spec = pillarize_spec(config)
+        spec = self.spec = pillarize_spec(config)
         m, k = config.max_pillars, config.max_points_per_pillar
         # Four spare rows past the [m, k, 4] output: the kernel's scratch (see kernel_pillarize).
-        self._rows = _aligned_zeros((m * k + 4, 4))
-        self.out = Pillars(self._rows[:m * k].reshape(m, k, 4), np.zeros((m, 3), np.int32),
-                           np.zeros(m, np.int32), np.zeros(5, np.int64))
-        self.grid = np.full(config.num_cells, -1, grid_type(m).dtype)
-        self.overflow = np.zeros(config.num_cells, np.int32)
-        self.cells = np.zeros(m, np.int32)
+        self._rows = allocate(spec, "voxels", align=64)
+        self.out = Pillars(self._rows[:m * k].reshape(m, k, 4), allocate(spec, "coords"),
+                           allocate(spec, "num_points"), allocate(spec, "counts"))
+        self.grid = allocate(spec, "grid", fill=-1)
+        self.overflow, self.cells = allocate(spec, "overflow"), allocate(spec, "cells")
         self._addr = (self.out.voxels.ctypes.data, self.out.coords.ctypes.data,
                       self.out.num_points.ctypes.data, self.out.counts.ctypes.data,
                       self.grid.ctypes.data, self.overflow.ctypes.data, self.cells.ctypes.data)
@@ -86,7 +86,7 @@ class PfnKernel(_Bound):
         self.config = config
         self.spec = pfn_spec(config)
         self.weights, self.bias = fold_weights(weights)
-        self.out = np.zeros((config.max_pillars, config.num_features), np.float32)
+        self.out = allocate(self.spec, "out", count=config.max_pillars)
         self._addr = (self.weights.ctypes.data, self.bias.ctypes.data, self.out.ctypes.data)
 
     def __call__(self, pillars: Pillars) -> np.ndarray:
@@ -108,23 +108,24 @@ class ScatterKernel(_Bound):
         super().__init__()
         order = scatter_order(config, order)
         self.config = config
-        self.spec = scatter_kernel_spec(config, order)
-        m, cells = config.max_pillars, config.num_cells
-        self.bev = _aligned_zeros((config.num_features, config.ny, config.nx))
+        spec = self.spec = scatter_kernel_spec(config, order)
+        m = config.max_pillars
+
+        def buffer(name: str, **kw) -> np.ndarray:
+            return allocate(spec, name, max_pillars=m, **kw)
+
+        self.bev = buffer("bev", align=64)
         # last frame's cells ("merged"...) or lines ("stream", "lines"), sorted
-        self.prev_cells = np.zeros(m + 1, np.int32)
-        self.prev_count = np.zeros(1, np.int64)
-        self.bitmap = np.zeros((cells + 63) // 64, np.uint64)
-        self.cell_pillar = np.zeros(cells, np.int32)
-        self.cells = np.zeros(m, np.int32)
-        self.pids = np.zeros(m, np.int32)
+        self.prev_cells = buffer("prev_cells")
+        self.prev_count, self.bitmap = buffer("prev_count"), buffer("bitmap")  # (u64 words)
+        self.cell_pillar, self.cells, self.pids = (buffer(n) for n in ("cell_pillar", "cells",
+                                                                        "pids"))
         buffers = (self.bev, self.prev_cells, self.prev_count, self.bitmap, self.cell_pillar,
                    self.cells, self.pids)
         if order in LINE_ORDERS:  # the union of the two frames' lines; sorted features
-            self.union = np.zeros((2, 2 * m), np.int32)
-            self.gathered = _aligned_zeros((config.num_features // 16, m, 16))
-            self.rank = np.zeros(m, np.int32)
-            buffers += (self.union[0], self.union[1], self.gathered, self.rank)
+            self.union = (buffer("union_lines"), buffer("union_ends"))
+            self.gathered, self.rank = buffer("gathered", align=64), buffer("rank")
+            buffers += (*self.union, self.gathered, self.rank)
         self._addr = tuple(a.ctypes.data for a in buffers)
 
     def __call__(self, features: np.ndarray, coords: np.ndarray, count: int) -> np.ndarray:
@@ -172,13 +173,12 @@ class DecodeKernel(_Bound):
 
     def __init__(self, config: PillarConfig, head: HeadConfig, anchor_table: np.ndarray):
         super().__init__()
-        self.spec = decode_spec(config, head)
-        cap = head.candidate_capacity(config)
+        spec = self.spec = decode_spec(config, head)
         self.anchor_table = np.ascontiguousarray(anchor_table, np.float32)
         self.total = len(self.anchor_table)
-        self.out = Candidates(np.zeros((cap, 7), np.float32), np.zeros(cap, np.float32),
-                              np.zeros(cap, np.int32), np.zeros(cap, np.int32), 0, 0)
-        self.counts = np.zeros(2, np.int64)
+        self.out = Candidates(*(allocate(spec, n) for n in ("boxes", "scores", "labels",
+                                                             "anchor")), 0, 0)
+        self.counts = allocate(spec, "counts")
         self._addr = tuple(a.ctypes.data for a in (
             self.anchor_table, self.out.boxes, self.out.scores, self.out.labels,
             self.out.anchor, self.counts))
@@ -201,12 +201,8 @@ class NmsKernel(_Bound):
         super().__init__()
         self.head = head
         self.spec = nms_spec(head)
-        pre = head.nms_pre
-        self.keep = np.zeros(head.nms_post, np.int32)
-        self.suppressed = np.zeros(pre, np.uint8)
-        self.table = np.zeros((pre, TABLE_WIDTH), np.float64)
-        self.extents = np.zeros((4, pre), np.float64)
-        self.near = np.zeros(pre, np.uint8)
+        self.keep, self.suppressed, self.table, self.extents, self.near = (
+            allocate(self.spec, n) for n in ("keep", "suppressed", "table", "extents", "near"))
         self._addr = tuple(a.ctypes.data for a in (
             self.keep, self.suppressed, self.table, self.extents, self.near))
 

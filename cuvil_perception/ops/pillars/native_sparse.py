@@ -1,14 +1,15 @@
 """The sparse kernels bound to their static buffers (fused scatter + first conv, heads at
 candidate cells), plus twins of ``reference.conv_scatter`` and ``reference.head_cells``.
 
-As in ``native``: each ``*Kernel`` owns its persistent buffers for one static configuration;
-results are views of them, valid until the next call on the same object.
+As in ``native``: each ``*Kernel`` owns its persistent buffers for one static configuration
+(allocated as the kernel's signature states them: `compile.buffers.allocate`); results are views of them, valid until the next call on the same object.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...compile.buffers import allocate
 from ...compile.lang.types import MAX_LANES
 from ...errors import ConfigError
 from .config import HeadConfig, PillarConfig
@@ -35,15 +36,12 @@ class ConvScatterKernel(_Bound):
         self.weights = np.ascontiguousarray(
             conv.weight.transpose(2, 3, 1, 0).reshape(kh * kw, cin, cout), np.float32)
         self.bias = np.ascontiguousarray(conv.bias, np.float32)
-        ho, wo = conv.out_size(config.ny, config.nx)
         # Every cell starts as relu(bias), the value of a cell no pillar reaches; written once
         # here so the pages are committed before frame 0.
-        self.out = np.empty((ho, wo, cout), np.float32)
+        self.out = allocate(self.spec, "out")
         self.out[...] = np.maximum(self.bias, 0)
-        self.mark = np.zeros(ho * wo, np.uint8)
-        self.touched = np.zeros(ho * wo, np.int32)
-        self.prev = np.zeros(ho * wo, np.int32)
-        self.prev_count = np.zeros(1, np.int64)
+        self.mark, self.touched, self.prev, self.prev_count = (
+            allocate(self.spec, n) for n in ("mark", "touched", "prev", "prev_count"))
         self.reached = 0
         self._addr = tuple(a.ctypes.data for a in (
             self.weights, self.bias, self.out, self.mark, self.touched, self.prev,
@@ -77,17 +75,14 @@ class HeadCellsKernel(_Bound):
                               f"x {head.num_classes} classes), more than the sparse heads' "
                               f"{MAX_LANES} lanes; set `sparse: false`", "sparse")
         self.spec = head_cells_spec(map_size, head, self.parts, nhwc)
-        cells = map_size[0] * map_size[1]
         jb, jd = len(weights.box_bias), len(weights.dir_bias)
-        width = self.spec.static["width"]  # J rounded up to whole 16-lane vectors
-        self.weights = np.zeros((weights.features, width), np.float32)
+        self.weights = allocate(self.spec, "weights")  # rows J rounded up to 16-lane vectors
         self.weights[:, :jb] = weights.box_weight.T
         self.weights[:, jb:jb + jd] = weights.dir_weight.T
-        self.bias = np.zeros(width, np.float32)
+        self.bias = allocate(self.spec, "bias")
         self.bias[:jb], self.bias[jb:jb + jd] = weights.box_bias, weights.dir_bias
-        self.sizes = (cells, self.spec.static["groups"])
-        self.out = CellHeads(np.zeros((cells, jb), np.float32), np.zeros((cells, jd), np.float32),
-                             np.zeros(cells, np.int32), 0)
+        self.sizes = (self.spec.static["cells"], self.spec.static["groups"])
+        self.out = CellHeads(*(allocate(self.spec, n) for n in ("box", "dir", "found")), 0)
         self._addr = tuple(a.ctypes.data for a in (self.weights, self.bias, self.out.box,
                                                    self.out.dir, self.out.cells))
 
