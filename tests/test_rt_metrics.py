@@ -306,14 +306,20 @@ def test_ctrl_c_ends_the_linger_even_when_a_library_ignores_sigint():
         lingering.wait(60)
         os.kill(os.getpid(), signal.SIGINT)
 
+    # A linger that Ctrl-C did not end would run its 300 s: the watchdog ends it with SIGTERM
+    # after 60 s instead, and the test fails on that.
+    watchdog = threading.Timer(60.0, os.kill, (os.getpid(), signal.SIGTERM))
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         watcher = threading.Thread(target=interrupt)
         watcher.start()
+        watchdog.start()
         with serve_for_run("127.0.0.1:0", note, "metrics", 300.0):
             pass
         watcher.join()
+        assert watchdog.is_alive(), "Ctrl-C did not end the linger (the watchdog's SIGTERM did)"
         assert "closed early" in notes[-1]
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
+        watchdog.cancel()
         signal.signal(signal.SIGINT, previous)

@@ -64,16 +64,26 @@ class MetricsServer:
         SIGTERM ends the wait at once. Main thread only (signals)."""
         if seconds <= 0:
             return
-        note(f"metrics stay at {self.url} for {seconds:g} s (--metrics-linger; Ctrl-C ends it)")
         try:
             with sigterm_as_interrupt(), sigint_as_keyboard_interrupt():
-                time.sleep(seconds)
+                note(f"metrics stay at {self.url} for {seconds:g} s (--metrics-linger; "
+                     "Ctrl-C ends it)")
+                _sleep_interruptibly(seconds)
         except KeyboardInterrupt:
             note(f"metrics at {self.url} closed early (Ctrl-C / SIGTERM during --metrics-linger)")
 
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _sleep_interruptibly(seconds: float) -> None:
+    """``time.sleep(seconds)`` in slices of at most 0.25 s: a signal whose handler was tripped
+    just before a sleep began (it did not cut that sleep short) still ends the wait within a
+    slice, because Python runs pending handlers between slices."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, 0.25))
 
 
 @contextmanager
