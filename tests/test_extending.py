@@ -144,6 +144,11 @@ def test_the_op_and_the_sink_run_in_a_pipeline_on_the_sample_drive(extended):
         assert 0 < near < len(points)
     again = _cli("run", str(extended / "near.yaml"), "--frames", "1")  # its own earlier output
     assert again.exit_code == 0 and len(out.read_text().splitlines()) == 2, again.output
+    out.unlink()  # the user's own file where the sink's was: the record beside it is not its
+    out.write_text("frame,mine\n0,1\n")
+    replaced = _cli("run", str(extended / "near.yaml"), "--frames", "1")
+    assert replaced.exit_code == 2 and "counts.csv" in replaced.output, replaced.output
+    assert out.read_text() == "frame,mine\n0,1\n"
     other = extended / "other.csv"  # a sink's path param is a protected run output
     other.write_text("someone else's file\n")
     refused = _cli("run", str(extended / "near.yaml"), "--frames", "1", "--set",
