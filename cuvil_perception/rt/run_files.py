@@ -8,6 +8,8 @@ run's life (a second run on one of them stops there); ``RecordFile.start`` write
 ``status: "running"`` (replacing a previous run's record, and removing stale records beside the
 run's other run logs, so ``render`` can never pick up an older run's drive); ``progress``
 rewrites it at most once a second; ``finish`` writes the full record with its final status.
+Each of those writes carries ``output_files`` (``written_files``): what the run has written into
+each sink file, by which the record vouches for that very file to a later run.
 """
 
 from __future__ import annotations
