@@ -27,16 +27,24 @@ Three ways to write, each all-or-nothing at its own grain:
   (``trace``), an MCAP file whose first record after the header is a Metadata record named
   ``cuvil-perception`` (``mcap``, the ``mcap`` sink), a page starting with ``HTML_SIGNATURE``
   (``report``, the fleet's ``report.html``);
-* any file (e.g. an empty JSONL after a crash before frame 0) with a run record
-  ``<file>.record.json`` beside it that lists the file among its outputs (kind ``detections``
-  for a ``jsonl`` sink's file, ``mcap`` for an ``mcap`` sink's, else ``run output``);
+* any file (e.g. an empty JSONL after a crash before frame 0, a CSV of a third-party sink)
+  that the run record ``<file>.record.json`` beside it vouches for (``vouched_by_record``): the
+  record lists the file among its outputs and holds, in ``output_files``, the identity of the
+  very file the run wrote (device, inode, size and sha256 of its bytes, ``rt.written_files``).
+  A file a user put at that path later is not ours even when it reuses the inode number: its
+  bytes differ from a finished run's, and a killed run's file must start with the bytes its
+  record last saw (or be empty, when it saw none). Kind ``detections`` for a ``jsonl`` sink's
+  file, ``mcap`` for an ``mcap`` sink's, else ``run output``. A record without ``output_files``
+  (format ``cuvil-run-record/1``, before it existed) vouches for nothing;
 * a folder that is empty or holds the ``.cuvil-output`` marker (kind ``folder``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import platform
 import re
 from pathlib import Path
 
@@ -178,7 +186,7 @@ def output_kind(path: str | Path) -> str | None:
     except OSError:
         return None
     return _kind_of_head(head) or ("mcap" if _our_mcap(path) else None) or \
-        _listed_by_record_beside(path)
+        vouched_by_record(path)
 
 
 def _kind_of_head(head: bytes) -> str | None:
@@ -218,13 +226,49 @@ def _our_mcap(path: Path) -> bool:
         record[name:] == MCAP_METADATA_NAME
 
 
-def _listed_by_record_beside(path: Path) -> str | None:
-    """The kind of ``path`` when the run record beside it lists it among its outputs."""
+def vouched_by_record(path: Path) -> str | None:
+    """The kind of ``path`` when the run record beside it, ``<file>.record.json``, vouches for
+    this very file: the record lists it among its outputs and, in ``output_files``, the file's
+    identity as the run wrote it (``rt.written_files``), which the file still has: same device
+    and inode, and the same bytes (a finished run's whole file; a killed run's file starts with
+    the bytes it recorded, and is empty when it recorded none). The record of a run still going
+    in this process vouches by name: its own outputs, which the output-path policy let it write.
+    A record without the identity (format ``cuvil-run-record/1``) vouches for nothing."""
     sidecar = path.with_name(path.name + ".record.json")
+    here = str(path.resolve())
     try:
         record = json.loads(sidecar.read_text(encoding="utf-8"))
         listed = {str(Path(o["path"]).resolve()): o.get("op") for o in record.get("outputs", [])}
+        if here not in listed:
+            return None
+        ours = _own_running(record) or _same_file(path, record["output_files"][here])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    here = str(path.resolve())
-    return SINK_KINDS.get(listed[here], "run output") if here in listed else None
+    return SINK_KINDS.get(listed[here], "run output") if ours else None
+
+
+def _own_running(record: dict) -> bool:
+    """The record of the run this process is running now (written at its start)."""
+    run = record.get("run") or {}
+    return record.get("status") == "running" and run.get("pid") == os.getpid() and \
+        run.get("host") == platform.node()
+
+
+def _same_file(path: Path, identity: dict) -> bool:
+    """``path`` is the file ``identity`` describes (see ``rt.written_files``)."""
+    size, want = int(identity["bytes"]), identity["sha256"]
+    with open(path, "rb") as handle:
+        st = os.fstat(handle.fileno())
+        if identity["dev"] is not None and (st.st_dev, st.st_ino) != (identity["dev"],
+                                                                       identity["ino"]):
+            return False
+        if st.st_size < size or (identity["whole"] and st.st_size != size) or \
+                (size == 0 and st.st_size != 0):
+            return False
+        digest = hashlib.sha256()
+        while digest_left := size - handle.tell():
+            chunk = handle.read(min(1 << 20, digest_left))
+            if not chunk:
+                return False
+            digest.update(chunk)
+    return digest.hexdigest() == want

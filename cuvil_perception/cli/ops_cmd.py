@@ -22,8 +22,19 @@ from .op_reference import describe_ports, first_line, show_default
 @click.argument("name", required=False)
 @click.option("--markdown", is_flag=True,
               help="Print the reference of every op as Markdown (the text of docs/ops.md).")
-def ops_cmd(name: str | None, markdown: bool) -> None:
+@click.option("--drive-formats", is_flag=True,
+              help="Print the drive formats the replay and bag sources read, as the Markdown "
+                   "table of docs/drive-format.md.")
+def ops_cmd(name: str | None, markdown: bool, drive_formats: bool) -> None:
     """List the ops a pipeline can use, or describe op NAME (params, defaults, ports)."""
+    if drive_formats:
+        if name is not None or markdown:
+            raise UsageError("--drive-formats prints the table of drive formats alone; leave out "
+                             "NAME and --markdown")
+        from ..drives.registry import formats_markdown
+
+        click.echo(formats_markdown(), nl=False)
+        return
     if markdown:
         if name is not None:
             raise UsageError("--markdown prints every op; leave out NAME")

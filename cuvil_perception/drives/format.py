@@ -54,7 +54,10 @@ class DriveFormat(Protocol):
     """One kind of recording.
 
     ``name``: short id (``kitti``, ``mcap``, ...); ``title``: what a user calls it, for the
-    message naming every format a path is not. ``detect`` returns a confidence in [0, 1]
+    message naming every format a path is not. ``holds`` (what a recording of this kind is and
+    holds) and ``recognised_by`` (what ``detect`` looks for, with its confidences) are Markdown
+    text: the format's row of the table in docs/drive-format.md, which
+    ``registry.formats_markdown`` generates. ``detect`` returns a confidence in [0, 1]
     judged by content, never by extension (0: not this format; 1: its magic bytes or marker
     file; in between: a layout that may be it). ``open`` reads the index (it raises
     ``DriveError`` naming the file for anything wrong) and ``image_size`` answers
@@ -63,6 +66,8 @@ class DriveFormat(Protocol):
 
     name: str
     title: str
+    holds: str
+    recognised_by: str
 
     def detect(self, path: Path) -> float: ...
 

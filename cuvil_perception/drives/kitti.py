@@ -15,6 +15,10 @@ class KittiRaw:
 
     name = "kitti"
     title = "a drive folder (KITTI raw layout)"
+    holds = ("KITTI raw folder (above): PNG images, `.bin` scans, timestamps and calibration as "
+             "text; read by `drives/reader.py`")
+    recognised_by = ("a folder with `velodyne_points/` (0.5); any other path that is not a "
+                     "file (0.1): tried as one last, so its reader names what is missing")
 
     def detect(self, path: Path) -> float:
         path = Path(path)

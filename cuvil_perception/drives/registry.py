@@ -3,7 +3,8 @@ recording goes through (``recording.open_recording``).
 
 Adding a format: a module with a ``format.DriveFormat`` object and its line in ``FORMATS``
 (docs/drive-format.md). The format whose ``detect`` is most confident wins; on a tie, the one
-listed first.
+listed first. The table of formats in docs/drive-format.md is ``formats_markdown()``, generated
+from the formats' own declarations (``cuvil-perception ops --drive-formats``).
 """
 
 from __future__ import annotations
@@ -41,3 +42,17 @@ def format_of(path: Path) -> DriveFormat:
         titles = list(dict.fromkeys(f.title for f in FORMATS))
         raise DriveError(f"{path}: neither {' nor '.join(titles)} (judged by its first bytes)")
     return fmt
+
+
+def formats_markdown() -> str:
+    """The table of registered formats as Markdown, one row per ``FORMATS`` line in order:
+    what it holds, ``name``, how ``detect`` recognises it, the module that defines it (a
+    ``cuvil_perception`` module as its path under the package, any other as its dotted name)."""
+    rows = ["| format | `name` | recognised by (`detect` confidence) | module |",
+            "|---|---|---|---|"]
+    for fmt in FORMATS:
+        module = type(fmt).__module__
+        if module.startswith("cuvil_perception."):
+            module = module.removeprefix("cuvil_perception.").replace(".", "/") + ".py"
+        rows.append(f"| {fmt.holds} | `{fmt.name}` | {fmt.recognised_by} | `{module}` |")
+    return "\n".join(rows) + "\n"

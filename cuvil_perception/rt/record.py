@@ -2,7 +2,7 @@
 
 Top-level fields::
 
-    format        "cuvil-run-record/1"
+    format        "cuvil-run-record/2" (/1: before ``output_files``; still read)
     status        how the run ended: "running" (written at the start and left so when the
                   process died without finishing: kill -9, power loss, OOM; ``record_status``
                   reports it as "killed" once the pid is gone), "completed", "interrupted"
@@ -15,6 +15,9 @@ Top-level fields::
                   (``--decisions`` warns when it differs)
     output_digests {path: {"bytes", "sha256"}} of each run log (jsonl), at the end of the run
                   (``render`` checks that the record beside a jsonl describes that file)
+    output_files  {path: {"dev", "ino", "bytes", "sha256", "whole"}} of each sink file: what
+                  the run wrote there, by which the record vouches for that very file as an
+                  earlier output (``rt.written_files``, ``output_files.vouched_by_record``)
     pipeline      {"name", "source", "text"}: the YAML text when the pipeline came from a file,
                   else its canonical form (stages with op, params, inputs, tag, deadline, on_miss);
                   "overrides": the ``--set STAGE.PARAM=VALUE`` texts applied over it, in order
@@ -60,7 +63,8 @@ from ..graph.roles import run_logs
 from ..machine_info import cpu
 from ..output_files import write_text_atomic
 
-FORMAT = "cuvil-run-record/1"
+FORMAT = "cuvil-run-record/2"
+READABLE = ("cuvil-run-record/1", FORMAT)  # /1 has no output_files; everything else is alike
 def versions() -> dict[str, str]:
     """Versions of everything that can change a kernel's output or speed."""
     import numpy
@@ -177,6 +181,6 @@ def read_record(path: str | Path) -> dict:
         raise UsageError(f"{path}: run record not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path}: not a readable run record ({exc})") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
+    if not isinstance(record, dict) or record.get("format") not in READABLE:
         raise UsageError(f"{path}: not a cuvil run record (expected format {FORMAT!r})")
     return record

@@ -8,6 +8,8 @@ run's life (a second run on one of them stops there); ``RecordFile.start`` write
 ``status: "running"`` (replacing a previous run's record, and removing stale records beside the
 run's other run logs, so ``render`` can never pick up an older run's drive); ``progress``
 rewrites it at most once a second; ``finish`` writes the full record with its final status.
+Each of those writes carries ``output_files`` (``written_files``): what the run has written into
+each sink file, by which the record vouches for that very file to a later run.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from ..output_files import SINK_KINDS, is_previous_output
 from .lifecycle import is_source, sink_outputs
 from .output_lock import OutputLocks, hold
 from .output_policy import Claim, check_outputs
-from .record import default_record_path, machine, pipeline_section, versions, write_record
+from .record import FORMAT, default_record_path, machine, pipeline_section, versions, write_record
+from .written_files import WrittenFiles
 
 PROGRESS_INTERVAL_S = 1.0
 _SMALL_TEXT = 65536  # text files up to this size (timestamps, calibration) enter the fingerprint
@@ -52,6 +55,13 @@ def run_inputs(pipeline, options) -> list[Claim]:
         found.append(Claim("--decisions", Path(options.decisions)))
     found.extend(options.extra_inputs)
     return found
+
+
+def _sink_files(pipeline) -> list[Path]:
+    """The sink outputs that are files (not a sink's ``folder_params``)."""
+    classes = {s.id: s.op_cls for s in pipeline.ordered()}
+    return [Path(o["path"]) for o in sink_outputs(pipeline)
+            if o["param"] not in getattr(classes[o["stage"]], "folder_params", ())]
 
 
 def run_outputs(pipeline, options) -> tuple[list[Claim], Path | None]:
@@ -150,7 +160,8 @@ class RecordFile:
 
     def __init__(self, path: Path, pipeline, options):
         self.path = Path(path)
-        self.header = {"format": "cuvil-run-record/1", "status": "running",
+        self.written = WrittenFiles(_sink_files(pipeline))
+        self.header = {"format": FORMAT, "status": "running",
                        "run": {"pid": os.getpid(), "host": platform.node(),
                                "started_utc": _utc(), "ended_utc": None, "frames_done": 0},
                        "pipeline": pipeline_section(pipeline),
@@ -158,6 +169,7 @@ class RecordFile:
                        "drives": drive_fingerprints(pipeline),
                        "outputs": sink_outputs(pipeline),
                        "versions": versions(), "machine": machine()}
+        self.header["output_files"] = self.written.at_start()  # before any sink opens
         self._last = 0.0
         self.finished = False
 
@@ -173,13 +185,15 @@ class RecordFile:
             return
         self._last = now
         self.header["run"]["frames_done"] = frames_done
+        self.header["output_files"] = self.written.refresh()
         write_record(self.path, self.header)
 
     def finish(self, record: dict, status: str) -> Path:
         """The full record (``record_build``) with the header fields and ``status``."""
         run = dict(self.header["run"], ended_utc=_utc(), frames_done=record.get("frames", 0))
         full = dict(self.header, **record, status=status, run=run,
-                    output_digests=output_digests(self.header["outputs"]))
+                    output_digests=output_digests(self.header["outputs"]),
+                    output_files=self.written.whole())
         self.finished = True
         return write_record(self.path, full)
 
@@ -188,7 +202,8 @@ class RecordFile:
         during prewarm): the header with the status and the reason."""
         run = dict(self.header["run"], ended_utc=_utc())
         write_record(self.path, dict(self.header, status=status, run=run,
-                                     stopped={"reason": reason}))
+                                     stopped={"reason": reason},
+                                     output_files=self.written.whole()))
 
 
 def _remove_stale_sidecars(outputs: list[dict], record: Path) -> None:

@@ -16,8 +16,10 @@ class BagFormat:
 
     title = "a ROS bag or MCAP file"
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, holds: str, recognised_by: str):
         self.name = kind
+        self.holds = holds
+        self.recognised_by = recognised_by
 
     def detect(self, path: Path) -> float:
         return 1.0 if recording_kind(path) == self.name else 0.0
@@ -30,7 +32,9 @@ class BagFormat:
         return bag_image_size(path, options.topics)
 
 
-MCAP = BagFormat("mcap")  # ROS 2 MCAP storage, or any MCAP file with ROS 2 messages
-SQLITE3 = BagFormat("sqlite3")  # rosbag2 .db3
-ROS1 = BagFormat("ros1")  # ROS 1 .bag
-ROSBAG2 = BagFormat("rosbag2")  # a rosbag2 folder (metadata.yaml + storage files)
+MCAP = BagFormat("mcap", "MCAP file (ROS 2 storage, or bare MCAP with ROS 2 messages)",
+                 r"the magic `\x89MCAP0\r\n` (1)")
+SQLITE3 = BagFormat("sqlite3", "rosbag2 sqlite3 file (`.db3`)", r"`SQLite format 3\0` (1)")
+ROS1 = BagFormat("ros1", "ROS 1 bag (`.bag`)", r"`#ROSBAG V2.0\n` (1)")
+ROSBAG2 = BagFormat("rosbag2", "rosbag2 folder (`metadata.yaml` and its storage files)",
+                    "a folder with `metadata.yaml` (1)")
