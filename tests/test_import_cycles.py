@@ -20,8 +20,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cuvil_perception"
 
 ALLOWED = {
     frozenset({"cli.ops_cmd", "cli.ops_markdown"}),
-    frozenset({"compile.lang.calls", "compile.lang.expr", "compile.lang.loop_lower",
-               "compile.lang.lower", "compile.lang.prange_lower", "compile.lang.vector_lower"}),
     frozenset({"graph.op", "graph.plugins"}),
     frozenset({"graph.pipeline", "graph.validate"}),
 }

@@ -16,6 +16,7 @@ from .. import irutil as u
 from . import folding, kmath, simd
 from .arith import compare, convert, negate
 from .atomic_lower import ATOMICS
+from .scope import Frame, Var
 from .slices import value_slices
 from .source import Source, remember
 from .types import (BOOL, F64, I64, BufType, Scalar, VecType, address, local, select,
@@ -269,7 +270,6 @@ class CallsMixin:
     # -- helpers ------------------------------------------------------------------------
     def inline_call(self, fn, node: ast.Call):
         """Lower ``fn``'s body in place, its parameters bound to the arguments."""
-        from .lower import Frame
         from .names import assigned_once
 
         if self.inline_depth >= MAX_INLINE_DEPTH:
@@ -286,8 +286,6 @@ class CallsMixin:
             if isinstance(value, Val):  # a copy: the helper may assign to its parameter
                 slot = u.entry_alloca(self.b, value.ty.ir, name)
                 self.b.store(value.ir, slot)
-                from .lower import Var
-
                 value = Var(slot, value.ty, arg.lineno)
             env[name] = value
         frame = Frame(src, env, assigned_once(src.tree) - set(names),

@@ -17,6 +17,7 @@ from .arith import convert, int_index, invert, negate, truth
 from .constants import is_vector_constant
 from .fold_lower import FoldMixin
 from .names import binding_lines, unbound
+from .scope import BINOPS, UNARYOPS, Var
 from .slice_lower import is_slice
 from .types import BOOL, BufType, Scalar, VecType
 from .values import (BufRef, Const, UnknownExtent, Val, const_type, materialize,
@@ -110,8 +111,6 @@ class ExprMixin(FoldMixin):
         self.fail(node, f"a {type(node.value).__name__} constant", "a number")
 
     def e_Name(self, node: ast.Name):
-        from .lower import Var
-
         found = self.frame.env.get(node.id)
         if isinstance(found, Var):
             return Val(self.b.load(found.slot, typ=found.ty.ir), found.ty)
@@ -173,9 +172,7 @@ class ExprMixin(FoldMixin):
 
     # -- operators ----------------------------------------------------------------------
     def e_BinOp(self, node: ast.BinOp):
-        from .lower import _BINOPS
-
-        op = _BINOPS.get(type(node.op))
+        op = BINOPS.get(type(node.op))
         if op is None:
             self.fail(node, f"operator {type(node.op).__name__}", "plain arithmetic")
         return self.arith(op, self.expr(node.left), self.expr(node.right), node)
@@ -184,7 +181,7 @@ class ExprMixin(FoldMixin):
         x = self.expr(node.operand)
         kind = type(node.op)
         if isinstance(x, Const):
-            op = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}[kind]
+            op = UNARYOPS[kind]
             return self.fold_unary(op, x, node)
         if isinstance(x, Val) and isinstance(x.ty, VecType) and kind is not ast.Not:
             return self.vec_unary(kind, x, node)

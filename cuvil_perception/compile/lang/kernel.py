@@ -41,9 +41,10 @@ from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import checked_arguments, plain_static, runtime_arg_docs
 from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
 from .constants import current, fileless_source, is_constant, reachable, referenced
-from .lower import Frame, Lowerer, Var
+from .lower import Lowerer
 from .names import assigned_once
 from .parallel import PAR_ARG, par_address, uses_prange
+from .scope import Frame, Var
 from .slices import value_slices
 from .source import Source, remember
 from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype

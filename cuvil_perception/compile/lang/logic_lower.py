@@ -10,10 +10,10 @@ from llvmlite import ir
 from .. import irutil as u
 from ...errors import CompileError
 from .arith import compare, truth
+from .scope import CMPOPS
 from .types import BOOL, Scalar, VecType
 from .values import Const, Val
 
-_CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 # What an `and` / `or` operand may contain to be evaluated unconditionally: names, constants,
 # casts and cheap arithmetic or comparisons - nothing that loads (`i < n and x[i] > 0` guards
 # the load), calls a helper, divides or costs more than skipping it saves.
@@ -40,7 +40,7 @@ class LogicMixin:
             if isinstance(result, Val) and self.may_store(right_node):
                 return self.short_circuit(result, True,
                                           lambda: self.chain(left, left_node, k, node), node, "cmp")
-            op = _CMP.get(type(op_node))
+            op = CMPOPS.get(type(op_node))
             if op is None:
                 self.fail(node, f"comparison {type(op_node).__name__}", "< <= > >= == !=")
             right = self.expr(right_node)

@@ -22,6 +22,7 @@ from llvmlite import ir
 from .. import irutil as u
 from . import kmath
 from .arith import truth
+from .scope import Var
 from .types import I64
 from .values import Const
 
@@ -191,8 +192,6 @@ class LoopMixin:
     def loop_var(self, name: str, node):
         """The i64 local a range or bits loop counts in (created, or reused if ``name`` is
         one)."""
-        from .lower import Var
-
         var = self.frame.env.get(name)
         if isinstance(var, Var):
             if var.ty != I64:

@@ -17,8 +17,6 @@ exactly once with a compile-time value is a constant (shape arithmetic folds in 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field, replace
-
 from llvmlite import ir
 
 from .. import irutil as u
@@ -34,34 +32,13 @@ from .math_lower import MathMixin
 from .names import STMT_HINTS, binding_lines
 from .prange_lower import PrangeMixin
 from .region_lower import RegionMixin
+from .scope import BINOPS, Frame, Var, named
 from .simd_lower import SimdMixin
 from .slice_lower import SliceMixin, is_slice
-from .source import Source, fail
+from .source import fail
 from .types import BOOL, Scalar, VecType
 from .values import BufRef, Const, Val, wrapped_operand
 from .vector_lower import VectorMixin, is_vector
-
-
-@dataclass
-class Var:
-    """A run-time local: its stack slot (mem2reg makes it SSA) and its type."""
-
-    slot: ir.Value
-    ty: Scalar
-    line: int
-
-
-@dataclass
-class Frame:
-    """One function being lowered: the kernel itself, or a helper inlined into it."""
-
-    src: Source
-    env: dict
-    once: set                       # names assigned exactly once (may become constants)
-    ret_ty: object = None           # Scalar, tuple of Scalars, or None (inferred for helpers)
-    ret_slots: list | None = None   # helpers: where `return` stores
-    exit: ir.Block | None = None    # helpers: where `return` jumps
-    loops: list = field(default_factory=list)   # (continue block, break block)
 
 
 class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMixin,
@@ -162,7 +139,7 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
             self.assign(node.target, self.expr(node.value), node)
 
     def s_AugAssign(self, node: ast.AugAssign) -> None:
-        op = _BINOPS.get(type(node.op))
+        op = BINOPS.get(type(node.op))
         if op is None:
             self.fail(node, f"operator {type(node.op).__name__} in `op=`")
         if not isinstance(node.target, (ast.Name, ast.Subscript)):
@@ -357,17 +334,3 @@ def _operand_nodes(node) -> tuple:
     if isinstance(node, ast.BinOp):
         return node.left, node.right
     return node.target, node.value
-
-
-def named(value, name: str):
-    """``value``; a `local` array or a `view` bound to ``name`` for the first time takes it as
-    its name: a debug build's KernelIndexError says 'tmp', the name the user wrote, not the
-    'local@12' the call made."""
-    if isinstance(value, BufRef) and value.name.startswith(("local@", "view@")):
-        return replace(value, name=name)
-    return value
-
-
-_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-           ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
-           ast.RShift: ">>", ast.Pow: "**"}

@@ -31,6 +31,7 @@ from .. import irutil as u
 from . import pool_ir
 from .arith import binop, compare
 from .prange import CHUNKS, MAX_CHUNKS, check_body
+from .scope import Frame, Var
 from .types import BOOL, VecType
 from .values import BufRef, Const, Val
 
@@ -40,8 +41,6 @@ class PrangeMixin:
     ``par`` -- the kernel's thread-pool argument -- and the rest)."""
 
     def for_prange(self, node: ast.For) -> None:
-        from .lower import Var
-
         if self.in_prange:
             self.fail(node, "a prange loop inside a prange loop (here through a helper): only "
                       "the outermost one runs in parallel", "`range` for the inner loop")
@@ -90,8 +89,6 @@ class PrangeMixin:
     def prange_captures(self, node: ast.For, env: dict, skip: set) -> tuple[dict, list]:
         """({name: what the body binds it to, with ``("arg", k)`` for the k-th captured IR
         value}, [captured IR values]) for the names the body uses."""
-        from .lower import Var
-
         used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - skip
         captures, values = {}, []
 
@@ -116,8 +113,6 @@ class PrangeMixin:
         """The outlined ``body(captures..., start, count, partials..., [err], c)`` (see the
         module docstring); ``values`` are the kernel-side arguments, the first ``n_cap`` of
         them the captures."""
-        from .lower import Frame
-
         fn = self.prange_function(values)
         saved = (self.fn, self.b, self.err, self.dead)
         self.fn, self.b = fn, ir.IRBuilder(fn.append_basic_block("entry"))
@@ -163,8 +158,6 @@ class PrangeMixin:
         """The body's names: the kernel's constants; its variables as slots holding the
         captured values; its buffers on the captured pointers and extents; each reduction a
         slot holding the operation's identity."""
-        from .lower import Var
-
         def arg(ref):
             return args[ref[1]] if isinstance(ref, tuple) else ref
 

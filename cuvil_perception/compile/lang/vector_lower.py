@@ -12,6 +12,7 @@ from llvmlite import ir
 from .. import irutil as u
 from . import math_lower, simd
 from .arith import _float_op, common, convert
+from .scope import Var
 from .types import BOOL, COMPUTE, Vec, VecType, vec_type
 from .values import Const, Val
 
@@ -95,8 +96,6 @@ class VectorMixin:
 
     def assign_vector(self, name: str, current, value, node) -> None:
         """``name = value`` where either side is a vector: the types must be equal."""
-        from .lower import Var
-
         if isinstance(current, Var) and (not isinstance(value, Val) or value.ty != current.ty):
             got = value.ty if isinstance(value, Val) else "a constant"
             self.fail(node, f"'{name}' is {current.ty} (from line {current.line}) but this "
