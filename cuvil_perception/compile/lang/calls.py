@@ -69,61 +69,6 @@ def _set_bits(rest: int):
 class CallsMixin:
     """Call lowering for `lower.Lowerer`."""
 
-    def e_Call(self, node: ast.Call):
-        if node.keywords:
-            self.fail(node, "keyword arguments in kernel calls", "positional arguments")
-        callee = self.expr(node.func)
-        fn = callee.value if isinstance(callee, Const) else None
-        if isinstance(fn, Scalar):
-            return self.cast(fn, node)
-        if fn in (int, float, bool):
-            return self.cast({int: I64, float: F64, bool: BOOL}[fn], node, builtin=True)
-        if fn in (min, max):
-            return self.minmax(fn is min, node)
-        if fn is abs:
-            return self.absolute(node)
-        if fn is len:
-            return self.length(node)
-        if fn is local:
-            return self.local_array(node)
-        if fn is view:
-            return self.view(node)
-        if fn is address:
-            (buf,) = self.args(node, 1)
-            if not isinstance(buf, BufRef):
-                self.fail(node, "address() of something that is not a buffer")
-            self.mark_written(buf)  # a view of that address may be written
-            return Val(self.b.ptrtoint(buf.ptr, u.I64), I64)
-        if fn is select:
-            return self.select(node)
-        if fn in ATOMICS:
-            return self.atomic(fn, node)
-        if fn in kmath.FUNCTIONS:
-            return self.math(fn, node)
-        if fn in kmath.INT_FUNCTIONS:
-            return self.bit_count(fn, node)
-        if fn in simd.OPERATIONS:
-            return self.simd_call(fn, node)
-        if fn in simd.VECTOR_OPERATIONS:
-            return self.vector_call(fn, node)
-        fn = getattr(fn, "py_func", fn)  # another @kernel: the decorated name is its Kernel
-        if getattr(fn, "__cuvil_inline__", False) or hasattr(fn, "__cuvil_kernel__"):
-            target = fn.__cuvil_kernel__.py_func if hasattr(fn, "__cuvil_kernel__") else fn
-            return self.inline_call(target, node)
-        if fn is range:
-            self.fail(node, "range() outside a for loop", "`for i in range(...)`")
-        if fn is bits:
-            self.fail(node, "bits() outside a for loop", "`for bit in bits(word)`")
-        if fn is prange:
-            self.fail(node, "prange() outside a for loop", "`for i in prange(n)`")
-        if callable(fn):
-            module = getattr(fn, "__module__", "") or ""
-            hint = (kmath.suggest(getattr(fn, "__name__", ""))
-                    if module.startswith(("numpy", "math")) or module == "builtins"
-                    else "@inline on that function, so kernels may call it")
-            self.fail(node, f"`{ast.unparse(node.func)}` cannot be called from a kernel", hint)
-        self.fail(node, f"`{ast.unparse(node.func)}` is not callable")
-
     def args(self, node: ast.Call, n: int | tuple) -> list:
         counts = n if isinstance(n, tuple) else (n,)
         if len(node.args) not in counts:
@@ -351,3 +296,82 @@ class CallsMixin:
                                    else 0))
         self.b.position_at_end(ok)
 
+
+def lower_call(lw, node: ast.Call):
+    """A call: a cast, a builtin, a function of the language (`local`, `simd`, `kmath`, ...)
+    or an ``@inline`` helper (lowered in place); anything else is an error saying why."""
+    if node.keywords:
+        lw.fail(node, "keyword arguments in kernel calls", "positional arguments")
+    callee = lw.expr(node.func)
+    fn = callee.value if isinstance(callee, Const) else None
+    out = _language_call(lw, fn, node)
+    if out is not _NOT_OURS:
+        return out
+    fn = getattr(fn, "py_func", fn)  # another @kernel: the decorated name is its Kernel
+    if getattr(fn, "__cuvil_inline__", False) or hasattr(fn, "__cuvil_kernel__"):
+        target = fn.__cuvil_kernel__.py_func if hasattr(fn, "__cuvil_kernel__") else fn
+        return lw.inline_call(target, node)
+    _refuse_call(lw, fn, node)
+
+
+_NOT_OURS = object()  # (`_language_call`: ``fn`` is no function of the language)
+
+
+def _language_call(lw, fn, node: ast.Call):
+    """The call of ``fn`` when it is a cast, a builtin or a function of the language; else
+    `_NOT_OURS`."""
+    if isinstance(fn, Scalar):
+        return lw.cast(fn, node)
+    if fn in (int, float, bool):
+        return lw.cast({int: I64, float: F64, bool: BOOL}[fn], node, builtin=True)
+    if fn in (min, max):
+        return lw.minmax(fn is min, node)
+    if fn is abs:
+        return lw.absolute(node)
+    if fn is len:
+        return lw.length(node)
+    if fn is local:
+        return lw.local_array(node)
+    if fn is view:
+        return lw.view(node)
+    if fn is address:
+        (buf,) = lw.args(node, 1)
+        if not isinstance(buf, BufRef):
+            lw.fail(node, "address() of something that is not a buffer")
+        lw.mark_written(buf)  # a view of that address may be written
+        return Val(lw.b.ptrtoint(buf.ptr, u.I64), I64)
+    if fn is select:
+        return lw.select(node)
+    return _library_call(lw, fn, node)
+
+
+def _library_call(lw, fn, node: ast.Call):
+    """The call of an atomic, `kmath` or `simd` function ``fn``; else `_NOT_OURS`."""
+    if fn in ATOMICS:
+        return lw.atomic(fn, node)
+    if fn in kmath.FUNCTIONS:
+        return lw.math(fn, node)
+    if fn in kmath.INT_FUNCTIONS:
+        return lw.bit_count(fn, node)
+    if fn in simd.OPERATIONS:
+        return lw.simd_call(fn, node)
+    if fn in simd.VECTOR_OPERATIONS:
+        return lw.vector_call(fn, node)
+    return _NOT_OURS
+
+
+def _refuse_call(lw, fn, node: ast.Call) -> None:
+    """Fail at a call of something a kernel cannot call, saying what to write instead."""
+    if fn is range:
+        lw.fail(node, "range() outside a for loop", "`for i in range(...)`")
+    if fn is bits:
+        lw.fail(node, "bits() outside a for loop", "`for bit in bits(word)`")
+    if fn is prange:
+        lw.fail(node, "prange() outside a for loop", "`for i in prange(n)`")
+    if callable(fn):
+        module = getattr(fn, "__module__", "") or ""
+        hint = (kmath.suggest(getattr(fn, "__name__", ""))
+                if module.startswith(("numpy", "math")) or module == "builtins"
+                else "@inline on that function, so kernels may call it")
+        lw.fail(node, f"`{ast.unparse(node.func)}` cannot be called from a kernel", hint)
+    lw.fail(node, f"`{ast.unparse(node.func)}` is not callable")

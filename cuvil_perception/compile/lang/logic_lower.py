@@ -26,9 +26,6 @@ _CHEAP_SIZE = 24  # AST nodes
 class LogicMixin:
     """Comparisons and boolean operators for `lower.Lowerer`."""
 
-    def e_Compare(self, node: ast.Compare):
-        return self.chain(self.expr(node.left), node.left, 0, node)
-
     def chain(self, left, left_node, first: int, node: ast.Compare):
         """The links ``first``.. of a comparison chain, ``left`` the value they start from.
         All operands are evaluated, joined by one branch-free `and` (so ``0 <= i < n``
@@ -89,26 +86,6 @@ class LogicMixin:
             return a if c.value else Const(False)
         return Val(self.b.and_(a.ir, c.ir), BOOL)
 
-    def e_BoolOp(self, node: ast.BoolOp):
-        is_and = isinstance(node.op, ast.And)
-        first = self.expr(node.values[0])
-        rest = node.values[1:]
-        if isinstance(first, Const):  # decided now: maybe the rest is not even lowered
-            if bool(first.value) != is_and:
-                return Const(bool(first.value))
-            if len(rest) == 1:
-                x = self.expr(rest[0])
-                return Const(bool(x.value)) if isinstance(x, Const) else truth(self.b, x)
-            return self.e_BoolOp(ast.BoolOp(node.op, rest, lineno=node.lineno,
-                                            col_offset=node.col_offset))
-        cond = truth(self.b, self.value(first, node.values[0]))
-        if all(self.cheap(value) for value in rest):
-            return self.eager(cond, is_and, rest)
-        if len(rest) == 1:
-            return self.short_circuit(cond, is_and, lambda: self.expr(rest[0]), rest[0], "bool")
-        return self.short_circuit(cond, is_and, lambda: self.e_BoolOp(ast.BoolOp(
-            node.op, rest, lineno=node.lineno, col_offset=node.col_offset)), rest[0], "bool")
-
     def cheap(self, tree: ast.AST) -> bool:
         """Whether an operand of `and` / `or` can be evaluated whether or not Python would:
         no load, no helper call, no division, nothing but casts called, and small (see
@@ -143,3 +120,28 @@ class LogicMixin:
             part = truth(self.b, self.value(value, operand)).ir
             result = self.b.and_(result, part) if is_and else self.b.or_(result, part)
         return Val(result, BOOL)
+
+
+def lower_compare(lw, node: ast.Compare):
+    return lw.chain(lw.expr(node.left), node.left, 0, node)
+
+
+def lower_boolop(lw, node: ast.BoolOp):
+    is_and = isinstance(node.op, ast.And)
+    first = lw.expr(node.values[0])
+    rest = node.values[1:]
+    if isinstance(first, Const):  # decided now: maybe the rest is not even lowered
+        if bool(first.value) != is_and:
+            return Const(bool(first.value))
+        if len(rest) == 1:
+            x = lw.expr(rest[0])
+            return Const(bool(x.value)) if isinstance(x, Const) else truth(lw.b, x)
+        return lower_boolop(lw, ast.BoolOp(node.op, rest, lineno=node.lineno,
+                                        col_offset=node.col_offset))
+    cond = truth(lw.b, lw.value(first, node.values[0]))
+    if all(lw.cheap(value) for value in rest):
+        return lw.eager(cond, is_and, rest)
+    if len(rest) == 1:
+        return lw.short_circuit(cond, is_and, lambda: lw.expr(rest[0]), rest[0], "bool")
+    return lw.short_circuit(cond, is_and, lambda: lower_boolop(lw, ast.BoolOp(
+        node.op, rest, lineno=node.lineno, col_offset=node.col_offset)), rest[0], "bool")

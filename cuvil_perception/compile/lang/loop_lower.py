@@ -23,6 +23,7 @@ from .. import irutil as u
 from . import kmath
 from .arith import truth
 from .scope import Var
+from .statements import unpack
 from .types import I64
 from .values import Const
 
@@ -31,23 +32,6 @@ MAX_UNROLL = 4096  # copies of an unrolled loop's body, like the elements of a `
 
 class LoopMixin:
     """Loop statements of `lower.Lowerer`."""
-
-    def s_While(self, node: ast.While) -> None:
-        if node.orelse:
-            self.fail(node, "`while ... else`", "a flag variable")
-        head = self.fn.append_basic_block("while.head")
-        body = self.fn.append_basic_block("while.body")
-        done = self.fn.append_basic_block("while.end")
-        self.b.branch(head)
-        self.b.position_at_end(head)
-        cond = self.expr(node.test)
-        if isinstance(cond, Const) and not cond.value:
-            self.b.branch(done)
-        else:
-            self.b.cbranch(truth(self.b, self.value(cond, node.test)).ir, body, done)
-        self.loop_body(body, node.body, head, done)
-        self.b.position_at_end(done)
-        self.dead = False
 
     def loop_body(self, block, stmts, cont, brk, enter=None) -> None:
         self.b.position_at_end(block)
@@ -60,12 +44,6 @@ class LoopMixin:
         if not self.dead:
             self.b.branch(cont)
 
-    def s_Break(self, node) -> None:
-        self.jump_out(node, 1)
-
-    def s_Continue(self, node) -> None:
-        self.jump_out(node, 0)
-
     def jump_out(self, node, which: int) -> None:
         if not self.frame.loops:
             self.fail(node, "`break`/`continue` outside a loop")
@@ -75,32 +53,6 @@ class LoopMixin:
                       "a `for i in range(...)` loop")
         self.b.branch(target)
         self.dead = True
-
-    def s_For(self, node: ast.For) -> None:
-        if node.orelse:
-            self.fail(node, "`for ... else`", "a flag variable")
-        it = node.iter
-        call = it.func.id if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) else None
-        if call == "range":
-            return self.for_range(node)
-        if call == "bits":
-            return self.for_bits(node)
-        if call == "prange":
-            return self.for_prange(node)
-        if call == "enumerate":
-            seq = self.expr(it.args[0]) if len(it.args) == 1 else None
-            if not (isinstance(seq, Const) and isinstance(seq.value, (tuple, list))):
-                self.fail(it, "enumerate() of a run-time value", "`for i in range(n)`")
-            return self.unrolled(node, [Const(pair) for pair in enumerate(seq.value)])
-        if call == "unroll":
-            n = self.const_int(it.args[0] if it.args else it, "unroll(n)")
-            return self.unrolled(node, [Const(k) for k in range(n)])
-        seq = self.expr(it)
-        if isinstance(seq, Const) and isinstance(seq.value, (tuple, list)):
-            return self.unrolled(node, [Const(v) for v in seq.value])
-        self.fail(it, "a loop over this is not supported",
-                  "`for i in range(...)`, `for bit in bits(word)`, `for i in unroll(n)` or a "
-                  "loop over a static tuple")
 
     def unrolled(self, node: ast.For, items: list) -> None:
         """One copy of the body per item, the target bound to the item as a constant."""
@@ -120,7 +72,7 @@ class LoopMixin:
             self.frame.env[target.id] = item
             return
         if isinstance(target, ast.Tuple):
-            for t, v in zip(target.elts, self.unpack(item, len(target.elts), node)):
+            for t, v in zip(target.elts, unpack(self, item, len(target.elts), node)):
                 self.bind_static(t, v, node)
             return
         self.fail(node, "loop target must be a name or a tuple of names")
@@ -201,3 +153,56 @@ class LoopMixin:
         var = Var(self.slot(u.I64, name), I64, node.lineno)
         self.frame.env[name] = var
         return var
+
+
+def lower_while(lw, node: ast.While) -> None:
+    if node.orelse:
+        lw.fail(node, "`while ... else`", "a flag variable")
+    head = lw.fn.append_basic_block("while.head")
+    body = lw.fn.append_basic_block("while.body")
+    done = lw.fn.append_basic_block("while.end")
+    lw.b.branch(head)
+    lw.b.position_at_end(head)
+    cond = lw.expr(node.test)
+    if isinstance(cond, Const) and not cond.value:
+        lw.b.branch(done)
+    else:
+        lw.b.cbranch(truth(lw.b, lw.value(cond, node.test)).ir, body, done)
+    lw.loop_body(body, node.body, head, done)
+    lw.b.position_at_end(done)
+    lw.dead = False
+
+
+def lower_break(lw, node) -> None:
+    lw.jump_out(node, 1)
+
+
+def lower_continue(lw, node) -> None:
+    lw.jump_out(node, 0)
+
+
+def lower_for(lw, node: ast.For) -> None:
+    if node.orelse:
+        lw.fail(node, "`for ... else`", "a flag variable")
+    it = node.iter
+    call = it.func.id if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) else None
+    if call == "range":
+        return lw.for_range(node)
+    if call == "bits":
+        return lw.for_bits(node)
+    if call == "prange":
+        return lw.for_prange(node)
+    if call == "enumerate":
+        seq = lw.expr(it.args[0]) if len(it.args) == 1 else None
+        if not (isinstance(seq, Const) and isinstance(seq.value, (tuple, list))):
+            lw.fail(it, "enumerate() of a run-time value", "`for i in range(n)`")
+        return lw.unrolled(node, [Const(pair) for pair in enumerate(seq.value)])
+    if call == "unroll":
+        n = lw.const_int(it.args[0] if it.args else it, "unroll(n)")
+        return lw.unrolled(node, [Const(k) for k in range(n)])
+    seq = lw.expr(it)
+    if isinstance(seq, Const) and isinstance(seq.value, (tuple, list)):
+        return lw.unrolled(node, [Const(v) for v in seq.value])
+    lw.fail(it, "a loop over this is not supported",
+            "`for i in range(...)`, `for bit in bits(word)`, `for i in unroll(n)` or a "
+            "loop over a static tuple")
