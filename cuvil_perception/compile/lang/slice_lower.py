@@ -90,7 +90,7 @@ class SliceMixin:
         """A bound or the step of a slice, evaluated; None when it is left out or is None
         (``None:4``, ``0:END`` with ``END = None`` at module level), as in Python."""
         if node is None or (isinstance(node, ast.Constant) and node.value is None):
-            return None  # (a None literal is no kernel value: `e_Constant` refuses it)
+            return None  # (a None literal is no kernel value: `lower_constant` refuses it)
         value = self.expr(node)
         return None if isinstance(value, Const) and value.value is None else value
 
