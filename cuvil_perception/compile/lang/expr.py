@@ -1,6 +1,7 @@
-"""Values and arithmetic, the helpers every lowering function uses: a run-time `Val` of
-anything (`ExprMixin.value`), compile-time ints, indices and their bounds checks, element
-addresses and stores, the resolution of module-level names, and ``x op y`` (`ExprMixin.arith`:
+"""`Values`, the base of `lower.Lowerer`: the helpers every lowering function uses through
+``lw``: a run-time `Val` of anything (`Values.value`), compile-time ints, indices and their
+bounds checks (`Values.check_index`, debug builds), a call's arguments, element addresses and
+stores, the resolution of module-level names, and ``x op y`` (`Values.arith`:
 constants fold, with the run-time semantics, `folding`; vectors go to `vector_lower`; the rest
 to `arith`) with the checks that join operands of two types.
 
@@ -13,18 +14,20 @@ import ast
 
 from llvmlite import ir
 
+from .. import irutil as u
 from .arith import binop, convert, fpow, int_index, power
 from .constants import is_vector_constant
-from .fold_lower import FoldMixin
+from .fold_lower import fold
+from .lane_lower import constant_vector
 from .names import binding_lines, unbound
-from .slice_lower import is_slice
+from .slice_lower import is_slice, slice_store
 from .types import BOOL, BufType, Scalar, VecType
 from .values import (BufRef, Const, UnknownExtent, Val, const_type, materialize,
                      out_of_range, wrapped_operand)
-from .vector_lower import is_vector
+from .vector_lower import is_vector, vec_arith
 
 
-class ExprMixin(FoldMixin):
+class Values:
     """Values and arithmetic for `lower.Lowerer`."""
 
     def value(self, x, node, want: Scalar | None = None, vector: bool = False) -> Val:
@@ -127,9 +130,9 @@ class ExprMixin(FoldMixin):
     def arith(self, op: str, x, y, node):
         """``x op y`` on constants (folded) or values."""
         if isinstance(x, Const) and isinstance(y, Const):
-            return self.fold(op, x, y, node)
+            return fold(self, op, x, y, node)
         if is_vector(x) or is_vector(y):
-            return self.vec_arith(op, x, y, node)
+            return vec_arith(self, op, x, y, node)
         xv = self.value(x, node)
         if op == "**":
             exponent = y.value if isinstance(y, Const) else None
@@ -142,7 +145,7 @@ class ExprMixin(FoldMixin):
         except TypeError as exc:
             self.fail(node, f"{exc} (operands {xv.ty} and {yv.ty})", "an explicit int cast")
 
-    # -- leaves -------------------------------------------------------------------------
+    # -- names --------------------------------------------------------------------------
     def resolve(self, node: ast.expr):
         """A name or dotted name from the kernel's module globals, as a `Const`."""
         path = []
@@ -173,10 +176,9 @@ class ExprMixin(FoldMixin):
                 self.fail(node, f"'{node.id}' has no attribute '{attr}'")
             obj = getattr(obj, attr)
         if is_vector_constant(obj):
-            return self.constant_vector(obj, node)
+            return constant_vector(self, obj, node)
         return Const(obj)
 
-    # -- operators ----------------------------------------------------------------------
     # -- indexing -----------------------------------------------------------------------
     def store_item(self, target: ast.Subscript, value, base=None, at=None) -> None:
         """``target = value``; ``base`` and ``at`` (the element's address, or a slice's `Run`)
@@ -187,7 +189,7 @@ class ExprMixin(FoldMixin):
                       "elements can be assigned")
         self.mark_written(base)
         if is_slice(target):
-            return self.slice_store(base, target, value, at)
+            return slice_store(self, base, target, value, at)
         ty = base.ty.dtype
         if isinstance(value, Const) and (bad := out_of_range(value.value, ty, True)) is not None:
             self.fail(target, *bad)
@@ -214,6 +216,40 @@ class ExprMixin(FoldMixin):
             offset = term if offset is None else self.b.add(offset, term)
         return self.b.gep(buf.ptr, [offset], inbounds=True, source_etype=buf.ty.dtype.ir)
 
+    # -- a call's arguments, a debug build's index checks -------------------------------
+    def args(self, node: ast.Call, n: int | tuple) -> list:
+        """The lowered arguments of ``node``, which must have ``n`` of them (or one of the
+        counts in the tuple ``n``)."""
+        counts = n if isinstance(n, tuple) else (n,)
+        if len(node.args) not in counts:
+            self.fail(node, f"`{ast.unparse(node.func)}` takes {' or '.join(map(str, counts))} "
+                      f"argument(s), got {len(node.args)}")
+        return [self.expr(a) for a in node.args]
+
+    def check_index(self, buf: BufRef, axis: int, idx: ir.Value, node) -> None:
+        """Out of range -> record (site, index) in the error record and return from the kernel."""
+        extent = buf.extents[axis]
+        if extent is None:
+            bad = self.b.icmp_signed("<", idx, u.const_i64(0))
+        else:
+            bad = self.b.icmp_unsigned(">=", idx, extent)  # negatives are huge unsigned
+        site = len(self.sites)
+        self.sites.append((str(self.frame.src.where(node)), buf.name, axis))
+        fail_block = self.fn.append_basic_block("oob")
+        ok = self.fn.append_basic_block("inb")
+        self.b.cbranch(bad, fail_block, ok)
+        self.b.position_at_end(fail_block)
+        record = [u.const_i64(site + 1), idx, extent if extent is not None else u.const_i64(-1)]
+        for k, v in enumerate(record):
+            u.store_at(self.b, v, self.err, k)
+        ret = self.fn.function_type.return_type
+        if isinstance(ret, ir.VoidType):
+            self.b.ret_void()
+        else:
+            self.b.ret(ir.Constant(ret, 0.0 if isinstance(ret, (ir.FloatType, ir.DoubleType))
+                                   else 0))
+        self.b.position_at_end(ok)
+
 
 def _operand_nodes(node) -> tuple:
     """The left and right operand of ``a op b`` or ``a op= b``."""
@@ -226,4 +262,4 @@ def _is_one(v) -> bool:
     return isinstance(v, ir.Constant) and v.constant == 1
 
 
-__all__ = ["ExprMixin", "BufType"]
+__all__ = ["Values", "BufType"]

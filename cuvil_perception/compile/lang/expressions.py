@@ -17,10 +17,13 @@ from llvmlite import ir
 from .. import irutil as u
 from .arith import convert, invert, negate, truth
 from .constants import is_vector_constant
+from .fold_lower import fold_unary
+from .lane_lower import lane
 from .scope import BINOPS, UNARYOPS, Var
-from .slice_lower import is_slice
+from .slice_lower import is_slice, slice_load
 from .types import BOOL, I64, VecType
 from .values import BufRef, Const, UnknownExtent, Val
+from .vector_lower import vec_unary
 
 
 def lower_constant(lw, node: ast.Constant):
@@ -71,9 +74,9 @@ def lower_unaryop(lw, node: ast.UnaryOp):
     kind = type(node.op)
     if isinstance(x, Const):
         op = UNARYOPS[kind]
-        return lw.fold_unary(op, x, node)
+        return fold_unary(lw, op, x, node)
     if isinstance(x, Val) and isinstance(x.ty, VecType) and kind is not ast.Not:
-        return lw.vec_unary(kind, x, node)
+        return vec_unary(lw, kind, x, node)
     val = lw.value(x, node.operand)
     if kind is ast.USub:
         return negate(lw.b, val, lw.flags)
@@ -147,11 +150,11 @@ def lower_subscript(lw, node: ast.Subscript):
                     f"{len(seq)}")
         return item if isinstance(base, tuple) else Const(item)
     if isinstance(base, Val) and isinstance(base.ty, VecType):
-        return lw.lane(base, node)
+        return lane(lw, base, node)
     if not isinstance(base, BufRef):
         lw.fail(node, f"`{ast.unparse(node.value)}` cannot be indexed")
     if is_slice(node):
-        return lw.slice_load(base, node)
+        return slice_load(lw, base, node)
     ptr = lw.element(base, node)
     ty = base.ty.dtype
     raw = lw.b.load(ptr, typ=ty.ir)

@@ -3,13 +3,17 @@ llvmlite function and builder, the frames of the kernel and the helpers inlined 
 it writes), and `STATEMENTS` / `EXPRESSIONS` map each AST node type the language has to the
 function that lowers it. A node type missing from the tables is an error naming it.
 
-The functions live with their concept: statements (`statements`), loops (`loop_lower`),
-expressions (`expressions`), comparisons and ``and``/``or`` (`logic_lower`), calls (`calls`).
-They take the `Lowerer` as ``lw`` and reach its helpers - values and arithmetic (`expr`), slices
-(`slice_lower`), regions (`region_lower`), vectors (`vector_lower`, `lane_lower`, `simd_lower`),
-math (`math_lower`), constant folding (`fold_lower`), atomics (`atomic_lower`), parallel loops
-(`prange_lower`) - as its methods. `scope` holds what they all share (`Var`, `Frame`, the
-operator tables). The passes around this one are listed in `passes`.
+The functions live with their concept: statements (`statements`), loops (`loop_lower`,
+`counted`, `prange_lower`), expressions (`expressions`), comparisons and ``and``/``or``
+(`logic_lower`), calls (`calls`), and they call the helpers of other concepts as plain functions
+from their modules: slices (`slice_lower`), regions (`region_lower`), vectors (`vector_lower`,
+`lane_lower`, `simd_lower`), math (`math_lower`), constant folding (`fold_lower`), atomics
+(`atomic_lower`). Each takes the `Lowerer` as ``lw``; what every one of them needs - the
+dispatch (``lw.expr``, ``lw.stmt``, ``lw.body``), errors (``lw.fail``), values and arithmetic
+(``lw.value``, ``lw.arith``, ...: `expr.Values`, the Lowerer's one base) - are its methods.
+`scope` holds what they all share (`Var`, `Frame`, the operator tables). The modules import
+one another one way (no cycle: tests/test_import_cycles.py); none imports this one. The passes
+around this one are listed in `passes`.
 
 A variable's type is the type of its first assignment (or its annotation); assigning a value
 of another type is an error, except a literal, which takes the variable's type. A name assigned
@@ -23,23 +27,14 @@ import ast
 from llvmlite import ir
 
 from . import calls, expressions as ex, logic_lower as logic, loop_lower as loops, statements as st
-from .atomic_lower import AtomicMixin
-from .calls import CallsMixin
 from .constants import is_vector_constant
-from .expr import ExprMixin
-from .lane_lower import LanesMixin
-from .logic_lower import LogicMixin
-from .loop_lower import LoopMixin
-from .math_lower import MathMixin
+from .expr import Values
+from .lane_lower import constant_vector
 from .names import EXPR_HINTS, STMT_HINTS
-from .prange_lower import PrangeMixin
-from .region_lower import RegionMixin
+from .prange_lower import prange_check_write
 from .scope import Frame
-from .simd_lower import SimdMixin
-from .slice_lower import SliceMixin
 from .source import fail
 from .values import Const
-from .vector_lower import VectorMixin
 
 #: Statement node type -> its lowering function ``f(lw, node) -> None``.
 STATEMENTS = {
@@ -73,8 +68,7 @@ EXPRESSIONS = {
 }
 
 
-class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMixin, LanesMixin,
-              SliceMixin, RegionMixin, LoopMixin, PrangeMixin, AtomicMixin):
+class Lowerer(Values):
     """Lowers one kernel (and the helpers it calls) into ``fn`` of an llvmlite module."""
 
     def __init__(self, fn: ir.Function, flags: tuple, debug: bool):
@@ -119,7 +113,7 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
     def mark_written(self, buf) -> None:
         """Record that the kernel may write ``buf`` (when it is a parameter): `kernel(...)`
         refuses a read-only array there instead of writing into memory numpy guards."""
-        self.prange_check_write(buf)
+        prange_check_write(self, buf)
         if isinstance(buf.ptr, ir.Argument):
             self.written.add(buf.ptr.name)
 
@@ -146,5 +140,5 @@ class Lowerer(ExprMixin, LogicMixin, CallsMixin, MathMixin, SimdMixin, VectorMix
         out = lower(self, node)
         if isinstance(out, Const) and is_vector_constant(out.value):
             # an item of a module-level tuple of vectors (`PAIRS[0]`, `for v in PAIRS`)
-            return self.constant_vector(out.value, node)
+            return constant_vector(self, out.value, node)
         return out

@@ -15,13 +15,16 @@ from llvmlite import ir
 
 from .. import irutil as u
 from .arith import convert, truth
+from .calls import helper_return
 from .constants import is_vector_constant
+from .lane_lower import constant_vector
 from .names import binding_lines
+from .region_lower import region_store
 from .scope import BINOPS, Var, named
-from .slice_lower import is_slice
+from .slice_lower import is_slice, slice_load, slice_operand, slice_run
 from .types import VecType
 from .values import BufRef, Const, Val
-from .vector_lower import is_vector
+from .vector_lower import assign_vector, is_vector, local_type
 
 
 def lower_pass(lw, node) -> None:
@@ -38,7 +41,7 @@ def lower_expr_stmt(lw, node: ast.Expr) -> None:
 
 
 def lower_assign(lw, node: ast.Assign) -> None:
-    if len(node.targets) == 1 and lw.region_store(node.targets[0], node.value, None, node):
+    if len(node.targets) == 1 and region_store(lw, node.targets[0], node.value, None, node):
         return  # (`img[:, :] = -1`: loops, `region_lower`)
     value = lw.expr(node.value)
     for target in node.targets:  # `a = b = v`: as Python, v once, bound left to right
@@ -48,7 +51,7 @@ def lower_assign(lw, node: ast.Assign) -> None:
 def lower_ann_assign(lw, node: ast.AnnAssign) -> None:
     if not isinstance(node.target, ast.Name):
         lw.fail(node, "only a plain name can be annotated")
-    ty = lw.local_type(node.annotation)
+    ty = local_type(lw, node.annotation)
     name = node.target.id
     current = lw.frame.env.get(name)
     if current is not None and not (isinstance(current, Var) and current.ty == ty):
@@ -66,7 +69,7 @@ def lower_aug_assign(lw, node: ast.AugAssign) -> None:
         lw.fail(node, f"operator {type(node.op).__name__} in `op=`")
     if not isinstance(node.target, (ast.Name, ast.Subscript)):
         lw.fail(node, "`op=` on this target is not supported", "`x = x op y`")
-    if lw.region_store(node.target, node.value, op, node):
+    if region_store(lw, node.target, node.value, op, node):
         return None
     if isinstance(node.target, ast.Subscript):
         return aug_item(lw, node.target, op, node)
@@ -83,9 +86,9 @@ def aug_item(lw, target: ast.Subscript, op: str, node) -> None:
     if not isinstance(base, BufRef):
         return lw.store_item(target, None, base)  # (refused there)
     if is_slice(target):  # (the lanes are read before the value is evaluated, as Python)
-        at = lw.slice_run(base, target)
-        current = lw.slice_load(base, target, at)
-        operand = lw.slice_operand(base, target, lw.expr(node.value), current.ty)
+        at = slice_run(lw, base, target)
+        current = slice_load(lw, base, target, at)
+        operand = slice_operand(lw, base, target, lw.expr(node.value), current.ty)
     else:
         at = lw.element(base, target)
         ty = base.ty.dtype
@@ -129,7 +132,7 @@ def assign_name(lw, name: str, value, node) -> None:
                 "one name per tuple, or a local array: `x = local(f32, n)`")
     want = current.ty if isinstance(current, Var) else None
     if isinstance(want, VecType) or is_vector(value):
-        return lw.assign_vector(name, current, value, node)
+        return assign_vector(lw, name, current, value, node)
     val = lw.value(value, node, want=want)
     if current is None or isinstance(current, Const):
         current = Var(lw.slot(val.ty.ir, name), val.ty, node.lineno)
@@ -154,7 +157,7 @@ def unpack(lw, value, n: int, node) -> list:
     if not isinstance(items, (tuple, list)) or len(items) != n:
         lw.fail(node, f"cannot unpack this into {n} names")
     if isinstance(value, Const):  # a static tuple's items (module-level vectors among them)
-        return [lw.constant_vector(v, node) if is_vector_constant(v) else Const(v)
+        return [constant_vector(lw, v, node) if is_vector_constant(v) else Const(v)
                 for v in items]
     return list(items)
 
@@ -195,7 +198,7 @@ def lower_return(lw, node: ast.Return) -> None:
     frame = lw.frame
     value = lw.expr(node.value) if node.value is not None else None
     if frame.exit is not None:  # an inlined helper
-        lw.helper_return(value, node)
+        helper_return(lw, value, node)
         return
     if frame.ret_ty is None:
         if value is not None:
