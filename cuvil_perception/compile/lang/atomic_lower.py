@@ -17,7 +17,7 @@ threads. Deterministic by construction:
   accumulate fixed-point ints.
 
 Uncompiled (`atomic_add` and friends here) they are the same read-modify-write on the array.
-A mixin of `lower.Lowerer`.
+The lowering functions take the `lower.Lowerer` as ``lw``.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from .vector_lower import is_vector, vec_arith
 
 
 class Values:
-    """Values and arithmetic for `lower.Lowerer`."""
+    """The `lower.Lowerer`'s own helpers: values, arithmetic, call arguments, index checks."""
 
     def value(self, x, node, want: Scalar | None = None, vector: bool = False) -> Val:
         """A run-time `Val` of ``x`` (constants materialise, as ``want`` when it fits); a

@@ -10,8 +10,9 @@ are not zero, binds ``bit = cttz(rest)`` and clears the lowest one (``rest & (re
 its latch. An unrolled loop is one copy of the body per item with the loop target bound to the
 item as a compile-time constant, so ``break``/``continue`` have nowhere to jump in it and are
 refused. ``lower_while``, ``lower_for``, ``lower_break`` and ``lower_continue`` are
-`lower.STATEMENTS`' entries; the loop helpers are a mixin of `lower.Lowerer` (which provides
-``b``, ``fn``, ``frame``, ``dead``, ``body``, ``expr`` and the rest).
+`lower.STATEMENTS`' entries; the loop shape they share with prange loops is `counted`'s.
+Every function takes the `lower.Lowerer` as ``lw`` (``b``, ``fn``, ``frame``, ``dead``,
+``body``, ``expr`` and the rest).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ At the loop the kernel fills the record, then, with a null thread-pool argument,
 chunk in order itself; otherwise it calls ``par->launch(par, chunk, ctx, C)``, which returns
 when every chunk has run. Then each reduction's partials are combined in the fixed tree order
 and into the variable (`prange.finish`); a debug build returns if a chunk recorded an index
-error. A mixin of `lower.Lowerer`.
+error. Every function takes the `lower.Lowerer` as ``lw``.
 """
 
 from __future__ import annotations
