@@ -159,7 +159,13 @@ class CompileError(CuvilError):
 
 
 class KernelSourceError(CompileError):
-    """A ``@kernel`` function cannot be compiled: ``file:line:col: what; write ... instead``.
+    """A ``@kernel`` function cannot be compiled: ``file:line:col: what; write ... instead``,
+    then (given ``source_line``, the text of that line) the line and a caret under the column,
+    as Triton prints them::
+
+        kernels.py:12:9: in kernel k: name 'foo' is not defined; write ... instead
+            x = foo + 1
+                ^
 
     Exit code 2: like a `PipelineError`, it names the line to fix, and the source it names is
     the kernel author's (a user op's kernel); our own kernels are compiled by the test suite, so
@@ -167,9 +173,22 @@ class KernelSourceError(CompileError):
 
     exit_code = 2
 
-    def __init__(self, message: str, location: Location | None = None):
-        super().__init__(f"{location}: {message}" if location is not None else message)
+    def __init__(self, message: str, location: Location | None = None,
+                 source_line: str | None = None):
+        text = f"{location}: {message}" if location is not None else message
+        if source_line is not None and source_line.strip() and location is not None:
+            text += "\n" + source_caret(source_line, location.column)
+        super().__init__(text)
         self.location = location
+
+
+def source_caret(line: str, column: int) -> str:
+    """``line`` without its indentation, indented four spaces, and a caret under its 1-based
+    ``column`` (a UTF-8 byte column, as `ast` counts; shown in characters)."""
+    body = line.rstrip()
+    indent = len(body) - len(body.lstrip())
+    chars = len(body.encode("utf-8")[:max(column - 1, 0)].decode("utf-8", "ignore"))
+    return f"    {body.lstrip()}\n    {' ' * max(chars - indent, 0)}^"
 
 
 class FastMathError(CompileError):

@@ -6,9 +6,8 @@ when that is a module, else to ``x``; a package's ``__init__`` is a module of it
 parent packages Python runs first are not edges (every submodule would be in a cycle with its
 package). A cycle is a strongly connected component of more than one module.
 
-``ALLOWED`` lists the cycles outside drives/ and ops/ that other work removes (issue 32, item
-1: the lowering). It may only shrink: a cycle not in it fails, and so does an entry that is no
-longer a cycle (delete it). drives/ and ops/ may have none.
+``ALLOWED`` was the list of cycles that issue 32 removed; it is empty and stays so: a cycle
+anywhere fails.
 """
 
 from __future__ import annotations
@@ -18,10 +17,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cuvil_perception"
 
-ALLOWED = {
-    frozenset({"compile.lang.calls", "compile.lang.expr", "compile.lang.loop_lower",
-               "compile.lang.lower", "compile.lang.prange_lower", "compile.lang.vector_lower"}),
-}
+ALLOWED: set[frozenset[str]] = set()  # every cycle is gone; keep it so
 NO_CYCLES_UNDER = ("drives", "ops")
 
 

@@ -315,6 +315,25 @@ def test_compile_errors_name_file_line_and_fix(case):
     message = str(info.value)
     assert message.startswith(f"{THIS}:{line_of('marker: ' + marker)}:"), message
     assert text in message
+    first, shown, caret = message.splitlines()  # file:line:col: ..., the line, a caret
+    source = THIS.read_text().splitlines()[line_of("marker: " + marker) - 1]
+    column = int(first[len(str(THIS)) + 1:].split(":")[1])
+    indent = len(source) - len(source.lstrip())
+    assert shown == "    " + source.strip()
+    assert caret == "    " + " " * (column - 1 - indent) + "^"
+
+
+def test_a_compile_error_shows_the_line_and_a_caret_under_the_column():
+    """As Triton prints them: ``file:line:col: message``, the source line, a caret."""
+    k = _bad_kernels()["undefined"][0]
+    with pytest.raises(KernelSourceError) as info:
+        k.spec(n=4).build(__import__("llvmlite").ir.Module(), "f", **k.spec(n=4).static)
+    line = line_of("marker: undefined-name")
+    assert str(info.value).splitlines() == [
+        f"{THIS}:{line}:16: in kernel undefined: name 'nope' is not defined; write a parameter, "
+        "a static parameter or a module-level constant instead",
+        "    x[0] = nope  # noqa: F821  marker: undefined-name",
+        "           ^"]
 
 
 def test_parameter_without_a_type_is_an_error_at_the_def_line():

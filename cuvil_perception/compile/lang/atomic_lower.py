@@ -17,7 +17,7 @@ threads. Deterministic by construction:
   accumulate fixed-point ints.
 
 Uncompiled (`atomic_add` and friends here) they are the same read-modify-write on the array.
-A mixin of `lower.Lowerer`.
+The lowering functions take the `lower.Lowerer` as ``lw``.
 """
 
 from __future__ import annotations
@@ -69,68 +69,66 @@ def _settle(buf, index, value, lower: bool) -> None:
 ATOMICS = {atomic_add: "add", atomic_min: "min", atomic_max: "max"}
 
 
-class AtomicMixin:
-    """`ATOMICS` calls for `lower.Lowerer`."""
-
-    def atomic(self, fn, node: ast.Call) -> Const:
-        name, op = fn.__name__, ATOMICS[fn]
-        if not (isinstance(self.at, ast.Expr) and self.at.value is node):
-            self.fail(node, f"{name}() is a statement, with no value: the old value would say "
-                      "which thread came first", f"`{name}(...)` on a line of its own")
-        if len(node.args) != 3:
-            self.fail(node, f"{name}() takes a buffer, an index and a value",
-                      f"`{name}(buf, i, v)` or `{name}(buf, (y, x), v)`")
-        base = self.expr(node.args[0])
-        if not isinstance(base, BufRef):
-            self.fail(node.args[0], f"{name}() of something that is not a buffer")
-        target = ast.copy_location(ast.Subscript(node.args[0], node.args[1], ast.Load()), node)
-        ty = base.ty.dtype
-        if ty.is_float and op == "add":
-            self.fail(node, f"atomic_add on the float buffer '{base.name}': the rounding of a "
-                      "float sum depends on the order the threads add in, so the bits would "
-                      "change from run to run", "a prange reduction (`acc += v`, combined in a "
-                      "fixed order) or an int buffer (fixed point)")
-        at = self.element(base, target)
-        self.mark_written(base)
-        val = self.value(self.expr(node.args[2]), node.args[2], want=ty.compute)
-        if val.ty.is_float and ty.is_int:
-            self.fail(node.args[2], f"{name}() of {val.ty} into {ty} buffer '{base.name}'",
-                      f"`{ty.compute}(...)` (truncates)")
-        val = convert(self.b, convert(self.b, val, ty.compute), ty).ir
-        if ty.is_int:
-            kind = op if op == "add" or ty.kind == "i" else f"u{op}"
-            self.b.atomic_rmw(kind, at, val, "monotonic")
-        else:
-            self.float_settle(at, val, op == "min")
-        return Const(None)
-
-    def float_settle(self, at: ir.Value, val: ir.Value, lower: bool) -> None:
-        """The compare-and-swap loop of a float ``atomic_min`` / ``atomic_max``."""
-        ity = ir.IntType(32 if isinstance(val.type, ir.FloatType) else 64)
-        bits = self.b.bitcast(val, ity)
-        head, swap, done = (self.fn.append_basic_block(f"atomic.{x}")
-                            for x in ("head", "swap", "done"))
-        first = self.b.load_atomic(at, "monotonic", ity.width // 8, typ=ity)
-        pre = self.b.block
-        self.b.branch(head)
-        self.b.position_at_end(head)
-        old_bits = self.b.phi(ity)
-        old_bits.add_incoming(first, pre)
-        old = self.b.bitcast(old_bits, val.type)
-        strict = self.b.fcmp_ordered("<" if lower else ">", val, old)
-        tie = self.b.fcmp_ordered("==", val, old)
-        zero = ir.Constant(ity, 0)
-        neg_new = self.b.icmp_signed("<", bits, zero)
-        neg_old = self.b.icmp_signed("<", old_bits, zero)
-        wins_tie = self.b.and_(neg_new, self.b.not_(neg_old)) if lower else \
-            self.b.and_(neg_old, self.b.not_(neg_new))
-        better = self.b.or_(strict, self.b.and_(tie, wins_tie))
-        self.b.cbranch(better, swap, done)
-        self.b.position_at_end(swap)
-        pair = self.b.cmpxchg(at, old_bits, bits, "monotonic", "monotonic")
-        old_bits.add_incoming(self.b.extract_value(pair, 0), swap)
-        self.b.cbranch(self.b.extract_value(pair, 1), done, head)
-        self.b.position_at_end(done)
+def atomic(lw, fn, node: ast.Call) -> Const:
+    name, op = fn.__name__, ATOMICS[fn]
+    if not (isinstance(lw.at, ast.Expr) and lw.at.value is node):
+        lw.fail(node, f"{name}() is a statement, with no value: the old value would say "
+                "which thread came first", f"`{name}(...)` on a line of its own")
+    if len(node.args) != 3:
+        lw.fail(node, f"{name}() takes a buffer, an index and a value",
+                f"`{name}(buf, i, v)` or `{name}(buf, (y, x), v)`")
+    base = lw.expr(node.args[0])
+    if not isinstance(base, BufRef):
+        lw.fail(node.args[0], f"{name}() of something that is not a buffer")
+    target = ast.copy_location(ast.Subscript(node.args[0], node.args[1], ast.Load()), node)
+    ty = base.ty.dtype
+    if ty.is_float and op == "add":
+        lw.fail(node, f"atomic_add on the float buffer '{base.name}': the rounding of a "
+                "float sum depends on the order the threads add in, so the bits would "
+                "change from run to run", "a prange reduction (`acc += v`, combined in a "
+                "fixed order) or an int buffer (fixed point)")
+    at = lw.element(base, target)
+    lw.mark_written(base)
+    val = lw.value(lw.expr(node.args[2]), node.args[2], want=ty.compute)
+    if val.ty.is_float and ty.is_int:
+        lw.fail(node.args[2], f"{name}() of {val.ty} into {ty} buffer '{base.name}'",
+                f"`{ty.compute}(...)` (truncates)")
+    val = convert(lw.b, convert(lw.b, val, ty.compute), ty).ir
+    if ty.is_int:
+        kind = op if op == "add" or ty.kind == "i" else f"u{op}"
+        lw.b.atomic_rmw(kind, at, val, "monotonic")
+    else:
+        float_settle(lw, at, val, op == "min")
+    return Const(None)
 
 
-__all__ = ["ATOMICS", "AtomicMixin", "atomic_add", "atomic_max", "atomic_min"]
+def float_settle(lw, at: ir.Value, val: ir.Value, lower: bool) -> None:
+    """The compare-and-swap loop of a float ``atomic_min`` / ``atomic_max``."""
+    ity = ir.IntType(32 if isinstance(val.type, ir.FloatType) else 64)
+    bits = lw.b.bitcast(val, ity)
+    head, swap, done = (lw.fn.append_basic_block(f"atomic.{x}")
+                        for x in ("head", "swap", "done"))
+    first = lw.b.load_atomic(at, "monotonic", ity.width // 8, typ=ity)
+    pre = lw.b.block
+    lw.b.branch(head)
+    lw.b.position_at_end(head)
+    old_bits = lw.b.phi(ity)
+    old_bits.add_incoming(first, pre)
+    old = lw.b.bitcast(old_bits, val.type)
+    strict = lw.b.fcmp_ordered("<" if lower else ">", val, old)
+    tie = lw.b.fcmp_ordered("==", val, old)
+    zero = ir.Constant(ity, 0)
+    neg_new = lw.b.icmp_signed("<", bits, zero)
+    neg_old = lw.b.icmp_signed("<", old_bits, zero)
+    wins_tie = lw.b.and_(neg_new, lw.b.not_(neg_old)) if lower else \
+        lw.b.and_(neg_old, lw.b.not_(neg_new))
+    better = lw.b.or_(strict, lw.b.and_(tie, wins_tie))
+    lw.b.cbranch(better, swap, done)
+    lw.b.position_at_end(swap)
+    pair = lw.b.cmpxchg(at, old_bits, bits, "monotonic", "monotonic")
+    old_bits.add_incoming(lw.b.extract_value(pair, 0), swap)
+    lw.b.cbranch(lw.b.extract_value(pair, 1), done, head)
+    lw.b.position_at_end(done)
+
+
+__all__ = ["ATOMICS", "atomic_add", "atomic_max", "atomic_min"]

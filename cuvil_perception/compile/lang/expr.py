@@ -1,40 +1,34 @@
-"""Expressions: names, constants, operators, ``a if c else b``, indexing ``buf[i, j]``.
+"""`Values`, the base of `lower.Lowerer`: the helpers every lowering function uses through
+``lw``: a run-time `Val` of anything (`Values.value`), compile-time ints, indices and their
+bounds checks (`Values.check_index`, debug builds), a call's arguments, element addresses and
+stores, the resolution of module-level names, and ``x op y`` (`Values.arith`:
+constants fold, with the run-time semantics, `folding`; vectors go to `vector_lower`; the rest
+to `arith`) with the checks that join operands of two types.
 
-Constants fold at compile time with the run-time semantics (`folding`); everything else lowers to IR
-(see `arith` for the run-time semantics). ``and``/``or``/``not`` take truth values and give a
-bool (Python would return an operand), and short-circuit as in Python.
+The expressions themselves are lowered by `expressions` and `logic_lower`.
 """
 
 from __future__ import annotations
 
 import ast
 
-import numpy as np
 from llvmlite import ir
 
 from .. import irutil as u
-from .arith import convert, int_index, invert, negate, truth
+from .arith import binop, convert, fpow, int_index, power
 from .constants import is_vector_constant
-from .fold_lower import FoldMixin
+from .fold_lower import fold
+from .lane_lower import constant_vector
 from .names import binding_lines, unbound
-from .slice_lower import is_slice
+from .slice_lower import is_slice, slice_store
 from .types import BOOL, BufType, Scalar, VecType
 from .values import (BufRef, Const, UnknownExtent, Val, const_type, materialize,
-                     out_of_range)
+                     out_of_range, wrapped_operand)
+from .vector_lower import is_vector, vec_arith
 
-class ExprMixin(FoldMixin):
-    """Expression lowering for `lower.Lowerer`."""
 
-    def expr(self, node: ast.expr):
-        handler = getattr(self, f"e_{type(node).__name__}", None)
-        if handler is None:
-            self.fail(node, f"`{type(node).__name__}` expressions are not supported in kernels",
-                      _EXPR_HINTS.get(type(node).__name__))
-        out = handler(node)
-        if isinstance(out, Const) and is_vector_constant(out.value):
-            # an item of a module-level tuple of vectors (`PAIRS[0]`, `for v in PAIRS`)
-            return self.constant_vector(out.value, node)
-        return out
+class Values:
+    """The `lower.Lowerer`'s own helpers: values, arithmetic, call arguments, index checks."""
 
     def value(self, x, node, want: Scalar | None = None, vector: bool = False) -> Val:
         """A run-time `Val` of ``x`` (constants materialise, as ``want`` when it fits); a
@@ -103,22 +97,55 @@ class ExprMixin(FoldMixin):
         self.fail(node, f"`{ast.unparse(node)}` is not a scalar type",
                   "one of boolean, i32, i64, f32, f64")
 
-    # -- leaves -------------------------------------------------------------------------
-    def e_Constant(self, node: ast.Constant):
-        if isinstance(node.value, (bool, int, float)):
-            return Const(node.value)
-        self.fail(node, f"a {type(node.value).__name__} constant", "a number")
+    def coerce(self, val: Val, ty: Scalar, node, what: str) -> Val:
+        """``val`` as ``ty`` where that is safe implicitly (literals, int -> wider int or float,
+        f64 -> f32 stores); anything else needs an explicit cast."""
+        if val.ty == ty:
+            return val
+        if isinstance(val.ty, VecType) or isinstance(ty, VecType):
+            self.fail(node, f"{what} is {val.ty}, expected {ty}")
+        ok = ((val.weak and (ty.is_float or not val.ty.is_float))  # 0.5 never becomes 0
+              or (ty.is_float and not (val.ty.is_float and val.ty.bits > ty.bits))
+              or (ty.is_int and val.ty.is_int and ty.bits >= val.ty.bits) or val.ty == BOOL)
+        if not ok:
+            self.fail(node, f"{what} is {val.ty}, expected {ty}", f"`{ty}(...)`")
+        return convert(self.b, val, ty)
 
-    def e_Name(self, node: ast.Name):
-        from .lower import Var
+    def joins(self, a: Val, c: Val, a_node: ast.expr, c_node: ast.expr) -> None:
+        """A constant operand that does not fit the i32 it joins is a compile error at the
+        constant, not wrapped to 32 bits (`values.wrapped_operand`)."""
+        if (bad := wrapped_operand(a, c)) is not None:
+            at, message, ty = bad
+            node, other = (a_node, c_node) if at == 0 else (c_node, a_node)
+            lo, hi = -(1 << (ty.bits - 1)), (1 << (ty.bits - 1)) - 1
+            self.fail(node, f"{message}, the type of `{ast.unparse(other)}` it joins",
+                      f"`i64({ast.unparse(other)})` to compute in i64, or a value in [{lo}, {hi}]")
 
-        found = self.frame.env.get(node.id)
-        if isinstance(found, Var):
-            return Val(self.b.load(found.slot, typ=found.ty.ir), found.ty)
-        if found is not None:
-            return found
-        return self.resolve(node)
+    def operand_values(self, x, x_node: ast.expr, y, y_node: ast.expr) -> tuple[Val, Val]:
+        """The values of the operands ``x`` and ``y`` of a comparison (`joins`)."""
+        a, c = self.value(x, x_node), self.value(y, y_node)
+        self.joins(a, c, x_node, y_node)
+        return a, c
 
+    def arith(self, op: str, x, y, node):
+        """``x op y`` on constants (folded) or values."""
+        if isinstance(x, Const) and isinstance(y, Const):
+            return fold(self, op, x, y, node)
+        if is_vector(x) or is_vector(y):
+            return vec_arith(self, op, x, y, node)
+        xv = self.value(x, node)
+        if op == "**":
+            exponent = y.value if isinstance(y, Const) else None
+            out = power(self.b, xv, exponent, self.flags)
+            return out if out is not None else fpow(self.b, xv, self.value(y, node), self.flags)
+        yv = self.value(y, node)
+        self.joins(xv, yv, *_operand_nodes(node))
+        try:
+            return binop(self.b, op, xv, yv, self.flags)
+        except TypeError as exc:
+            self.fail(node, f"{exc} (operands {xv.ty} and {yv.ty})", "an explicit int cast")
+
+    # -- names --------------------------------------------------------------------------
     def resolve(self, node: ast.expr):
         """A name or dotted name from the kernel's module globals, as a `Const`."""
         path = []
@@ -149,127 +176,10 @@ class ExprMixin(FoldMixin):
                 self.fail(node, f"'{node.id}' has no attribute '{attr}'")
             obj = getattr(obj, attr)
         if is_vector_constant(obj):
-            return self.constant_vector(obj, node)
+            return constant_vector(self, obj, node)
         return Const(obj)
 
-    def e_Attribute(self, node: ast.Attribute):
-        base = self.expr(node.value) if isinstance(node.value, ast.Name) and \
-            node.value.id in self.frame.env else None
-        if isinstance(base, BufRef):
-            if node.attr == "shape":
-                return tuple(Const(e.constant) if isinstance(e, ir.Constant)
-                             else UnknownExtent(base.name, k) if e is None
-                             else Val(e, _I64()) for k, e in enumerate(base.extents))
-            self.fail(node, f"buffers have no attribute '{node.attr}' here", "`buf.shape[k]`")
-        if base is not None:
-            self.fail(node, f"`{ast.unparse(node)}`: attributes of values are not supported")
-        return self.resolve(node)
-
-    def e_Tuple(self, node: ast.Tuple):
-        items = [self.expr(e) for e in node.elts]
-        if all(isinstance(i, Const) for i in items):
-            return Const(tuple(i.value for i in items))
-        return tuple(items)
-
-    # -- operators ----------------------------------------------------------------------
-    def e_BinOp(self, node: ast.BinOp):
-        from .lower import _BINOPS
-
-        op = _BINOPS.get(type(node.op))
-        if op is None:
-            self.fail(node, f"operator {type(node.op).__name__}", "plain arithmetic")
-        return self.arith(op, self.expr(node.left), self.expr(node.right), node)
-
-    def e_UnaryOp(self, node: ast.UnaryOp):
-        x = self.expr(node.operand)
-        kind = type(node.op)
-        if isinstance(x, Const):
-            op = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}[kind]
-            return self.fold_unary(op, x, node)
-        if isinstance(x, Val) and isinstance(x.ty, VecType) and kind is not ast.Not:
-            return self.vec_unary(kind, x, node)
-        val = self.value(x, node.operand)
-        if kind is ast.USub:
-            return negate(self.b, val, self.flags)
-        if kind is ast.UAdd:
-            return val
-        if kind is ast.Not:
-            t = truth(self.b, val)
-            return Val(self.b.xor(t.ir, ir.Constant(u.I1, 1)), BOOL)
-        if val.ty.is_float:
-            self.fail(node, "`~` on a float", "an int")
-        return invert(self.b, val)
-
-    def e_IfExp(self, node: ast.IfExp):
-        cond = self.expr(node.test)
-        if isinstance(cond, Const):
-            return self.expr(node.body if cond.value else node.orelse)
-        cond = truth(self.b, self.value(cond, node.test))
-        then = self.fn.append_basic_block("ifx.then")
-        other = self.fn.append_basic_block("ifx.else")
-        done = self.fn.append_basic_block("ifx.end")
-        self.b.cbranch(cond.ir, then, other)
-        self.b.position_at_end(then)
-        a_val = self.value(self.expr(node.body), node.body)
-        then_end = self.b.block
-        self.b.position_at_end(other)
-        c_val = self.value(self.expr(node.orelse), node.orelse)
-        other_end = self.b.block
-        ty = a_val.ty
-        if a_val.ty != c_val.ty:  # a literal joins the other side's type; else it is an error
-            weak, strong = (a_val, c_val) if a_val.weak else (c_val, a_val)
-            if not weak.weak or (weak.ty.is_float and not strong.ty.is_float):
-                self.fail(node, f"the branches are {a_val.ty} and {c_val.ty}",
-                          "a cast on one branch")
-            ty = strong.ty
-            self.joins(a_val, c_val, node.body, node.orelse)
-        incoming = []
-        for block, val in ((then_end, a_val), (other_end, c_val)):
-            self.b.position_at_end(block)
-            incoming.append((convert(self.b, val, ty).ir, self.b.block))
-            self.b.branch(done)
-        self.b.position_at_end(done)
-        phi = self.b.phi(ty.ir)
-        for v, blk in incoming:
-            phi.add_incoming(v, blk)
-        return Val(phi, ty, a_val.weak and c_val.weak)
-
     # -- indexing -----------------------------------------------------------------------
-    def e_Subscript(self, node: ast.Subscript):
-        base = self.expr(node.value)
-        if isinstance(base, Const) and isinstance(base.value, np.ndarray) \
-                and not is_vector_constant(base.value):
-            self.fail(node.value, f"`{ast.unparse(node.value)}` is a module-level numpy array: "
-                      "a kernel reads module-level numbers, tuples and `simd.vector`s as "
-                      "constants, not arrays", "a buffer parameter (the array passed in the "
-                      f"call), or a tuple (`{ast.unparse(node.value)} = (...)`) for a small "
-                      "constant table")
-        if isinstance(base, Const) or isinstance(base, tuple):
-            key = self.expr(node.slice)
-            if not isinstance(key, Const) or not isinstance(key.value, int):
-                self.fail(node.slice, f"`{ast.unparse(node.value)}` is a static tuple, "
-                          "indexed by a run-time value",
-                          "`for x in tuple:` (unrolled) or a buffer")
-            seq = base.value if isinstance(base, Const) else base
-            if not isinstance(seq, (tuple, list)):
-                self.fail(node, f"`{ast.unparse(node.value)}` cannot be indexed")
-            try:
-                item = seq[key.value]
-            except IndexError:
-                self.fail(node, f"index {key.value} out of range for a static tuple of "
-                          f"{len(seq)}")
-            return item if isinstance(base, tuple) else Const(item)
-        if isinstance(base, Val) and isinstance(base.ty, VecType):
-            return self.lane(base, node)
-        if not isinstance(base, BufRef):
-            self.fail(node, f"`{ast.unparse(node.value)}` cannot be indexed")
-        if is_slice(node):
-            return self.slice_load(base, node)
-        ptr = self.element(base, node)
-        ty = base.ty.dtype
-        raw = self.b.load(ptr, typ=ty.ir)
-        return convert(self.b, Val(raw, ty), ty.compute)
-
     def store_item(self, target: ast.Subscript, value, base=None, at=None) -> None:
         """``target = value``; ``base`` and ``at`` (the element's address, or a slice's `Run`)
         when an ``op=`` has already evaluated them (Python evaluates its target once)."""
@@ -279,7 +189,7 @@ class ExprMixin(FoldMixin):
                       "elements can be assigned")
         self.mark_written(base)
         if is_slice(target):
-            return self.slice_store(base, target, value, at)
+            return slice_store(self, base, target, value, at)
         ty = base.ty.dtype
         if isinstance(value, Const) and (bad := out_of_range(value.value, ty, True)) is not None:
             self.fail(target, *bad)
@@ -306,28 +216,50 @@ class ExprMixin(FoldMixin):
             offset = term if offset is None else self.b.add(offset, term)
         return self.b.gep(buf.ptr, [offset], inbounds=True, source_etype=buf.ty.dtype.ir)
 
+    # -- a call's arguments, a debug build's index checks -------------------------------
+    def args(self, node: ast.Call, n: int | tuple) -> list:
+        """The lowered arguments of ``node``, which must have ``n`` of them (or one of the
+        counts in the tuple ``n``)."""
+        counts = n if isinstance(n, tuple) else (n,)
+        if len(node.args) not in counts:
+            self.fail(node, f"`{ast.unparse(node.func)}` takes {' or '.join(map(str, counts))} "
+                      f"argument(s), got {len(node.args)}")
+        return [self.expr(a) for a in node.args]
+
+    def check_index(self, buf: BufRef, axis: int, idx: ir.Value, node) -> None:
+        """Out of range -> record (site, index) in the error record and return from the kernel."""
+        extent = buf.extents[axis]
+        if extent is None:
+            bad = self.b.icmp_signed("<", idx, u.const_i64(0))
+        else:
+            bad = self.b.icmp_unsigned(">=", idx, extent)  # negatives are huge unsigned
+        site = len(self.sites)
+        self.sites.append((str(self.frame.src.where(node)), buf.name, axis))
+        fail_block = self.fn.append_basic_block("oob")
+        ok = self.fn.append_basic_block("inb")
+        self.b.cbranch(bad, fail_block, ok)
+        self.b.position_at_end(fail_block)
+        record = [u.const_i64(site + 1), idx, extent if extent is not None else u.const_i64(-1)]
+        for k, v in enumerate(record):
+            u.store_at(self.b, v, self.err, k)
+        ret = self.fn.function_type.return_type
+        if isinstance(ret, ir.VoidType):
+            self.b.ret_void()
+        else:
+            self.b.ret(ir.Constant(ret, 0.0 if isinstance(ret, (ir.FloatType, ir.DoubleType))
+                                   else 0))
+        self.b.position_at_end(ok)
+
+
+def _operand_nodes(node) -> tuple:
+    """The left and right operand of ``a op b`` or ``a op= b``."""
+    if isinstance(node, ast.BinOp):
+        return node.left, node.right
+    return node.target, node.value
+
 
 def _is_one(v) -> bool:
     return isinstance(v, ir.Constant) and v.constant == 1
 
 
-def _I64():
-    from .types import I64
-
-    return I64
-
-
-_EXPR_HINTS = {
-    "List": "a tuple `(a, b)` for static values, or `local(f32, n)` for an array",
-    "ListComp": "a loop",
-    "DictComp": "a loop",
-    "SetComp": "a loop",
-    "GeneratorExp": "a loop",
-    "Dict": "separate variables",
-    "Lambda": "a module-level helper decorated with @inline",
-    "JoinedStr": "numbers only (kernels have no strings)",
-    "Starred": "explicit arguments",
-    "NamedExpr": "a separate assignment",
-}
-
-__all__ = ["ExprMixin", "BufType"]
+__all__ = ["Values", "BufType"]

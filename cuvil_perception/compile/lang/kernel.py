@@ -41,16 +41,14 @@ from ..spec import CTYPES, Arg, KernelSpec
 from .arguments import checked_arguments, plain_static
 from .dispatch import MISS, Entry, Specialized, bind_extents, call_key
 from .constants import current, fileless_source, is_constant, reachable, referenced
-from .lower import Frame, Lowerer, Var
 from .markers import split
-from .names import assigned_once
 from .parallel import PAR_ARG, par_address, uses_prange
+from .passes import lower_kernel
 from .signature import kernel_args
 from .slices import value_slices
-from .source import Source, remember
-from .types import PARAM_KINDS, BufType, Scalar, resolve_dtype
-from .values import BufRef, Const, Val
-from .. import irutil as u
+from .source import remember
+from .types import PARAM_KINDS, BufType
+from .values import Val
 
 
 def kernel(fn=None, *, name: str | None = None, fastmath: tuple = (), noalias: bool = True,
@@ -190,7 +188,7 @@ class Kernel:
         """(written buffer names, {buffer name: alignment its streaming stores need})."""
         found = self._written.get(spec.identity())
         if found is None:
-            low = render_lowerer(self, spec.fn_name, dict(spec.static))[1]
+            low = lower_kernel(self, spec.fn_name, dict(spec.static))[1]
             found = (frozenset(low.written), dict(low.streamed))
             self._written[spec.identity()] = found
         return found
@@ -208,7 +206,7 @@ class Kernel:
     def index_error(self, spec: KernelSpec, record) -> KernelIndexError:
         """The exception for a debug build's error record ``(site + 1, index, extent, 0)``
         (re-lowers the kernel to find the site table; only ever on the error path)."""
-        lowerer = render_lowerer(self, spec.fn_name, dict(spec.static))[1]
+        lowerer = lower_kernel(self, spec.fn_name, dict(spec.static))[1]
         where, buf, axis = lowerer.sites[int(record[0]) - 1]
         extent = "unknown" if record[2] < 0 else str(int(record[2]))
         return KernelIndexError(f"{where}: index {int(record[1])} out of range for axis {axis} "
@@ -220,7 +218,7 @@ class Kernel:
 
 def _builder(k: Kernel):
     def build(module: ir.Module, fn_name: str, **static) -> None:
-        render_lowerer(k, fn_name, static, module)
+        lower_kernel(k, fn_name, static, module)
     build.__module__ = k.py_func.__module__
     build.__qualname__ = f"{k.py_func.__qualname__}.<kernel>"
     build.input_buffers = lambda spec: _input_buffers(k, spec)  # for library headers
@@ -234,71 +232,6 @@ def _input_buffers(k: Kernel, spec: KernelSpec) -> frozenset:
     open_role = frozenset(n for (n, t), role in zip(runtime, k._roles)
                           if isinstance(t, BufType) and role is None)
     return open_role - k.written(spec) if open_role else frozenset()
-
-
-def render_lowerer(k: Kernel, fn_name: str, static: dict, module: ir.Module | None = None):
-    """Lower ``k`` for ``static`` into ``module`` (a fresh one if None): (module, lowerer)."""
-    module = module if module is not None else ir.Module(name=k.name)
-    static = dict(static)
-    debug = bool(static.pop("_debug", False))
-    runtime, _, ret = k.params()
-    src = Source.of(k.py_func)
-    arg_types = [u.PTR if isinstance(t, BufType) else t.ir for _, t in runtime]
-    parallel = uses_prange(k.py_func)  # (the thread-pool record: `parallel`)
-    fn = ir.Function(module, ir.FunctionType(ret.ir if ret else u.VOID,
-                                             arg_types + [u.PTR] * (parallel + debug)), fn_name)
-    low = Lowerer(fn, k.fastmath, debug)
-    low.par = fn.args[len(runtime)] if parallel else None
-    env = {name: Const(value) for name, value in static.items()}
-    low.frames.append(Frame(src, env, assigned_once(src.tree), ret_ty=ret))
-    for (pname, ty), arg in zip(runtime, fn.args):
-        arg.name = pname
-        if isinstance(ty, Scalar):
-            slot = u.entry_alloca(low.b, ty.ir, pname, init=arg)
-            env[pname] = Var(slot, ty, src.tree.lineno)
-    for (pname, ty), arg in zip(runtime, fn.args):
-        if isinstance(ty, BufType):
-            if k.noalias:
-                arg.add_attribute("noalias")
-            env[pname] = _buffer(low, src, pname, ty, arg, env)
-    if debug:
-        low.err = fn.args[-1]
-    low.body(src.tree.body)
-    if not low.dead:
-        if ret is not None:
-            low.fail(src.tree.body[-1], f"the kernel can reach its end without returning a "
-                     f"{ret}", "a final `return`")
-        low.b.ret_void()
-    return module, low
-
-
-def _buffer(low: Lowerer, src: Source, pname: str, ty: BufType, arg, env: dict) -> BufRef:
-    try:
-        ty = resolve_dtype(ty, {k: v.value for k, v in env.items() if isinstance(v, Const)})
-    except TypeError as exc:
-        low.fail(src.tree, f"buffer '{pname}': {exc}")
-    extents = []
-    for d in ty.dims:
-        if d is None or isinstance(d, int):
-            extents.append(None if d is None else u.const_i64(d))
-            continue
-        found = env.get(d)
-        if isinstance(found, Const) and isinstance(found.value, int):
-            extents.append(u.const_i64(found.value))
-        elif isinstance(found, Var) and found.ty.is_int:
-            val = low.b.load(found.slot, typ=found.ty.ir)
-            extents.append(low.b.sext(val, u.I64) if found.ty.bits < 64 else val)
-        else:
-            low.fail(src.tree, f"extent '{d}' of buffer '{pname}' is not a static int or an int "
-                     f"parameter")
-    strides, acc = [], u.const_i64(1)
-    for k in range(len(extents) - 1, -1, -1):
-        strides.append(acc)
-        if k > 0:
-            acc = (u.const_i64(acc.constant * extents[k].constant)
-                   if isinstance(extents[k], ir.Constant) and isinstance(acc, ir.Constant)
-                   else low.b.mul(acc, extents[k]))
-    return BufRef(arg, ty, tuple(extents), tuple(reversed(strides)), pname)
 
 
 def _signature(k: Kernel):

@@ -1,6 +1,6 @@
 """Lowering of `kmath` calls: the float functions (scalar, or lane-wise on a vector through
 `vector_lower`; ``exp`` and ``sigmoid`` of f32 are the vectorisable polynomial) and the bit
-counts ``ctz`` / ``popcount``, which read an int at its width (`MathMixin.int_word`, shared
+counts ``ctz`` / ``popcount``, which read an int at its width (`int_word`, shared
 with ``for bit in bits(word)``)."""
 
 from __future__ import annotations
@@ -13,59 +13,75 @@ from llvmlite import ir
 from .. import irutil as u
 from . import folding, kmath, kpoly, promotion
 from .arith import convert
+from .fold_lower import fold_call
 from .slice_lower import is_slice
 from .types import BOOL, F64, I32, I64, VecType
 from .values import BufRef, Const, Val
+from .vector_lower import is_vector
+from .vector_lower import broadcast, scalar_for
 
 
-class MathMixin:
-    """`kmath` calls for `lower.Lowerer`."""
+def math(lw, fn, node: ast.Call):
+    name, n = kmath.FUNCTIONS[fn]
+    raw = lw.args(node, n)
+    if any(isinstance(x, Val) and isinstance(x.ty, VecType) for x in raw):
+        return vector_math(lw, name, raw, node)
+    if all(isinstance(x, Const) for x in raw):
+        return fold_call(lw, node, _fold_math, fn, *(x.value for x in raw))
+    vals = [lw.value(x, a) for x, a in zip(raw, node.args)]
+    ty = promotion.math_argument([v.ty for v in vals], [v.weak for v in vals])
+    args = [convert(lw.b, v, ty).ir for v in vals]
+    if name == "isnan":
+        return Val(lw.b.fcmp_unordered("uno", args[0], args[0]), BOOL)
+    return Val(emit(lw.b, name, args, lw.flags), ty)
 
-    def math(self, fn, node: ast.Call):
-        name, n = kmath.FUNCTIONS[fn]
-        raw = self.args(node, n)
-        if any(isinstance(x, Val) and isinstance(x.ty, VecType) for x in raw):
-            return self.vector_math(name, raw, node)
-        if all(isinstance(x, Const) for x in raw):
-            return self.folded(node, _fold_math, fn, *(x.value for x in raw))
-        vals = [self.value(x, a) for x, a in zip(raw, node.args)]
-        ty = promotion.math_argument([v.ty for v in vals], [v.weak for v in vals])
-        args = [convert(self.b, v, ty).ir for v in vals]
-        if name == "isnan":
-            return Val(self.b.fcmp_unordered("uno", args[0], args[0]), BOOL)
-        return Val(emit(self.b, name, args, self.flags), ty)
 
-    def bit_count(self, fn, node: ast.Call):
-        """`kmath.ctz` / `kmath.popcount` of an int, at its width (`int_word`); the result is
-        an i64 for an i64 word, else an i32."""
-        if len(node.args) != 1 or node.keywords:
-            self.fail(node, f"kmath.{fn.__name__} takes one argument", "`kmath.ctz(x)`")
-        word = self.int_word(node.args[0], f"kmath.{fn.__name__}", "an integer argument")
-        if isinstance(word, Const):
-            return Const(fn(word.value))
-        extra = [ir.Constant(u.I1, 0)] if fn is kmath.ctz else []  # ctz(0) = width, defined
-        out = u.intrinsic(self.b, kmath.INT_FUNCTIONS[fn], word, *extra)
-        if word.type.width == 64:
-            return Val(out, I64)
-        return Val(out if word.type.width == 32 else self.b.zext(out, u.I32), I32)
+def bit_count(lw, fn, node: ast.Call):
+    """`kmath.ctz` / `kmath.popcount` of an int, at its width (`int_word`); the result is
+    an i64 for an i64 word, else an i32."""
+    if len(node.args) != 1 or node.keywords:
+        lw.fail(node, f"kmath.{fn.__name__} takes one argument", "`kmath.ctz(x)`")
+    word = int_word(lw, node.args[0], f"kmath.{fn.__name__}", "an integer argument")
+    if isinstance(word, Const):
+        return Const(fn(word.value))
+    extra = [ir.Constant(u.I1, 0)] if fn is kmath.ctz else []  # ctz(0) = width, defined
+    out = u.intrinsic(lw.b, kmath.INT_FUNCTIONS[fn], word, *extra)
+    if word.type.width == 64:
+        return Val(out, I64)
+    return Val(out if word.type.width == 32 else lw.b.zext(out, u.I32), I32)
 
-    def int_word(self, arg: ast.expr, what: str, instead: str):
-        """An int whose bit pattern matters (`bits`, `ctz`, `popcount`), as an IR int of its
-        width, or a `Const`. A buffer element read directly keeps its storage width (an i8
-        element -1 is 0xFF: 8 bits, as the numpy scalar uncompiled); any other value has its
-        kernel type, i32 or i64 (an i8 held in a variable is an i32)."""
-        if isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) \
-                and not is_slice(arg):
-            buf = self.expr(arg.value)  # a name: evaluating it has no effects
-            if isinstance(buf, BufRef) and buf.ty.dtype.is_int:
-                return self.b.load(self.element(buf, arg), typ=buf.ty.dtype.ir)
-        x = self.expr(arg)
-        if isinstance(x, Const) and type(x.value) is int:
-            return x
-        val = self.value(x, arg, vector=True)
-        if isinstance(val.ty, VecType) or val.ty.is_float or val.ty == BOOL:
-            self.fail(arg, f"{what} of a {val.ty}", instead)
-        return val.ir
+
+def int_word(lw, arg: ast.expr, what: str, instead: str):
+    """An int whose bit pattern matters (`bits`, `ctz`, `popcount`), as an IR int of its
+    width, or a `Const`. A buffer element read directly keeps its storage width (an i8
+    element -1 is 0xFF: 8 bits, as the numpy scalar uncompiled); any other value has its
+    kernel type, i32 or i64 (an i8 held in a variable is an i32)."""
+    if isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name) \
+            and not is_slice(arg):
+        buf = lw.expr(arg.value)  # a name: evaluating it has no effects
+        if isinstance(buf, BufRef) and buf.ty.dtype.is_int:
+            return lw.b.load(lw.element(buf, arg), typ=buf.ty.dtype.ir)
+    x = lw.expr(arg)
+    if isinstance(x, Const) and type(x.value) is int:
+        return x
+    val = lw.value(x, arg, vector=True)
+    if isinstance(val.ty, VecType) or val.ty.is_float or val.ty == BOOL:
+        lw.fail(arg, f"{what} of a {val.ty}", instead)
+    return val.ir
+
+
+def vector_math(lw, name: str, raw: list, node) -> Val:
+    """A `kmath` function lane-wise (one vector argument at least)."""
+    vty = next(x.ty for x in raw if is_vector(x))
+    if name == "isnan" or not vty.elem.is_float:
+        lw.fail(node, f"`{ast.unparse(node.func)}` of a {vty}",
+                "`v != v` for NaN lanes" if name == "isnan" else "a float vector")
+    args = []
+    for x, a in zip(raw, node.args):
+        if is_vector(x) and x.ty != vty:
+            lw.fail(a, f"{x.ty} and {vty} in one call", "vectors of one type")
+        args.append(x.ir if is_vector(x) else broadcast(lw, scalar_for(lw, vty, x, a), vty))
+    return Val(emit(lw.b, name, args, lw.flags), vty)
 
 
 def emit(b: ir.IRBuilder, name: str, args: list, flags: tuple) -> ir.Value:
@@ -139,6 +155,3 @@ def _fold_math(fn, *args):
     with np.errstate(all="ignore"):  # exact ones (sqrt, floor, ceil, trunc, round; isnan),
         out = fn(*args)  # the rest the C library's f64 function (`kmath._libm`)
     return out if fn is kmath.isnan else float(out)
-
-
-__all__ = ["MathMixin"]

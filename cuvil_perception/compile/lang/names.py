@@ -87,6 +87,19 @@ def _bound(target: ast.expr) -> list:
     return []
 
 
+EXPR_HINTS = {
+    "List": "a tuple `(a, b)` for static values, or `local(f32, n)` for an array",
+    "ListComp": "a loop",
+    "DictComp": "a loop",
+    "SetComp": "a loop",
+    "GeneratorExp": "a loop",
+    "Dict": "separate variables",
+    "Lambda": "a module-level helper decorated with @inline",
+    "JoinedStr": "numbers only (kernels have no strings)",
+    "Starred": "explicit arguments",
+    "NamedExpr": "a separate assignment",
+}
+
 STMT_HINTS = {
     "With": "plain statements (kernels have no context managers)",
     "Try": "checks that return an error code",

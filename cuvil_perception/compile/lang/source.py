@@ -66,6 +66,8 @@ class Source:
     tree: ast.FunctionDef
     file: str
     text: str
+    lines: tuple = ()   # the def's lines as the file has them (for an error's caret line)
+    first: int = 1      # the file's line number of lines[0]
 
     @classmethod
     def of(cls, fn: Callable) -> "Source":
@@ -86,11 +88,16 @@ class Source:
         if not defs:
             raise KernelSourceError(f"kernel {fn.__qualname__}: not a plain `def` function",
                                     Location(file, first, 1))
-        return cls(fn, defs[0], file, text)
+        return cls(fn, defs[0], file, text, tuple(lines), first)
 
     @property
     def digest(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()[:24]
+
+    def line_text(self, line: int) -> str | None:
+        """The text of the file's ``line`` (1-based) if it is one of the def's, else None."""
+        k = line - self.first
+        return self.lines[k] if 0 <= k < len(self.lines) else None
 
     def where(self, node: ast.AST | None) -> Location:
         line = getattr(node, "lineno", self.tree.lineno)
@@ -99,6 +106,9 @@ class Source:
 
 
 def fail(src: Source, node: ast.AST | None, message: str, instead: str | None = None):
-    """Raise `KernelSourceError` at ``node``: ``file:line:col: message; write ... instead``."""
+    """Raise `KernelSourceError` at ``node``: ``file:line:col: message; write ... instead``,
+    the line and a caret under the column."""
     text = f"{message}; write {instead} instead" if instead else message
-    raise KernelSourceError(f"in kernel {src.fn.__name__}: {text}", src.where(node))
+    where = src.where(node)
+    raise KernelSourceError(f"in kernel {src.fn.__name__}: {text}", where,
+                            src.line_text(where.line))
