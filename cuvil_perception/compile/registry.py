@@ -147,13 +147,13 @@ def _load_aliased(specs: list[KernelSpec]) -> tuple[dict[tuple, Outcome], set]:
     if config.disk_cache_disabled() or config.dump_ir_dir() is not None:
         return {}, set()
     target = host_target()
-    items, tried = [], set()
+    items, tried, store = [], set(), disk.store_dir()  # (one trust check for all the lookups)
     for spec in specs:
         ident = spec.identity()
         if ident in _memo or ident in tried:
             continue
         fast = fast_key(spec, target, DEFAULT_OPTIONS)
-        found = _via_alias(fast, spec) if fast else None
+        found = _via_alias(fast, spec, store) if fast else None
         tried.add(ident)
         if found is not None:
             items.append((spec, found[1], found[0]))
@@ -170,10 +170,12 @@ def _load_aliased(specs: list[KernelSpec]) -> tuple[dict[tuple, Outcome], set]:
     return out, tried
 
 
-def _via_alias(fast: str, spec: KernelSpec) -> tuple[str, bytes] | None:
-    """(object key, object bytes) if the alias ``fast`` leads to a valid entry of ``spec``."""
-    key = disk.get_alias(fast)
-    obj = disk.get(key, _entry_meta(spec)) if key else None
+def _via_alias(fast: str, spec: KernelSpec, store=None) -> tuple[str, bytes] | None:
+    """(object key, object bytes) if the alias ``fast`` leads to a valid entry of ``spec``;
+    ``store``: the store folder, checked by the caller (`disk.store_dir`), else here."""
+    store = store or disk.store_dir()
+    key = disk.get_alias(fast, store)
+    obj = disk.get(key, _entry_meta(spec), store) if key else None
     if obj is None:
         return None
     _count(disk_hits=1)
