@@ -68,8 +68,8 @@ class Target:
 @functools.lru_cache(maxsize=1)
 def host_target() -> Target:
     """The host: process triple, ``get_host_cpu_name()`` and ``get_host_cpu_features()``
-    (LLVM's answers, asked once per boot: `host_record`)."""
-    ensure_llvm(every_target=False)
+    (LLVM's answers, asked once per boot: `host_record`). Registers no LLVM target: none of
+    these needs one, and a warm start maps cached objects without LLVM (`elf_map`)."""
     triple = llvm.get_process_triple()
     versions = f"llvm {'.'.join(map(str, llvm.llvm_version_info))} llvmlite {llvmlite.__version__}"
     known = host_record.recall(triple, versions)
