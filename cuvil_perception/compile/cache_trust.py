@@ -105,15 +105,25 @@ def read_entry(path: Path) -> tuple[bytes | None, str | None]:
             return None, "is a symbolic link (entries are never followed); not loaded"
         return None, f"cannot be read ({exc.strerror or exc})"
     try:
-        problem = _entry_problem(os.fstat(fd))
+        info = os.fstat(fd)
+        problem = _entry_problem(info)
         if problem is not None:
             return None, problem
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read(), None
+        return _read_all(fd, info.st_size), None
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror or exc})"
     finally:
         os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The bytes from ``fd`` to its end (``size``: the expected length; a file that grew is
+    read on to its end). ``os.read``: ~15 us less than a file object, for the few small files
+    a warm start reads."""
+    parts = [os.read(fd, size + 1)]
+    while parts[-1]:
+        parts.append(os.read(fd, 1 << 16))
+    return b"".join(parts)
 
 
 def write_private(path: Path, blob: bytes) -> bool:

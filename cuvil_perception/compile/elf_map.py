@@ -42,12 +42,7 @@ _STUB = b"\xff\x25\x00\x00\x00\x00"  # jmp *0(%rip); the 8-byte address follows
 _STUB_SIZE = 16
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_long]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 class Unsupported(Exception):
@@ -58,8 +53,9 @@ class Image:
     """Objects mapped together: ``get_function_address(name)`` of their global functions (0
     when absent, as MCJIT's engine answers)."""
 
-    def __init__(self, base: int, size: int, functions: dict[str, int]):
-        self.base, self.size, self._functions = base, size, functions
+    def __init__(self, memory: mmap.mmap, base: int, functions: dict[str, int]):
+        self._memory, self.base, self._functions = memory, base, functions  # (never closed)
+        self.size = len(memory)
 
     def get_function_address(self, name: str) -> int:
         return self._functions.get(name, 0)
@@ -126,24 +122,21 @@ def map_objects(blobs: list[bytes]) -> Image:
     page = mmap.PAGESIZE
     sizes = [_align(e, page) for e in ends]
     total = sum(sizes)
-    base = _libc.mmap(None, total, mmap.PROT_READ | mmap.PROT_WRITE,
-                      mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
-    if base in (None, _MAP_FAILED):
-        raise Unsupported(f"mmap failed (errno {ctypes.get_errno()})")
-    try:
-        functions = _fill(objects, externals, offsets, base, sizes)
-    except BaseException:
-        _libc.munmap(ctypes.c_void_p(base), total)
-        raise
-    return Image(base, total, functions)
+    try:  # (Python's mmap: a writable buffer without a ctypes array type of each size)
+        memory = mmap.mmap(-1, total, flags=mmap.MAP_PRIVATE,
+                           prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError as exc:
+        raise Unsupported(f"mmap failed: {exc}") from exc
+    anchor = ctypes.c_char.from_buffer(memory)  # (its address; keeps the mapping open)
+    functions = _fill(objects, externals, offsets, memory, ctypes.addressof(anchor), sizes)
+    return Image(memory, ctypes.addressof(anchor), functions)
 
 
-def _fill(objects: list[_Object], externals: dict, offsets: list, base: int,
-          sizes: list[int]) -> dict[str, int]:
-    """Copy the stubs and sections into the mapping at ``base``, relocate, protect; returns
-    {name: address} of the global symbols."""
+def _fill(objects: list[_Object], externals: dict, offsets: list, memory: mmap.mmap,
+          base: int, sizes: list[int]) -> dict[str, int]:
+    """Copy the stubs and sections into ``memory`` (mapped at ``base``), relocate, protect;
+    returns {name: address} of the global symbols."""
     starts = [base, base + sizes[0], base + sizes[0] + sizes[1]]
-    memory = (ctypes.c_char * sum(sizes)).from_address(base)
     stubs = {}
     for i, (name, address) in enumerate(externals.items()):
         at = i * _STUB_SIZE
