@@ -15,8 +15,8 @@ data -- each region page-aligned and then protected read+execute, read-only and 
 External symbols are looked up in the process (``dlsym``), as MCJIT does. Unwind tables
 (``.eh_frame``) are not loaded: nothing unwinds through a kernel (no C++ exceptions; a signal
 stops the process). Anything else (another relocation type, a GOT reference, a common symbol, an
-unknown external, a 32-bit value that does not fit) raises `Unsupported` before anything runs,
-and `loader` maps that object with MCJIT instead.
+unknown external, a 32-bit value that does not fit, thread-local data, constructors) raises
+`Unsupported` before anything runs, and `loader` maps that object with MCJIT instead.
 
 Mappings are never unmapped: callables keep their `Image`, and `loader` keeps every image for
 the life of the process (machine code freed under a running thread is a crash).
@@ -34,7 +34,8 @@ _SYM = struct.Struct("<IBBHQQ")
 _RELA = struct.Struct("<QQq")
 _EM_X86_64, _ET_REL = 62, 1
 _SHT_SYMTAB, _SHT_RELA, _SHT_NOBITS = 2, 4, 8
-_SHF_WRITE, _SHF_ALLOC, _SHF_EXEC = 0x1, 0x2, 0x4
+_SHF_WRITE, _SHF_ALLOC, _SHF_EXEC, _SHF_TLS = 0x1, 0x2, 0x4, 0x400
+_SHT_INIT = (14, 15, 16)  # SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY
 _SHN_UNDEF, _SHN_ABS = 0, 0xFFF1
 _R_64, _R_PC32, _R_PLT32 = 1, 2, 4
 _STB_LOCAL = 0
@@ -80,6 +81,9 @@ class _Object:
         self.name = [_cstr(blob, names[4] + s[0]) for s in self.sections]
         self.load = [k for k, s in enumerate(self.sections)
                      if s[2] & _SHF_ALLOC and s[5] and self.name[k] != ".eh_frame"]
+        for k in self.load:  # thread-local data, code to run at load: MCJIT's business
+            if self.sections[k][2] & _SHF_TLS or self.sections[k][1] in _SHT_INIT:
+                raise Unsupported(f"section {self.name[k]}")
         self.symbols: list[tuple] = []
         self.strtab = 0
         for s in self.sections:
