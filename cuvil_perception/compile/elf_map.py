@@ -112,7 +112,15 @@ def _align(value: int, to: int) -> int:
 
 def map_objects(blobs: list[bytes]) -> Image:
     """Map ``blobs`` (relocatable x86-64 ELF objects) into one `Image`; raises `Unsupported`
-    (nothing mapped that runs) for an object outside what the module docstring lists."""
+    (nothing mapped that runs) for an object outside what the module docstring lists or one
+    that does not parse."""
+    try:
+        return _map(blobs)
+    except (struct.error, IndexError, KeyError, ValueError, UnicodeDecodeError) as exc:
+        raise Unsupported(f"malformed object ({type(exc).__name__}: {exc})") from exc
+
+
+def _map(blobs: list[bytes]) -> Image:
     objects = [_Object(b) for b in blobs]
     externals = _externals(objects)
     offsets, ends = [[], [], []], [0, 0, 0]
@@ -129,7 +137,7 @@ def map_objects(blobs: list[bytes]) -> Image:
     try:  # (Python's mmap: a writable buffer without a ctypes array type of each size)
         memory = mmap.mmap(-1, total, flags=mmap.MAP_PRIVATE,
                            prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # (ValueError: nothing to map)
         raise Unsupported(f"mmap failed: {exc}") from exc
     anchor = ctypes.c_char.from_buffer(memory)  # (its address; keeps the mapping open)
     functions = _fill(objects, externals, offsets, memory, ctypes.addressof(anchor), sizes)
