@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from cuvil_perception.compile import host_record, target
+from cuvil_perception.compile import cache, host_record, target
 
 _TRIPLE, _VERSIONS = "x86_64-unknown-linux-gnu", "llvm 1.2.3 llvmlite 4.5.6"
 
@@ -44,7 +44,7 @@ def test_not_used_without_a_boot_id_or_disk_cache(boot, monkeypatch):
 
 def test_a_record_others_can_write_or_a_malformed_one_is_ignored(boot, cache_dir):
     host_record.remember(_TRIPLE, _VERSIONS, "znver3", "+avx2")
-    path = cache_dir / "objects-v2" / host_record.NAME
+    path = cache_dir / "objects-v2" / cache.HOST
     os.chmod(path, 0o666)
     assert host_record.recall(_TRIPLE, _VERSIONS) is None
     os.chmod(path, 0o600)
@@ -61,7 +61,7 @@ def test_host_target_asks_llvm_once_per_boot(boot, monkeypatch):
         asked = target.host_target()  # asks LLVM, records the answer
         target.host_target.cache_clear()
         assert target.host_target() == asked
-        path = boot.parent / "cache" / "objects-v2" / host_record.NAME
+        path = boot.parent / "cache" / "objects-v2" / cache.HOST
         lines = path.read_text().split("\n")
         path.write_text("\n".join(lines[:-2] + ["recorded-cpu", "+recorded"]))
         target.host_target.cache_clear()

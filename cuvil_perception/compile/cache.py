@@ -60,6 +60,7 @@ _ALIAS = ".alias"
 _ALIAS_LINE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{64})")
 _DIR_MODE = 0o700
 DIGESTS = "digests"  # `source_digests`' index of source-file digests, kept beside the entries
+HOST = "host"  # `host_record`'s record of the host CPU, kept there too
 
 
 class CacheCorruptionWarning(UserWarning):
@@ -228,9 +229,9 @@ def cache_info() -> dict:
 
 
 def cache_clear() -> int:
-    """Delete every entry, the journal, aliases and the source digests, the temp files of writers that are gone
-    (`temp_files.sweep_stale`; a live writer's is kept) and the ``.tmp-*.part`` temp files of
-    earlier versions; returns the entries removed."""
+    """Delete every entry, the journal, aliases, the source digests and the host record, the
+    temp files of writers that are gone (`temp_files.sweep_stale`; a live writer's is kept) and
+    the ``.tmp-*.part`` temp files of earlier versions; returns the entries removed."""
     directory = store_dir()
     if not directory.is_dir():
         return 0
@@ -238,7 +239,7 @@ def cache_clear() -> int:
     removed = 0
     for path in directory.iterdir():
         old_temp = path.name.startswith(".tmp-") and path.name.endswith(".part")
-        if old_temp or path.name in ("journal", DIGESTS) or path.suffix == _ALIAS:
+        if old_temp or path.name in ("journal", DIGESTS, HOST) or path.suffix == _ALIAS:
             _unlink_quietly(path)
         elif path.suffix == _SUFFIX:
             removed += _unlink_quietly(path)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 _MAGIC = "cuvil host cpu 1"
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
-NAME = "host"
 
 
 def _boot_id() -> str | None:
@@ -35,9 +34,9 @@ def _boot_id() -> str | None:
 
 def _path():
     from .. import config
-    from .cache import SUBDIR
+    from .cache import HOST, SUBDIR
 
-    return None if config.disk_cache_disabled() else config.cache_dir() / SUBDIR / NAME
+    return None if config.disk_cache_disabled() else config.cache_dir() / SUBDIR / HOST
 
 
 def _identity(triple: str, versions: str) -> list[str] | None:
