@@ -56,7 +56,12 @@ def range_image(points: Buf[f32, "n", 4], n: i64, depth: Buf[f32, "h", "w"],
             index[v, u] = i32(i)
 
 
-@kernel(name="bench.voxel_centroids")
+# slp=False: LLVM's SLP vectoriser packs the point's x, y, z (subtract, divide, range compares)
+# into one vector and unpacks it again for the cell index; in this latency-bound loop (one
+# random grid access a point) the shuffles cost more than the three scalar chains on Zen 3
+# (--cpu znver3: 7-10 % slower than without it; ~2.5 % faster with it on Zen 4). numba has no
+# SLP by default. (vs_numba.py; AMD EPYC Zen 4 AVX-512 VNNI, code for znver3 and znver4.)
+@kernel(name="bench.voxel_centroids", slp=False)
 def voxel_centroids(points: Buf[f32, "n", 4], n: i64, grid: Buf[i32, "cells"],
                     sums: Buf[f32, "cap", 3], counts: Buf[i32, "cap"], cell_of: Buf[i32, "cap"],
                     centroids: Buf[f32, "cap", 3], *, lo: tuple, size: float, nx: int, ny: int,

@@ -238,3 +238,34 @@ def test_a_killed_writers_temp_is_removed_by_the_next_write(cache_dir):
     assert cache_clear() == 1
     assert live.exists() and not old_format.exists()
     assert sorted(p.name for p in store.iterdir()) == [live.name]
+
+
+@kernel(name="test.slp_pair")
+def slp_pair(p: Buf[f32, "n", 4], out: Buf[f32, "n", 4], *, n: int):
+    for i in range(n):
+        out[i, 0], out[i, 1] = p[i, 0] * 2.0 + p[i, 1], p[i, 1] * 2.0 + p[i, 0]
+
+
+def test_a_kernel_without_slp_is_compiled_and_keyed_apart(cache_dir):
+    """``slp=False`` is part of the spec's identity and of its options (the cache key), and
+    the two builds give the same bits."""
+    import numpy as np
+
+    from cuvil_perception.compile.keys import fast_key
+    from cuvil_perception.compile.optimize import options_for
+
+    off = kernel(slp_pair.py_func, name="test.slp_pair", slp=False)
+    on_spec, off_spec = slp_pair.spec(n=64), off.spec(n=64)
+    assert on_spec != off_spec and off_spec.slp is False
+    assert options_for(on_spec) == DEFAULT_OPTIONS
+    assert not options_for(off_spec).slp_vectorization
+    t = host_target()
+    assert fast_key(on_spec, t, options_for(on_spec)) != \
+        fast_key(off_spec, t, options_for(off_spec))
+    assert _key(on_spec, opts=options_for(on_spec)) != _key(off_spec, opts=options_for(off_spec))
+    p = np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32)
+    outs = [np.zeros((64, 4), np.float32) for _ in range(2)]
+    slp_pair(p, outs[0])
+    off(p, outs[1])
+    assert outs[0].tobytes() == outs[1].tobytes()
+    assert get_kernel(on_spec) is not get_kernel(off_spec)

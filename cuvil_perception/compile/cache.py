@@ -60,6 +60,7 @@ _ALIAS = ".alias"
 _ALIAS_LINE = re.compile(rb"([0-9a-f]{64}) ([0-9a-f]{64})")
 _DIR_MODE = 0o700
 DIGESTS = "digests"  # `source_digests`' index of source-file digests, kept beside the entries
+HOST = "host"  # `host_record`'s record of the host CPU, kept there too
 
 
 class CacheCorruptionWarning(UserWarning):
@@ -76,13 +77,15 @@ def entry_path(key: str) -> Path:
     return store_dir() / f"{key}{_SUFFIX}"
 
 
-def get(key: str, expect: dict | None = None) -> bytes | None:
+def get(key: str, expect: dict | None = None, store: Path | None = None) -> bytes | None:
     """The object bytes stored under ``key``, or None (absent, unreadable, corrupt or foreign).
 
     ``expect``: meta fields the entry must carry (e.g. ``{"name": ..., "static": ...}``); the
-    entry's own ``key`` field is always checked.
+    entry's own ``key`` field is always checked. ``store``: `store_dir()`, when the caller
+    has just had it checked (one lookup's alias and entry share a check: ~0.1 ms less each).
     """
-    path = entry_path(key)
+    store = store or store_dir()
+    path = store / f"{key}{_SUFFIX}"
     blob, problem = read_entry(path)
     if blob is None:
         if problem is not None:  # else absent (a bad cache dir is reported by `put`)
@@ -102,7 +105,7 @@ def get(key: str, expect: dict | None = None) -> bytes | None:
                           f"{want!r} (a wrong alias); recompiling", CacheCorruptionWarning,
                           stacklevel=2)
             return None
-    _journal(b"h")
+    _journal(b"h", store)
     return payload
 
 
@@ -123,13 +126,14 @@ def _remove(path: Path) -> None:
 def put(key: str, payload: bytes, meta: dict | None = None) -> Path:
     """Store ``payload`` under ``key`` atomically; returns the entry path."""
     path = write_atomic(f"{key}{_SUFFIX}", encode(payload, {**(meta or {}), "key": key}))
-    _journal(b"m")
+    _journal(b"m", path.parent)
     return path
 
 
-def get_alias(fast: str) -> str | None:
-    """The object key an alias points to, or None (absent, malformed, or another key's alias)."""
-    path = store_dir() / f"{fast}{_ALIAS}"
+def get_alias(fast: str, store: Path | None = None) -> str | None:
+    """The object key an alias points to, or None (absent, malformed, or another key's alias).
+    ``store``: as for `get`."""
+    path = (store or store_dir()) / f"{fast}{_ALIAS}"
     blob, problem = read_entry(path)
     if blob is None:
         if problem is not None:  # not a file of ours (a folder, a FIFO, a link, someone
@@ -225,9 +229,9 @@ def cache_info() -> dict:
 
 
 def cache_clear() -> int:
-    """Delete every entry, the journal, aliases and the source digests, the temp files of writers that are gone
-    (`temp_files.sweep_stale`; a live writer's is kept) and the ``.tmp-*.part`` temp files of
-    earlier versions; returns the entries removed."""
+    """Delete every entry, the journal, aliases, the source digests and the host record, the
+    temp files of writers that are gone (`temp_files.sweep_stale`; a live writer's is kept) and
+    the ``.tmp-*.part`` temp files of earlier versions; returns the entries removed."""
     directory = store_dir()
     if not directory.is_dir():
         return 0
@@ -235,17 +239,17 @@ def cache_clear() -> int:
     removed = 0
     for path in directory.iterdir():
         old_temp = path.name.startswith(".tmp-") and path.name.endswith(".part")
-        if old_temp or path.name in ("journal", DIGESTS) or path.suffix == _ALIAS:
+        if old_temp or path.name in ("journal", DIGESTS, HOST) or path.suffix == _ALIAS:
             _unlink_quietly(path)
         elif path.suffix == _SUFFIX:
             removed += _unlink_quietly(path)
     return removed
 
 
-def _journal(mark: bytes) -> None:
+def _journal(mark: bytes, store: Path) -> None:
     # One byte per event with O_APPEND: concurrent processes never interleave partial records.
     try:
-        fd = os.open(store_dir() / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        fd = os.open(store / "journal", os.O_WRONLY | os.O_APPEND | os.O_CREAT
                      | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)  # a FIFO there must not block
     except OSError:
         return

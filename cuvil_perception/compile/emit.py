@@ -9,7 +9,7 @@ from typing import Iterable
 from ..errors import UsageError
 from .codegen import compile_ir
 from .keys import cache_key
-from .optimize import DEFAULT_OPTIONS
+from .optimize import options_for
 from .render_ir import render
 from .spec import KernelSpec
 from .target import cross_target
@@ -21,7 +21,7 @@ def emit_object(spec: KernelSpec, triple: str, cpu: str = "generic", features: s
     Raises `UsageError` if this LLVM cannot generate code for ``triple``.
     """
     target = cross_target(triple, cpu, features)
-    return compile_ir(render(spec), target, spec.name, DEFAULT_OPTIONS).obj
+    return compile_ir(render(spec), target, spec.name, options_for(spec)).obj
 
 
 def write_objects(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path,
@@ -38,10 +38,10 @@ def write_objects(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path,
     paths = []
     for spec in (s.release() for s in specs):
         ir_text = render(spec)
-        key = cache_key(ir_text, spec, target, DEFAULT_OPTIONS)
+        key = cache_key(ir_text, spec, target, options_for(spec))
         path = out / f"{spec.name}-{key[:8]}.o"
         try:
-            path.write_bytes(compile_ir(ir_text, target, spec.name, DEFAULT_OPTIONS).obj)
+            path.write_bytes(compile_ir(ir_text, target, spec.name, options_for(spec)).obj)
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write {path.name}: {exc}") from exc
         paths.append(path)

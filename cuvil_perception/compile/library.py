@@ -56,7 +56,7 @@ from .cabi import (ABI_MAJOR, ABI_MINOR, LibraryPart, abi_header, api_source, in
 from .cheader import macro_name, render_header
 from .codegen import compile_ir
 from .kernel_prewarm import unique_specs
-from .optimize import DEFAULT_OPTIONS
+from .optimize import options_for
 from .fastmath import FastMathUse
 from .render_ir import render, render_checked
 from .spec import KernelSpec
@@ -168,7 +168,7 @@ def library_object(spec: KernelSpec, symbol: str, target: Target,
     for var in module.global_variables:
         if not var.is_declaration:
             var.linkage = "internal"
-    return compile_ir(str(module), target, spec.name, DEFAULT_OPTIONS).obj
+    return compile_ir(str(module), target, spec.name, options_for(spec)).obj
 
 
 def build_library(specs: Iterable[KernelSpec], triple: str, out_dir: str | Path, prefix: str,

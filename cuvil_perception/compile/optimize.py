@@ -22,6 +22,13 @@ class OptOptions:
 
 
 DEFAULT_OPTIONS = OptOptions()
+_NO_SLP = OptOptions(slp_vectorization=False)
+
+
+def options_for(spec) -> OptOptions:
+    """The options a `KernelSpec` is compiled with: the defaults, without SLP vectorisation for
+    a spec that turns it off (``slp=False``)."""
+    return DEFAULT_OPTIONS if spec.slp else _NO_SLP
 
 
 def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, opts: OptOptions) -> None:

@@ -24,7 +24,7 @@ from . import cache as disk
 from .codegen import compile_ir
 from .keys import cache_key, fast_key
 from .loader import load, load_many
-from .optimize import DEFAULT_OPTIONS
+from .optimize import options_for
 from .render_ir import render
 from .spec import KernelSpec
 from .target import host_target
@@ -97,13 +97,13 @@ def acquire(spec: KernelSpec, _alias_tried: bool = False) -> Outcome:
             return Outcome(hit, "memory", 0.0, 0.0)
         target = host_target()
         use_disk = not config.disk_cache_disabled() and config.dump_ir_dir() is None
-        fast = fast_key(spec, target, DEFAULT_OPTIONS) if use_disk else None
+        fast = fast_key(spec, target, options_for(spec)) if use_disk else None
         found = _via_alias(fast, spec) if fast and not _alias_tried else None
         if found is not None:
             key, obj, status, compile_ms = *found, "hit", 0.0
         else:
             ir_text = render(spec)
-            key = cache_key(ir_text, spec, target, DEFAULT_OPTIONS)
+            key = cache_key(ir_text, spec, target, options_for(spec))
             obj, status, compile_ms = _object_for(spec, ir_text, key, target)
             if fast:
                 _remember_alias(fast, key)
@@ -124,7 +124,7 @@ def check_source(spec: KernelSpec) -> None:
         if spec.identity() in _memo:
             return
         if not config.disk_cache_disabled():
-            fast = fast_key(spec, host_target(), DEFAULT_OPTIONS)
+            fast = fast_key(spec, host_target(), options_for(spec))
             if fast and disk.get_alias(fast):
                 return
         render(spec)
@@ -147,13 +147,13 @@ def _load_aliased(specs: list[KernelSpec]) -> tuple[dict[tuple, Outcome], set]:
     if config.disk_cache_disabled() or config.dump_ir_dir() is not None:
         return {}, set()
     target = host_target()
-    items, tried = [], set()
+    items, tried, store = [], set(), disk.store_dir()  # (one trust check for all the lookups)
     for spec in specs:
         ident = spec.identity()
         if ident in _memo or ident in tried:
             continue
-        fast = fast_key(spec, target, DEFAULT_OPTIONS)
-        found = _via_alias(fast, spec) if fast else None
+        fast = fast_key(spec, target, options_for(spec))
+        found = _via_alias(fast, spec, store) if fast else None
         tried.add(ident)
         if found is not None:
             items.append((spec, found[1], found[0]))
@@ -170,10 +170,12 @@ def _load_aliased(specs: list[KernelSpec]) -> tuple[dict[tuple, Outcome], set]:
     return out, tried
 
 
-def _via_alias(fast: str, spec: KernelSpec) -> tuple[str, bytes] | None:
-    """(object key, object bytes) if the alias ``fast`` leads to a valid entry of ``spec``."""
-    key = disk.get_alias(fast)
-    obj = disk.get(key, _entry_meta(spec)) if key else None
+def _via_alias(fast: str, spec: KernelSpec, store=None) -> tuple[str, bytes] | None:
+    """(object key, object bytes) if the alias ``fast`` leads to a valid entry of ``spec``;
+    ``store``: the store folder, checked by the caller (`disk.store_dir`), else here."""
+    store = store or disk.store_dir()
+    key = disk.get_alias(fast, store)
+    obj = disk.get(key, _entry_meta(spec), store) if key else None
     if obj is None:
         return None
     _count(disk_hits=1)
@@ -201,7 +203,8 @@ def _object_for(spec: KernelSpec, ir_text: str, key: str, target) -> tuple[bytes
             _count(disk_hits=1)
             return obj, "hit", 0.0
     t0 = time.perf_counter()
-    compiled = compile_ir(ir_text, target, spec.name, DEFAULT_OPTIONS, want_text=dump is not None)
+    compiled = compile_ir(ir_text, target, spec.name, options_for(spec),
+                          want_text=dump is not None)
     compile_ms = (time.perf_counter() - t0) * 1e3
     _count(compiles=1, compile_ms_total=compile_ms)
     if dump is not None:

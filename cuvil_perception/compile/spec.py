@@ -108,6 +108,12 @@ class KernelSpec:
     record is a hidden ``ptr`` to the calling thread's thread-pool record, and ``threads()``
     returns that address (`lang.parallel.par_address`); the callable supplies it, as the record.
     Not part of the identity either: the extra ``ptr`` in ``args`` is.
+
+    ``slp``: False turns LLVM's SLP vectoriser (straight-line code packed into vectors) off
+    for this kernel (`optimize.options_for`), as numba has it by default; part of the identity
+    and, through the optimisation options, of the cache key. For a loop whose body SLP packs
+    into shuffles that cost more than the scalar code on some CPUs (the voxel kernel of
+    benchmarks/_user_kernels.py on Zen 3; docs/kernel-language.md).
     """
 
     name: str
@@ -121,6 +127,7 @@ class KernelSpec:
     source: str = ""
     error_record: Callable[["KernelSpec", Any], Exception] | None = None
     threads: Callable[[], int] | None = None
+    slp: bool = True
 
     def __post_init__(self) -> None:
         # Specs are written by kernel authors, not users: a bad spec is a CompileError (a bug).
@@ -149,7 +156,7 @@ class KernelSpec:
                                f"{exc}") from exc
         # Computed once: get_kernel looks specs up by identity on every call (memo hits).
         ident = (self.name, _qualified(self.build), static_json, self.args, self.ret,
-                 tuple(sorted(self.fastmath)), self.version, self.source)
+                 tuple(sorted(self.fastmath)), self.version, self.source, self.slp)
         object.__setattr__(self, "_identity", ident)
         object.__setattr__(self, "_hash", hash(ident))
 

@@ -13,9 +13,11 @@ import functools
 import threading
 from dataclasses import dataclass
 
+import llvmlite
 import llvmlite.binding as llvm
 
 from ..errors import UsageError
+from . import host_record
 
 _init_lock = threading.Lock()
 _initialised: set[str] = set()
@@ -57,17 +59,28 @@ class Target:
         return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt,
                                             reloc="pic", codemodel="default", jit=jit)
 
+    def loading_machine(self) -> llvm.TargetMachine:
+        """A fresh target machine for an MCJIT engine that only maps compiled objects (`loader`):
+        the generic CPU of the triple, no code generation (opt 0)."""
+        return Target(self.triple, host=self.host).machine(jit=True, opt=0)
+
 
 @functools.lru_cache(maxsize=1)
 def host_target() -> Target:
-    """The host: process triple, ``get_host_cpu_name()`` and ``get_host_cpu_features()``."""
-    ensure_llvm(every_target=False)
-    try:
-        features = llvm.get_host_cpu_features().flatten()
-    except RuntimeError:  # some hosts cannot report features; the CPU name still implies them
-        features = ""
-    return Target(triple=llvm.get_process_triple(), cpu=llvm.get_host_cpu_name(),
-                  features=features, host=True)
+    """The host: process triple, ``get_host_cpu_name()`` and ``get_host_cpu_features()``
+    (LLVM's answers, asked once per boot: `host_record`). Registers no LLVM target: none of
+    these needs one, and a warm start maps cached objects without LLVM (`elf_map`)."""
+    triple = llvm.get_process_triple()
+    versions = f"llvm {'.'.join(map(str, llvm.llvm_version_info))} llvmlite {llvmlite.__version__}"
+    known = host_record.recall(triple, versions)
+    if known is None:
+        try:
+            features = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:  # some hosts cannot report features; the CPU name still implies them
+            features = ""
+        known = (llvm.get_host_cpu_name(), features)
+        host_record.remember(triple, versions, *known)
+    return Target(triple=triple, cpu=known[0], features=known[1], host=True)
 
 
 def cross_target(triple: str, cpu: str = "generic", features: str = "") -> Target:

@@ -52,29 +52,31 @@ from .values import Val
 
 
 def kernel(fn=None, *, name: str | None = None, fastmath: tuple = (), noalias: bool = True,
-           debug: bool = False, version: int = 1):
+           debug: bool = False, version: int = 1, slp: bool = True):
     """Decorate a typed function as a kernel (usable bare or with options).
 
     ``name``: the spec name (default ``<module tail>.<function>``); ``fastmath``: LLVM fast-math
     flags put on every float operation (e.g. ``("contract",)`` for FMA; documented per kernel;
     flags that kmath helpers add themselves need not be listed, see `compile.fastmath`);
-    ``version``: bump to force a rebuild when something outside the source changes the code."""
+    ``version``: bump to force a rebuild when something outside the source changes the code;
+    ``slp=False``: no SLP vectorisation for this kernel (`KernelSpec`; docs/kernel-language.md)."""
     def wrap(f):
         return Kernel(f, name=name, fastmath=tuple(fastmath), noalias=noalias, debug=debug,
-                      version=version)
+                      version=version, slp=slp)
     return wrap(fn) if fn is not None else wrap
 
 
 class Kernel:
     """A compiled-on-demand kernel; see the module docstring."""
 
-    def __init__(self, fn, *, name, fastmath, noalias, debug, version):
+    def __init__(self, fn, *, name, fastmath, noalias, debug, version, slp=True):
         remember(fn)  # the text Python compiled, whatever happens to the file (see `source`)
         self.py_func = value_slices(fn, params=True)  # (rebuilt: see `slices`)
         fn.__cuvil_kernel__ = self.py_func.__cuvil_kernel__ = self
         self.__doc__, self.__name__ = fn.__doc__, fn.__name__
         self.name = name or f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
         self.fastmath, self.noalias, self.debug, self.version = fastmath, noalias, debug, version
+        self.slp = slp
         self._params, self._digest, self._refs, self._streams = None, None, (), None
         self._roles: tuple = ()  # each run-time parameter's role marker or None (`markers`)
         self._digests: dict[tuple, str] = {}  # current constant values -> source digest
@@ -134,7 +136,7 @@ class Kernel:
                           fastmath=self.fastmath, version=self.version,
                           source=self.source_digest(),
                           error_record=self.index_error if debug else None,
-                          threads=par_address if parallel else None)
+                          threads=par_address if parallel else None, slp=self.slp)
 
     def specialize(self, **static) -> Specialized:
         """This kernel with static values bound once (`dispatch.Specialized`)."""
