@@ -42,7 +42,9 @@ def _error_lines(result) -> list[str]:
 
 
 @pytest.mark.parametrize("verb", [["compile"], ["run", "--frames", "1"], ["inspect"]])
-def test_kernel_source_error_is_one_line_and_exit_2(repo_root, tmp_path, verb):
+def test_kernel_source_error_is_file_line_with_caret_and_exit_2(repo_root, tmp_path, verb):
+    """One error line naming file:line:col, then the source line and a caret under the column
+    (as a compiler prints it), no traceback."""
     package = f"user_op_source_{verb[0]}"
     config = _broken_op(repo_root, tmp_path, package, KEPT, KEPT + '    kept = "x"\n',
                         "kernel.py")
@@ -51,7 +53,9 @@ def test_kernel_source_error_is_one_line_and_exit_2(repo_root, tmp_path, verb):
     line = kernel.read_text().splitlines().index('    kept = "x"') + 1
     assert result.exit_code == 2, result.output
     assert _error_lines(result) == [f"error: {kernel}:{line}:12: in kernel remove_ground: "
-                                    f"a str constant; write a number instead"]
+                                    f"a str constant; write a number instead",
+                                    '    kept = "x"',
+                                    "           ^"]
     assert "Traceback" not in result.output
 
 
