@@ -19,8 +19,11 @@ from .diff import Change, changes, changes_text, diff_tree
 from .session import Recording, record
 from .stacks import Stacks, parse_folded
 
-DEFAULT_HZ = 50  # samples a second; at 100 the worker spent +12 % CPU (docs/profiling.md)
-DEFAULT_REPEAT = 10  # runs of the drive a recording (per side)
+# py-spy --native stops the worker ~3.5 ms a sample: 10 Hz keeps that ~3.5 % of the run (the
+# target: <= 10 % on e2e p50); 50 runs keep the sample count 50 Hz x 10 runs had
+# (docs/profiling.md, "What recording costs")
+DEFAULT_HZ = 10  # samples a second
+DEFAULT_REPEAT = 50  # runs of the drive a recording (per side)
 
 __all__ = ["DEFAULT_HZ", "DEFAULT_REPEAT", "SAMPLERS", "Change", "Recording", "Stacks", "changes",
            "changes_text", "choose", "diff_tree", "parse_folded", "record"]
