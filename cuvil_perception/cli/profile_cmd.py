@@ -40,7 +40,7 @@ TOP_ROWS = 12
 @click.option("--hz", type=click.IntRange(min=1, max=2000), default=None,
               help="Samples a second per thread [default: 10].")
 @click.option("--repeat", type=click.IntRange(min=1, max=1000), default=None,
-              help="Runs of the drive recorded, per side [default: 50].")
+              help="Runs of the drive recorded, per side [default: 60].")
 @click.option("--frames", type=click.IntRange(min=1), help="Frames per run.")
 @click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
 @click.option("--profiler", type=click.Choice(["auto", "py-spy", "perf"]), default="auto",

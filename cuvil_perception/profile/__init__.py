@@ -20,10 +20,10 @@ from .session import Recording, record
 from .stacks import Stacks, parse_folded
 
 # py-spy --native stops the worker ~3.5 ms a sample: 10 Hz keeps that ~3.5 % of the run (the
-# target: <= 10 % on e2e p50); 50 runs keep the sample count 50 Hz x 10 runs had
-# (docs/profiling.md, "What recording costs")
+# target: <= 10 % on e2e p50); 60 runs give the sample drive's graph ~230 samples, above the
+# 200 under which `profile` calls a graph coarse (docs/profiling.md, "What recording costs")
 DEFAULT_HZ = 10  # samples a second
-DEFAULT_REPEAT = 50  # runs of the drive a recording (per side)
+DEFAULT_REPEAT = 60  # runs of the drive a recording (per side)
 
 __all__ = ["DEFAULT_HZ", "DEFAULT_REPEAT", "SAMPLERS", "Change", "Recording", "Stacks", "changes",
            "changes_text", "choose", "diff_tree", "parse_folded", "record"]
