@@ -42,8 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import print_machine  # noqa: E402
 
 from cuvil_perception.profile import DEFAULT_HZ, DEFAULT_REPEAT  # noqa: E402
-from cuvil_perception.profile.session import (_read, _without_idle, attach,  # noqa: E402
-                                              detach, reply, send, start_worker)
+from cuvil_perception.profile.perfmap import map_path  # noqa: E402
+from cuvil_perception.profile.session import (attach, detach, read_samples,  # noqa: E402
+                                              reply, send, start_worker)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +61,7 @@ def session(worker, sampler: str | None, hz: int, repeat: int, scratch: Path, n:
         runs.append(reply(worker))
     wall = time.monotonic() - start
     cpu = detach(proc) if proc is not None else 0.0
-    samples = _without_idle(_read(sampler, out, worker.pid, {}, hz)).total if proc else 0
+    samples = read_samples(sampler, out, worker.pid, {}, hz).total if proc else 0
     out.unlink(missing_ok=True)
     return {"e2e": statistics.median(r["e2e_p50_ms"] for r in runs),
             "run_s": statistics.median(r["wall_s"] for r in runs),
@@ -90,6 +91,7 @@ def main() -> None:
                                      2 * pair + i) for i, s in enumerate(order)})
         send(worker, "quit")
         worker.wait(timeout=30)
+        map_path(worker.pid).unlink(missing_ok=True)
     report(args, pairs)
 
 
@@ -110,9 +112,10 @@ def report(args, pairs: list[dict]) -> None:
           f"{med(p[None]['e2e'] for p in pairs):.1f} ms")
     print(f"run wall overhead {100 * med(over('run_s')):+.1f} %; worker CPU overhead "
           f"{100 * med(over('cpu_s')):+.1f} %")
-    print(f"sampler CPU / session wall {100 * med(s['sampler_cpu_s'] / s['wall_s'] for s in on):.1f}"
-          f" %; per sample {1000 * med(s['sampler_cpu_s'] / (args.hz * s['wall_s']) for s in on):.2f}"
-          f" ms; samples per recording {med(s['samples'] for s in on):.0f}")
+    share = med(s["sampler_cpu_s"] / s["wall_s"] for s in on)
+    print(f"sampler CPU / session wall {100 * share:.1f} %; per sample "
+          f"{1000 * share / args.hz:.2f} ms; samples per recording "
+          f"{med(s['samples'] for s in on):.0f}")
 
 
 if __name__ == "__main__":

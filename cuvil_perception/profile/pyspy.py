@@ -4,8 +4,8 @@
 and interleaves the Python frames it reads from the interpreter: one profiler that shows Python
 stage code and native frames on any CPython 3.x. It does not read perf maps, so native kernels
 come out as ``0xADDR (?)``; `frames.native_frame` names them from the worker's map. Thread names
-come from the worker's ``tid -> OS name`` list (`threadnames`): py-spy keys its name cache on the pthread
-handle, which the next run's threads reuse, so its own names go stale across runs.
+come from the worker's ``tid -> OS name`` list (`threadnames`): py-spy keys its name cache on
+the pthread handle, which the next run's threads reuse, so its own names go stale across runs.
 """
 
 from __future__ import annotations

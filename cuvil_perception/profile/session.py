@@ -71,7 +71,7 @@ def record(specs: list[dict], repeat: int, sampler: str | None, rate_hz: int,
             w.wait(timeout=30)
         recordings = []
         for i, w in enumerate(workers):
-            stacks = _without_idle(_read(sampler, outs[i], w.pid, seen[w.pid], rate_hz)) \
+            stacks = read_samples(sampler, outs[i], w.pid, seen[w.pid], rate_hz) \
                 if sampler else Stacks(rate_hz=rate_hz)
             stacks.frames = sum(r["frames"] for r in runs[i])
             recordings.append(Recording(stacks, runs[i]))
@@ -145,6 +145,13 @@ def attach(sampler: str, pid: int, rate_hz: int, out: Path, errors: Path):
         time.sleep(0.05)
     proc.kill()
     raise ExecutionError(f"profile: {sampler} did not start within {READY_TIMEOUT_S:.0f} s")
+
+
+def read_samples(sampler: str, out: Path, pid: int, names: dict[int, str],
+                 rate_hz: int) -> Stacks:
+    """The stacks ``sampler`` wrote to ``out`` for worker ``pid`` (threads named from
+    ``names``, OS tid -> name), without the samples of its waits and its runs' set-up."""
+    return _without_idle(_read(sampler, out, pid, names, rate_hz))
 
 
 def _read(sampler: str, out: Path, pid: int, names: dict[int, str], rate_hz: int) -> Stacks:
