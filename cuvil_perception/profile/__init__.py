@@ -19,7 +19,7 @@ from .diff import Change, changes, changes_text, diff_tree
 from .session import Recording, record
 from .stacks import Stacks, parse_folded
 
-# py-spy --native stops the worker ~3.5 ms a sample: 10 Hz keeps that ~3.5 % of the run (the
+# py-spy --native stops the worker ~4 ms a sample: 10 Hz keeps that ~4 % of the run (the
 # target: <= 10 % on e2e p50); 60 runs give the sample drive's graph ~230 samples, above the
 # 200 under which `profile` calls a graph coarse (docs/profiling.md, "What recording costs")
 DEFAULT_HZ = 10  # samples a second
