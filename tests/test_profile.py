@@ -62,8 +62,10 @@ def test_profile_names_kernels_stage_code_and_onnxruntime(tmp_path):
 
 
 def test_profile_vs_dense_to_sparse_shrinks_most_in_the_backbone(tmp_path):
+    # 200 Hz: 2 runs of 4 frames a side; at the default rate (made for longer recordings)
+    # ~150 samples a side let a few-sample function top the table of changes
     result = _profile("--set", "detect.sparse=false", "--vs-set", "detect.sparse=true",
-                      "--out", str(tmp_path), "--repeat", "2", "--frames", "4")
+                      "--out", str(tmp_path), "--repeat", "2", "--frames", "4", "--hz", "200")
     a = parse_folded((tmp_path / "a-stacks.folded").read_text())
     b = parse_folded((tmp_path / "b-stacks.folded").read_text())
     a.frames = b.frames = 8  # 2 runs of 4 frames each

@@ -38,9 +38,9 @@ TOP_ROWS = 12
 @click.option("--vs-set", "vs_sets", metavar="STAGE.PARAM=VALUE", multiple=True,
               help="B is B.yaml (default: PIPELINE) with this --set applied; repeatable.")
 @click.option("--hz", type=click.IntRange(min=1, max=2000), default=None,
-              help="Samples a second per thread [default: 50].")
-@click.option("--repeat", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
-              help="Runs of the drive recorded (per side).")
+              help="Samples a second per thread [default: 10].")
+@click.option("--repeat", type=click.IntRange(min=1, max=1000), default=None,
+              help="Runs of the drive recorded, per side [default: 60].")
 @click.option("--frames", type=click.IntRange(min=1), help="Frames per run.")
 @click.option("--workers", type=click.IntRange(min=1), help="Compute threads [default: cores].")
 @click.option("--profiler", type=click.Choice(["auto", "py-spy", "perf"]), default="auto",
@@ -56,7 +56,7 @@ def profile_cmd(pipeline, replay, sets, out_dir, vs_path, vs_sets, hz, repeat, f
     temporary folder, never onto the pipeline's outputs. With --vs / --vs-set: both sides,
     a differential flame graph (red grew, blue shrank) and a table of the top changes.
     """
-    from ..profile import DEFAULT_HZ, changes, choose, record
+    from ..profile import DEFAULT_HZ, DEFAULT_REPEAT, changes, choose, record
     from ..profile.output import write_profile, write_vs
 
     console, errors = wide_console(), Console(stderr=True)
@@ -64,7 +64,7 @@ def profile_cmd(pipeline, replay, sets, out_dir, vs_path, vs_sets, hz, repeat, f
     specs, labels = _specs(pipeline, replay, sets, vs_path, vs_sets, frames, workers, ab)
     _check_out(out_dir, pipeline, vs_path, overwrite)
     sampler = choose(profiler, _warner(errors))
-    rate = hz or DEFAULT_HZ
+    rate, repeat = hz or DEFAULT_HZ, repeat or DEFAULT_REPEAT
     with tempfile.TemporaryDirectory(prefix="cuvil-profile-") as scratch:
         recordings = record(specs, repeat, sampler, rate, Path(scratch))
     for rec, label in zip(recordings, labels):

@@ -36,7 +36,7 @@ def script(data: Path) -> str:
     return done.stdout
 
 
-def read_script(text: str, rate_hz: float, skip_threads=()) -> Stacks:
+def read_script(text: str, rate_hz: float) -> Stacks:
     """``perf script`` text (a ``comm tid`` line, then one ``addr sym (dso)`` line per frame,
     leaf first; samples separated by blank lines) as `Stacks`."""
     out = Stacks(rate_hz=rate_hz)
@@ -46,8 +46,6 @@ def read_script(text: str, rate_hz: float, skip_threads=()) -> Stacks:
             continue
         thread = lines[0].strip().rsplit(None, 1)[0] if " " in lines[0].strip() \
             else lines[0].strip()
-        if thread in skip_threads:
-            continue
         frames = [_frame(line) for line in lines[1:]]
         out.add([thread] + trim_thread_start(fold_repeats(list(reversed(frames)))))
     return out

@@ -4,8 +4,8 @@
 and interleaves the Python frames it reads from the interpreter: one profiler that shows Python
 stage code and native frames on any CPython 3.x. It does not read perf maps, so native kernels
 come out as ``0xADDR (?)``; `frames.native_frame` names them from the worker's map. Thread names
-come from the worker's own ``tid -> OS name`` list: py-spy keys its name cache on the pthread
-handle, which the next run's threads reuse, so its own names go stale across runs.
+come from the worker's ``tid -> OS name`` list (`threadnames`): py-spy keys its name cache on
+the pthread handle, which the next run's threads reuse, so its own names go stale across runs.
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ def command(pid: int, rate_hz: int, out: Path) -> list[str]:
 
 
 def read_raw(text: str, perf_map: PerfMap, thread_names: dict[int, str],
-             rate_hz: float, skip_threads=()) -> Stacks:
+             rate_hz: float) -> Stacks:
     """py-spy's raw lines (``thread (TID): NAME;frame;...;leaf COUNT``, root first) as `Stacks`,
-    threads named from ``thread_names`` (OS tid -> name) where known; ``skip_threads``: names
-    whose samples are dropped (the worker's own helper thread). Samples of a blocked thread
-    (`frames.is_wait`) are dropped too."""
+    threads named from ``thread_names`` (OS tid -> name) where known. Samples of a blocked
+    thread (`frames.is_wait`) are dropped."""
     out = Stacks(rate_hz=rate_hz)
     for line in text.splitlines():
         stack, _, count = line.rstrip().rpartition(" ")
@@ -51,8 +50,6 @@ def read_raw(text: str, perf_map: PerfMap, thread_names: dict[int, str],
             thread, rest = "process", raw
         else:
             rest = raw[1:]
-        if thread in skip_threads:
-            continue
         frames = fold_repeats([native_frame(f, perf_map) for f in rest])
         if is_wait(frames):
             continue

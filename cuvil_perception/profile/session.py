@@ -3,9 +3,11 @@ interleaved, stacks read back.
 
 Each side (A, and B for ``--vs``) runs in its own worker process (`worker`), so the sampler
 attaches to one side's process only and the two profiles never mix; the runs alternate A, B,
-A, B, ... so both sides see the same machine load over time. The sampler attaches after the
-worker's warm-up, so imports and model loading are not in the profile. ``sampler=None`` runs
-the same way unprofiled (the overhead benchmark's baseline).
+A, B, ... so both sides see the same machine load over time. The sampler attaches once, after
+the worker's warm-up, so imports and model loading are not in the profile, and stays attached
+for all the runs (`attach` / `detach`, which the overhead benchmark uses the same way).
+``sampler=None`` runs the same way unprofiled. The threads' names are polled from here
+(`threadnames`), not from inside the worker.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from ..errors import ExecutionError
 from . import perf, pyspy
 from .perfmap import PerfMap, map_path
 from .stacks import Stacks
-from .worker import HELPER_THREAD, IDLE_FRAME, RUN_FRAME, SETUP_FRAMES
+from .threadnames import ThreadNames
+from .worker import IDLE_FRAME, RUN_FRAME, SETUP_FRAMES
 
 READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -41,30 +45,39 @@ def record(specs: list[dict], repeat: int, sampler: str | None, rate_hz: int,
            scratch: Path) -> list[Recording]:
     """Run each worker spec ``repeat`` times, interleaved, sampled by ``sampler`` (``py-spy``,
     ``perf`` or None) at ``rate_hz``; intermediate files go into ``scratch``."""
-    workers = [_start_worker(spec, sampler, scratch / f"worker{i}.err")
+    workers = [start_worker(spec, sampler, scratch / f"worker{i}.err")
                for i, spec in enumerate(specs)]
     samplers: list[subprocess.Popen] = []
+    names = ThreadNames([w.pid for w in workers])
     try:
         for w in workers:
-            _reply(w)  # ready: warmed up
+            reply(w)  # ready: warmed up
         outs = [scratch / f"samples{i}" for i in range(len(workers))]
         if sampler:
-            samplers = [_start_sampler(sampler, w.pid, rate_hz, out, scratch / f"sampler{i}.err")
+            samplers = [attach(sampler, w.pid, rate_hz, out, scratch / f"sampler{i}.err")
                         for i, (w, out) in enumerate(zip(workers, outs))]
+        names.start()
         runs: list[list[dict]] = [[] for _ in workers]
         for _ in range(repeat):
             for i, w in enumerate(workers):
-                _send(w, "run")
-                runs[i].append(_reply(w))
-        names = _finish(workers, samplers)
+                send(w, "run")
+                runs[i].append(reply(w))
+        seen = names.stop()
+        # the samplers stop before the workers exit: the interpreter's shutdown is not sampled
+        for s in samplers:
+            detach(s)
+        for w in workers:
+            send(w, "quit")
+            w.wait(timeout=30)
         recordings = []
         for i, w in enumerate(workers):
-            stacks = _without_idle(_read(sampler, outs[i], w.pid, names[i], rate_hz)) \
+            stacks = read_samples(sampler, outs[i], w.pid, seen[w.pid], rate_hz) \
                 if sampler else Stacks(rate_hz=rate_hz)
             stacks.frames = sum(r["frames"] for r in runs[i])
             recordings.append(Recording(stacks, runs[i]))
         return recordings
     finally:
+        names.stop()
         for proc in samplers + workers:
             if proc.poll() is None:
                 proc.kill()
@@ -73,23 +86,20 @@ def record(specs: list[dict], repeat: int, sampler: str | None, rate_hz: int,
             map_path(w.pid).unlink(missing_ok=True)
 
 
-def _finish(workers, samplers) -> list[dict[int, str]]:
-    """Each worker's thread names (OS tid -> name); then the samplers stop (before the workers
-    exit, so the interpreter's shutdown is not sampled) and the workers quit."""
-    names = []
-    for w in workers:
-        _send(w, "threads")
-        names.append({int(k): v for k, v in _reply(w)["threads"].items()})
-    for s in samplers:
-        s.send_signal(signal.SIGINT)
-        s.wait(timeout=120)
-    for w in workers:
-        _send(w, "quit")
-        w.wait(timeout=30)
-    return names
+def detach(proc: subprocess.Popen) -> float:
+    """Stops a sampler (it writes its output on SIGINT); its CPU seconds, user + system."""
+    proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # wait4: the child's CPU time
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        time.sleep(0.02)
+    raise ExecutionError(f"profile: the sampler did not stop within {STOP_TIMEOUT_S:.0f} s")
 
 
-def _start_worker(spec: dict, sampler: str | None, errors: Path) -> subprocess.Popen:
+def start_worker(spec: dict, sampler: str | None, errors: Path) -> subprocess.Popen:
     env = dict(os.environ, CUVIL_PERF_MAP="1")  # the JIT kernels' names (worker's switch)
     if sampler == "perf" and sys.version_info >= (3, 12):
         env["PYTHONPERFSUPPORT"] = "1"  # Python frames in perf: the 3.12+ trampoline
@@ -101,12 +111,12 @@ def _start_worker(spec: dict, sampler: str | None, errors: Path) -> subprocess.P
     return proc
 
 
-def _send(worker: subprocess.Popen, command: str) -> None:
+def send(worker: subprocess.Popen, command: str) -> None:
     worker.stdin.write(command + "\n")
     worker.stdin.flush()
 
 
-def _reply(worker: subprocess.Popen) -> dict:
+def reply(worker: subprocess.Popen) -> dict:
     line = worker.stdout.readline()
     if not line:
         worker.wait()
@@ -116,7 +126,9 @@ def _reply(worker: subprocess.Popen) -> dict:
     return json.loads(line)
 
 
-def _start_sampler(sampler: str, pid: int, rate_hz: int, out: Path, errors: Path):
+def attach(sampler: str, pid: int, rate_hz: int, out: Path, errors: Path):
+    """Starts ``sampler`` on ``pid`` at ``rate_hz``, writing to ``out``; returns once it
+    samples."""
     module = pyspy if sampler == "py-spy" else perf
     log = open(errors, "w+")
     proc = subprocess.Popen(module.command(pid, rate_hz, out), stdout=log, stderr=log,
@@ -135,11 +147,18 @@ def _start_sampler(sampler: str, pid: int, rate_hz: int, out: Path, errors: Path
     raise ExecutionError(f"profile: {sampler} did not start within {READY_TIMEOUT_S:.0f} s")
 
 
+def read_samples(sampler: str, out: Path, pid: int, names: dict[int, str],
+                 rate_hz: int) -> Stacks:
+    """The stacks ``sampler`` wrote to ``out`` for worker ``pid`` (threads named from
+    ``names``, OS tid -> name), without the samples of its waits and its runs' set-up."""
+    return _without_idle(_read(sampler, out, pid, names, rate_hz))
+
+
 def _read(sampler: str, out: Path, pid: int, names: dict[int, str], rate_hz: int) -> Stacks:
     if sampler == "py-spy":
         text = out.read_text(errors="replace") if out.exists() else ""
-        return pyspy.read_raw(text, PerfMap.of_process(pid), names, rate_hz, (HELPER_THREAD,))
-    return perf.read_script(perf.script(out), rate_hz, (HELPER_THREAD,))
+        return pyspy.read_raw(text, PerfMap.of_process(pid), names, rate_hz)
+    return perf.read_script(perf.script(out), rate_hz)
 
 
 def _without_idle(stacks: Stacks) -> Stacks:

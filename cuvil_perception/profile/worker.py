@@ -7,7 +7,6 @@ stdin, one JSON line back on stdout for each:
 - ``run``: one run of the drive as ``bench`` runs it (rate 0, deadlines not enforced, no run
   record, sinks into a scratch folder) -> ``{"frames", "wall_s", "cpu_s", "e2e_p50_ms"}``
   (``cpu_s``: this process's CPU time over the run, all threads);
-- ``threads`` -> ``{"threads": {tid: OS name}}``, every thread seen during runs;
 - ``quit``: exit, no reply.
 
 While it waits for a command the main thread sits in `main`'s read of stdin (``IDLE_FRAME``
@@ -29,13 +28,11 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 PR_SET_PTRACER = 0x59616D61
 PR_SET_PTRACER_ANY = ctypes.c_ulong(-1)
-HELPER_THREAD = "cuvil-prof-tids"  # this module's own thread; its samples are dropped
 IDLE_FRAME = "main (cuvil_perception/profile/worker.py)"
 RUN_FRAME = "run_pipeline (cuvil_perception/rt/executor.py)"
 # Each run loads its kernels (prewarm), opens and closes its stages (open() runs the detectors'
@@ -51,35 +48,6 @@ def allow_ptrace() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux, or no Yama: nothing to allow
         pass
-
-
-class ThreadNames:
-    """Polls /proc/self/task/*/comm every ``period_s`` while on: OS tid -> thread name."""
-
-    def __init__(self, period_s: float = 0.02):
-        self.names: dict[int, str] = {}
-        self._period, self._on = period_s, threading.Event()
-        threading.Thread(target=self._loop, name=HELPER_THREAD, daemon=True).start()
-
-    def on(self, active: bool) -> None:
-        self._on.set() if active else self._on.clear()
-
-    def _loop(self) -> None:
-        from ..os_threads import name_this_thread
-
-        name_this_thread(HELPER_THREAD)
-        while True:
-            self._on.wait()
-            self.poll()
-            time.sleep(self._period)
-
-    def poll(self) -> None:
-        for entry in os.scandir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{entry.name}/comm") as fh:
-                    self.names[int(entry.name)] = fh.read().strip()
-            except (OSError, ValueError):  # the thread ended meanwhile
-                pass
 
 
 def load(spec: dict, scratch: Path):
@@ -107,7 +75,6 @@ def main(argv: list[str]) -> int:
     from ..rt.options import RunOptions
 
     spec = json.loads(argv[0])
-    names = ThreadNames()
     with tempfile.TemporaryDirectory(prefix="cuvil-profile-") as scratch:
         pipeline = load(spec, Path(scratch))
 
@@ -120,18 +87,12 @@ def main(argv: list[str]) -> int:
         _reply({"ready": os.getpid()})
         for line in sys.stdin:
             if line.strip() == "run":
-                names.on(True)
                 cpu = time.process_time()
                 result = run_pipeline(pipeline, options(spec.get("frames")))
                 cpu = time.process_time() - cpu
-                names.on(False)
                 report = result.report
                 _reply({"frames": result.frames, "wall_s": result.wall_s, "cpu_s": cpu,
                         "e2e_p50_ms": report.row("e2e").p50 if report.has("e2e") else None})
-            elif line.strip() == "threads":
-                names.poll()
-                names.names[os.getpid()] = "main"  # its OS name is the process's (python)
-                _reply({"threads": {str(k): v for k, v in names.names.items()}})
             elif line.strip() == "quit":
                 return 0
     return 0
