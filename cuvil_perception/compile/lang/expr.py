@@ -191,12 +191,7 @@ class Values:
         if is_slice(target):
             return slice_store(self, base, target, value, at)
         ty = base.ty.dtype
-        if isinstance(value, Const) and (bad := out_of_range(value.value, ty, True)) is not None:
-            self.fail(target, *bad)
-        val = self.value(value, target, want=ty.compute)
-        if val.ty.is_float and ty.is_int:
-            self.fail(target, f"storing {val.ty} into {ty} buffer '{base.name}'",
-                      f"`{ty.compute}(...)` (truncates)")
+        val = self.element_value(value, target, ty, base.name)
         val = convert(self.b, val, ty.compute) if val.ty != ty.compute else val
         at = self.element(base, target) if at is None else at
         self.b.store(convert(self.b, val, ty).ir, at)
@@ -225,6 +220,18 @@ class Values:
             self.fail(node, f"`{ast.unparse(node.func)}` takes {' or '.join(map(str, counts))} "
                       f"argument(s), got {len(node.args)}")
         return [self.expr(a) for a in node.args]
+
+    def element_value(self, value, node, ty, buf_name: str) -> Val:
+        """``value`` as a ``ty`` element to store into buffer ``buf_name`` (still in
+        ``ty.compute``): a constant out of ``ty``'s range and a float into an int buffer are
+        refused at ``node`` (one rule for element and region stores)."""
+        if isinstance(value, Const) and (bad := out_of_range(value.value, ty, True)) is not None:
+            self.fail(node, *bad)
+        val = self.value(value, node, want=ty.compute)
+        if val.ty.is_float and ty.is_int:
+            self.fail(node, f"storing {val.ty} into {ty} buffer '{buf_name}'",
+                      f"`{ty.compute}(...)` (truncates)")
+        return val
 
     def check_index(self, buf: BufRef, axis: int, idx: ir.Value, node) -> None:
         """Out of range -> record (site, index) in the error record and return from the kernel."""

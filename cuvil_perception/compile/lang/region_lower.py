@@ -29,7 +29,7 @@ from .. import irutil as u
 from .arith import convert
 from .slice_lower import MAX_LANES, constant_lanes, is_slice, slice_part, slice_step
 from .types import F32, F64, I32, I64 as _I64, VecType
-from .values import BufRef, Const, Val, out_of_range
+from .values import BufRef, Const, Val
 
 VECTOR_ELEMS = (F32, F64, I32, _I64)
 HINT = "a number, or a slice of another buffer with the same shape (`dst[a:b, :] = src[c:d, :]`)"
@@ -238,12 +238,7 @@ def region_scalar(lw, value, value_node, dst: Region, op: str | None):
                 f"region of {_shape(dst)} {ty} elements)", HINT)
     if op is not None:
         return value
-    if isinstance(value, Const) and (bad := out_of_range(value.value, ty, True)) is not None:
-        lw.fail(value_node, *bad)
-    val = lw.value(value, value_node, want=ty.compute)
-    if val.ty.is_float and ty.is_int:
-        lw.fail(value_node, f"storing {val.ty} into {ty} buffer '{dst.buf.name}'",
-                f"`{ty.compute}(...)` (truncates)")
+    val = lw.element_value(value, value_node, ty, dst.buf.name)
     return convert(lw.b, val, ty.compute)
 
 
