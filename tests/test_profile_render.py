@@ -54,6 +54,15 @@ def test_folded_text_round_trips_and_bad_lines_are_named():
         parse_folded("a;b 1\na;b\n")
 
 
+def test_threads_with_equal_samples_are_ordered_by_name_whatever_order_they_came_in():
+    # the speedscope file and the flame graph both list threads in this order; a re-read
+    # folded file (sorted lines) must give the order the recording gave
+    lines = ["cuvil-ort-point;x 2", "cuvil-io-log;y 2", "cuvil-compute_0;z 5", "main;w 2"]
+    orders = {tuple(parse_folded("\n".join(lines[i:] + lines[:i]) + "\n").threads())
+              for i in range(len(lines))}
+    assert orders == {("cuvil-compute_0", "cuvil-io-log", "cuvil-ort-point", "main")}
+
+
 def test_flame_graph_widths_are_the_folded_counts():
     stacks = parse_folded(FOLDED)
     svg = render(build(stacks.counts), "t", describe(stacks))

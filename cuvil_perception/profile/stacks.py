@@ -33,11 +33,12 @@ class Stacks:
         return sum(self.counts.values())
 
     def threads(self) -> list[str]:
-        """Root frames (thread names) by samples, most first."""
+        """Root frames (thread names) by samples, most first; equal counts by name, so the order
+        does not depend on the order the stacks were added (a re-read folded file gives the same)."""
         per = Counter()
         for stack, n in self.counts.items():
             per[stack[0]] += n
-        return [name for name, _ in per.most_common()]
+        return sorted(per, key=lambda name: (-per[name], name))
 
     def thread(self, name: str) -> "Stacks":
         """Only the stacks of thread ``name``, without the thread frame."""
