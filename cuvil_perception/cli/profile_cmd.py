@@ -142,8 +142,9 @@ def _top_table(stacks):
                         f"{stacks.frames} frames; ms per frame)")
     for name in ("function", "self", "total"):
         table.add_column(name, justify="left" if name == "function" else "right")
-    for name, n in [(k, v) for k, v in own.most_common() if k not in threads][:TOP_ROWS]:
-        table.add_row(escape(name), f"{stacks.ms_per_frame(n):.3f}",
+    ranked = sorted((k for k in own if k not in threads), key=lambda k: (-own[k], k))
+    for name in ranked[:TOP_ROWS]:
+        table.add_row(escape(name), f"{stacks.ms_per_frame(own[name]):.3f}",
                       f"{stacks.ms_per_frame(total[name]):.3f}")
     return table
 
