@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import resource
 import subprocess
 import sys
 import traceback
@@ -58,6 +59,24 @@ def cli_subprocess(*args: str, cwd: Path = REPO, timeout: float = 300) -> Result
     done = subprocess.run([sys.executable, "-m", "cuvil_perception", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+_UNDER_FILE_LIMIT = """\
+import resource, sys
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+import cuvil_perception.testing.ops
+from cuvil_perception.cli.app import main
+main(sys.argv[1:])
+"""
+
+
+def cli_under_file_limit(cwd: Path, limit: int, *args: str) -> subprocess.CompletedProcess:
+    """Run ``cuvil-perception ARGS`` in a fresh interpreter whose files may grow to ``limit``
+    bytes (RLIMIT_FSIZE: what a full disk looks like to a writer; 0: no limit), with the test
+    ops registered."""
+    code = _UNDER_FILE_LIMIT.format(limit=limit if limit else resource.RLIM_INFINITY)
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, text=True,
+                          capture_output=True, timeout=120)
 
 
 def assert_one_line_error(result: Result, *fragments: str, code: int = 2) -> str:

@@ -27,7 +27,7 @@ from cuvil_perception.output_files import output_kind
 from cuvil_perception.rt import run_files
 from cuvil_perception.rt.options import RunOptions
 
-from ._runner import assert_one_line_error, assert_unchanged, cli, snapshot
+from ._runner import assert_one_line_error, assert_unchanged, cli, cli_under_file_limit, snapshot
 
 SINKS = {"out.jsonl": "jsonl", "out.mcap": "mcap"}
 USERS = "frame,count\n0,12\n1,15\n"  # the user's own file: a CSV
@@ -164,13 +164,6 @@ def test_an_old_record_without_identities_vouches_only_for_our_header(tmp_path, 
     assert output_kind(tmp_path / "out.jsonl") is None
 
 
-CHILD = """\
-import resource, sys
-resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
-import cuvil_perception.testing.ops
-from cuvil_perception.cli.app import main
-main(sys.argv[1:])
-"""
 BIG_LINES = ("pipeline: big\nstages:\n  - {id: src, op: test.scripted, params: {frames: 3, "
              "n: 4000}}\n  - {id: out, op: jsonl, inputs: {v: src/value}, "
              "params: {path: out.jsonl}}\n")
@@ -183,9 +176,7 @@ def test_a_jsonl_emptied_by_a_full_disk_is_replaced_without_overwrite(tmp_path):
     import cuvil_perception.testing.ops  # noqa: F401
 
     (tmp_path / "p.yaml").write_text(BIG_LINES)
-    code = CHILD.format(limit=9000)
-    done = subprocess.run([sys.executable, "-c", code, "run", "p.yaml"], cwd=tmp_path,
-                          text=True, capture_output=True, timeout=120)
+    done = cli_under_file_limit(tmp_path, 9000, "run", "p.yaml")
     assert done.returncode == 2 and "writing line 1 failed" in done.stderr, done.stderr
     assert (tmp_path / "out.jsonl").read_bytes() == b""
     assert output_kind(tmp_path / "out.jsonl") == "detections"

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from cuvil_perception.drives.synth import make_drive
 
-from ._runner import REPO, assert_one_line_error, assert_unchanged, cli, snapshot
+from ._runner import (REPO, assert_one_line_error, assert_unchanged, cli, cli_under_file_limit,
+                      snapshot)
 
 PIPELINE = ("pipeline: outputs\nstages:\n  - {id: drive, op: replay}\n"
             "  - {id: out, op: jsonl, inputs: {points: drive/points}, params: {path: out.jsonl}}\n")
@@ -196,22 +195,9 @@ def test_stale_record_beside_an_output_is_never_used(work, tmp_path_factory):
     assert_unchanged(before)
 
 
-CHILD = """\
-import resource, sys
-resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
-import cuvil_perception.testing.ops
-from cuvil_perception.cli.app import main
-main(sys.argv[1:])
-"""
 BIG_LINES = ("pipeline: big\nstages:\n  - {id: src, op: test.scripted, params: {frames: 4, "
              "n: 3000}}\n  - {id: out, op: jsonl, inputs: {v: src/value}, "
              "params: {path: out.jsonl}}\n")
-
-
-def _child(tmp_path: Path, limit: int, *args: str) -> subprocess.CompletedProcess:
-    code = CHILD.format(limit=limit if limit else resource.RLIM_INFINITY)
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, text=True,
-                          capture_output=True, timeout=120)
 
 
 def test_full_disk_keeps_whole_lines_and_names_the_file(tmp_path):
@@ -219,11 +205,11 @@ def test_full_disk_keeps_whole_lines_and_names_the_file(tmp_path):
     exit 2, one line naming the file and how many whole lines it keeps, no partial line, no
     temporary file, and a run record that says the run failed."""
     (tmp_path / "p.yaml").write_text(BIG_LINES)
-    free = _child(tmp_path, 0, "run", "p.yaml", "--record", "free.json")
+    free = cli_under_file_limit(tmp_path, 0, "run", "p.yaml", "--record", "free.json")
     assert free.returncode == 0, free.stderr
     sizes = [len(line) + 1 for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     limit = sizes[0] + sizes[1] + sizes[2] // 2
-    done = _child(tmp_path, limit, "run", "p.yaml", "--record", "full.json")
+    done = cli_under_file_limit(tmp_path, limit, "run", "p.yaml", "--record", "full.json")
     result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
                             "stderr": done.stderr, "crash": ""})()
     assert_one_line_error(result, "out.jsonl", "writing line 3 failed", "file too large",
@@ -243,7 +229,7 @@ def test_full_disk_names_the_jsonl_even_when_the_trace_fails_too(tmp_path):
     """The same limit also stops the --trace written after the run (a full disk stops every
     writer): the error still names the JSONL that lost frames, the trace failure is a warning."""
     (tmp_path / "p.yaml").write_text(SMALL_LINES)
-    done = _child(tmp_path, 8000, "run", "p.yaml", "--trace", "trace.json")
+    done = cli_under_file_limit(tmp_path, 8000, "run", "p.yaml", "--trace", "trace.json")
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
@@ -332,11 +318,11 @@ def test_compile_library_needs_a_manifest_of_ours(work):
 def test_full_disk_in_make_drive_and_convert_is_one_line(tmp_path, source):
     """The same file-size limit stops make-drive and convert: exit 2, one line naming OUT and
     why; convert keeps nothing (no bag, no staging folder)."""
-    done = _child(tmp_path, 200_000, "make-drive", "md", "--frames", "2")
+    done = cli_under_file_limit(tmp_path, 200_000, "make-drive", "md", "--frames", "2")
     result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
                             "stderr": done.stderr, "crash": ""})()
     assert_one_line_error(result, "md: writing the drive failed (file too large)", "--force")
-    done = _child(tmp_path, 200_000, "convert", str(source), "c.mcap")
+    done = cli_under_file_limit(tmp_path, 200_000, "convert", str(source), "c.mcap")
     result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
                             "stderr": done.stderr, "crash": ""})()
     assert_one_line_error(result, "c.mcap: writing the bag failed (file too large)")
@@ -352,7 +338,7 @@ def test_full_disk_in_the_mcap_sink_names_the_file_exit_2(tmp_path, source):
     """A write the MCAP writer cannot finish is a failed write (exit 2, the file named), as
     for a JSONL sink, not a stage crash (exit 1) with the SDK's error text alone."""
     (tmp_path / "p.yaml").write_text(MCAP_PIPELINE)
-    done = _child(tmp_path, 2_500_000, "run", "p.yaml", "--replay", str(source))
+    done = cli_under_file_limit(tmp_path, 2_500_000, "run", "p.yaml", "--replay", str(source))
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
@@ -361,7 +347,7 @@ def test_full_disk_in_the_mcap_sink_names_the_file_exit_2(tmp_path, source):
 
 def test_full_disk_in_a_fleet_results_file_is_one_line(tmp_path, source):
     (tmp_path / "p.yaml").write_text(PIPELINE)
-    done = _child(tmp_path, 60, "fleet", "run", "p.yaml", str(source), "--out", "fl")
+    done = cli_under_file_limit(tmp_path, 60, "fleet", "run", "p.yaml", str(source), "--out", "fl")
     result = type("R", (), {"code": done.returncode, "stdout": done.stdout,
                             "stderr": done.stderr, "crash": ""})()
     assert_one_line_error(result, "fl/results.jsonl: writing a row failed (file too large)",
